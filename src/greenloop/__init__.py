@@ -1,0 +1,21 @@
+"""greenloop: keeps AI coding agents honest about tests.
+
+The package root stays import-light (the Stop hook imports it on every agent turn);
+the public API is loaded lazily on first attribute access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy re-exports keep `import greenloop` cheap for hook processes.
+    if name == "Gate":
+        from greenloop.gate import Gate
+
+        return Gate
+    raise AttributeError(f"module 'greenloop' has no attribute {name!r}")

@@ -1,0 +1,58 @@
+"""Where things live on disk: the state folder, run folders, run ids, project roots.
+
+Only paths are computed here; reading and writing the files is the job of the module
+that knows each format (store.py, bugs.py, run.py, integration/).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+__all__ = [
+    "STATE_DIR",
+    "find_project_root",
+    "new_run_id",
+    "run_dir",
+    "state_dir",
+    "unit_of",
+]
+
+STATE_DIR = ".greenloop"
+
+
+def state_dir(workspace: str | os.PathLike[str]) -> Path:
+    """The workspace's private state folder (`.greenloop/`)."""
+    return Path(workspace) / STATE_DIR
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A sortable, unique run id: `run-YYYYMMDD-HHMMSS-xxxxxx` (UTC)."""
+    t = time.gmtime(time.time() if now is None else now)
+    return time.strftime("run-%Y%m%d-%H%M%S-", t) + secrets.token_hex(3)
+
+
+def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
+    return state_dir(workspace) / "runs" / run_id
+
+
+def find_project_root(start: str | os.PathLike[str]) -> Path | None:
+    """Walk up from `start` to the folder holding `units.json` or `bugs.ndjson` (a DevLoop project)."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "units.json").is_file() or (folder / "bugs.ndjson").is_file():
+            return folder
+    return None
+
+
+def unit_of(workspace: str | os.PathLike[str]) -> tuple[Path, str] | None:
+    """If `workspace` is (inside) a DevLoop unit `units/<unit>/`, return (project root, unit id)."""
+    here = Path(workspace).resolve()
+    for folder in (here, *here.parents):
+        if folder.parent.name == "units" and (folder.parent.parent / "units.json").is_file():
+            return folder.parent.parent, folder.name
+        if (folder / "units.json").is_file():
+            return None
+    return None

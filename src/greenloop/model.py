@@ -1,0 +1,315 @@
+"""The typed records that flow between modules, each with one JSON form (DESIGN §3).
+
+Records are frozen dataclasses. `to_json()` gives the snake_case dict that the CLI's
+`--json`, the MCP tools and the files on disk all show; `from_json()` reads it back,
+tolerating missing optional keys so older files still load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "FRAMEWORKS",
+    "Detection",
+    "Failure",
+    "FrameworkId",
+    "Outcome",
+    "ParseResult",
+    "Plan",
+    "RawRun",
+    "RunResult",
+    "SandboxInfo",
+    "Suite",
+    "Summary",
+    "replace",
+]
+
+FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+FRAMEWORKS: tuple[str, ...] = get_args(FrameworkId)
+Outcome = Literal["green", "red", "broken"]
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Summary:
+        return cls(
+            total=int(d.get("total", 0)),
+            passed=int(d.get("passed", 0)),
+            failed=int(d.get("failed", 0)),
+            skipped=int(d.get("skipped", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing test (or one file/suite that failed to load, named after it)."""
+
+    test: str
+    file: str | None = None
+    line: int | None = None
+    message: str = ""
+    expected: str | None = None
+    got: str | None = None
+    stack: str = ""
+    hint: str = ""
+    bug_id: str | None = None
+    # "test" for an ordinary failing test, "load" for a file that failed to import,
+    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error.
+    kind: Literal["test", "load", "hook"] = "test"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "file": self.file,
+            "line": self.line,
+            "message": self.message,
+            "expected": self.expected,
+            "got": self.got,
+            "stack": self.stack,
+            "hint": self.hint,
+            "bug_id": self.bug_id,
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Failure:
+        kind = d.get("kind", "test")
+        return cls(
+            test=str(d.get("test", "")),
+            file=_opt_str(d.get("file")),
+            line=_opt_int(d.get("line")),
+            message=str(d.get("message") or ""),
+            expected=_opt_str(d.get("expected")),
+            got=_opt_str(d.get("got")),
+            stack=str(d.get("stack") or ""),
+            hint=str(d.get("hint") or ""),
+            bug_id=_opt_str(d.get("bug_id")),
+            kind=kind if kind in ("test", "load", "hook") else "test",
+        )
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a parser recognised in a runner's output or report. Parsing is total: never raises.
+
+    `recognized` is True when the runner's closing summary (or a report) was found; with it
+    False the counts are whatever was seen, and `notes` say what was missing.
+    """
+
+    summary: Summary = field(default_factory=Summary)
+    failures: tuple[Failure, ...] = ()
+    notes: tuple[str, ...] = ()
+    recognized: bool = False
+    duration_ms: int | None = None
+    # Set when the suite could not even load the code under test (SyntaxError, missing module).
+    load_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary.to_json(),
+            "failures": [f.to_json() for f in self.failures],
+            "notes": list(self.notes),
+            "recognized": self.recognized,
+            "duration_ms": self.duration_ms,
+            "load_error": self.load_error,
+        }
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One test root inside a workspace (a monorepo may have several)."""
+
+    root: str
+    framework: str
+    config_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": self.root, "framework": self.framework, "config_path": self.config_path}
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The answer of `probe`: which framework, where, and the command greenloop would run."""
+
+    framework: str | None
+    root: str
+    config_path: str | None = None
+    test_files: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    package_manager: str | None = None
+    notes: tuple[str, ...] = ()
+    suites: tuple[Suite, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "config_path": self.config_path,
+            "test_files": list(self.test_files),
+            "command": list(self.command),
+            "package_manager": self.package_manager,
+            "root": self.root,
+            "notes": list(self.notes),
+            "suites": [s.to_json() for s in self.suites],
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything needed to start one run; built purely from a Detection and options."""
+
+    framework: str
+    argv: tuple[str, ...]
+    cwd: str
+    timeout_ms: int
+    env: tuple[tuple[str, str], ...] = ()  # variables added on top of the child environment
+    drop_env: tuple[str, ...] = ()  # variables removed from the inherited environment
+    report_file: str | None = None  # machine report the runner writes (json/junit), if planned
+    report_format: str | None = None  # "vitest-json" | "jest-json" | "junit" | ...
+    shell: bool = False  # True only for a user's verbatim --command
+    notes: tuple[str, ...] = ()
+
+    @property
+    def command_text(self) -> str:
+        import shlex
+
+        return self.argv[0] if self.shell else shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """What the process layer observed. Output lives in files; nothing here is parsed."""
+
+    exit_code: int | None
+    timed_out: bool
+    aborted: bool
+    duration_ms: int
+    stdout_path: str
+    stderr_path: str
+    signal: int | None = None
+    spawn_error: str | None = None  # the command could not start (not found, permission)
+    survivors: tuple[int, ...] = ()  # pids still alive after the sweep (should be empty)
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    mode: str = "full-access"
+    enforced_by: str | None = None
+    workspace_root: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "enforced_by": self.enforced_by, "workspace_root": self.workspace_root}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SandboxInfo:
+        return cls(
+            mode=str(d.get("mode", "full-access")),
+            enforced_by=_opt_str(d.get("enforced_by")),
+            workspace_root=_opt_str(d.get("workspace_root")),
+        )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The structured result of one run (DESIGN §3, Run)."""
+
+    run_id: str
+    ok: bool
+    outcome: Outcome
+    framework: str | None
+    command: str
+    exit_code: int | None
+    timed_out: bool = False
+    aborted: bool = False
+    crashed: bool = False
+    crash_reason: str | None = None
+    summary: Summary = field(default_factory=Summary)
+    failures: tuple[Failure, ...] = ()
+    output_tail: str = ""
+    notes: tuple[str, ...] = ()
+    duration_ms: int = 0
+    sandbox: SandboxInfo = field(default_factory=SandboxInfo)
+    result_ref: str | None = None
+    workspace: str | None = None
+    session_id: str | None = None
+    started_at: str | None = None
+    # "retry_coder" when tests failed, "retry_tester" when the suite could not load the code.
+    next_action: str | None = None
+    bugs_opened: tuple[str, ...] = ()
+    bugs_transitioned: tuple[dict[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "outcome": self.outcome,
+            "framework": self.framework,
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "aborted": self.aborted,
+            "crashed": self.crashed,
+            "crash_reason": self.crash_reason,
+            "summary": self.summary.to_json(),
+            "failures": [f.to_json() for f in self.failures],
+            "output_tail": self.output_tail,
+            "notes": list(self.notes),
+            "duration_ms": self.duration_ms,
+            "sandbox": self.sandbox.to_json(),
+            "result_ref": self.result_ref,
+            "workspace": self.workspace,
+            "session_id": self.session_id,
+            "started_at": self.started_at,
+            "next_action": self.next_action,
+            "bugs_opened": list(self.bugs_opened),
+            "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunResult:
+        outcome = d.get("outcome", "broken")
+        return cls(
+            run_id=str(d["run_id"]),
+            ok=bool(d.get("ok", False)),
+            outcome=outcome if outcome in ("green", "red", "broken") else "broken",
+            framework=_opt_str(d.get("framework")),
+            command=str(d.get("command", "")),
+            exit_code=_opt_int(d.get("exit_code")),
+            timed_out=bool(d.get("timed_out", False)),
+            aborted=bool(d.get("aborted", False)),
+            crashed=bool(d.get("crashed", False)),
+            crash_reason=_opt_str(d.get("crash_reason")),
+            summary=Summary.from_json(d.get("summary") or {}),
+            failures=tuple(Failure.from_json(f) for f in d.get("failures") or ()),
+            output_tail=str(d.get("output_tail") or ""),
+            notes=tuple(str(n) for n in d.get("notes") or ()),
+            duration_ms=int(d.get("duration_ms") or 0),
+            sandbox=SandboxInfo.from_json(d.get("sandbox") or {}),
+            result_ref=_opt_str(d.get("result_ref")),
+            workspace=_opt_str(d.get("workspace")),
+            session_id=_opt_str(d.get("session_id")),
+            started_at=_opt_str(d.get("started_at")),
+            next_action=_opt_str(d.get("next_action")),
+            bugs_opened=tuple(str(b) for b in d.get("bugs_opened") or ()),
+            bugs_transitioned=tuple(
+                {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
+            ),
+        )

@@ -1,0 +1,282 @@
+"""The one module that starts processes (house style 4 and 5).
+
+Every child gets its own session (so its whole group can be signalled), stdin closed, and
+its output written straight to files on disk as it arrives (no pipe a grandchild could hold
+open). Every child also carries a unique marker variable, GREENLOOP_PROC_TOKEN, so that a
+sweep can find descendants that escaped the group (double forks, new sessions) by reading
+/proc/<pid>/environ. Shutdown escalates with named timeouts: SIGTERM to the group, a grace
+period, SIGKILL to the group, then a sweep by token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from greenloop.model import RawRun
+
+__all__ = [
+    "GRACE_S",
+    "SWEEP_WAIT_S",
+    "TOKEN_VAR",
+    "Child",
+    "find_by_token",
+    "kill_token",
+    "run_to_completion",
+    "spawn",
+]
+
+TOKEN_VAR = "GREENLOOP_PROC_TOKEN"
+GRACE_S = 2.0  # between SIGTERM and SIGKILL of the group
+SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to vanish
+POLL_S = 0.05
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    # The state letter follows the ")" that closes the command name; Z is a zombie.
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X", b"")
+
+
+def find_by_token(token: str) -> list[int]:
+    """Pids of live processes whose initial environment carries this token."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    me = os.getpid()
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and _alive(pid):
+            found.append(pid)
+    return found
+
+
+def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
+    """SIGKILL every live process carrying the token; return those still alive after `wait_s`."""
+    pids = find_by_token(token)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    remaining = [p for p in pids if _alive(p)]
+    while remaining and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        remaining = [p for p in remaining if _alive(p)]
+    return tuple(remaining)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, sig)
+
+
+@dataclass
+class Child:
+    """A started process: its own session and group, output in files, a token for sweeps."""
+
+    popen: subprocess.Popen[bytes]
+    token: str
+    stdout_path: str
+    stderr_path: str
+    started: float
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace_s: float = GRACE_S, sweep_wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
+        """Escalating shutdown of the whole tree; returns pids that survived (should be none)."""
+        pgid = self.popen.pid  # start_new_session makes the child its group leader
+        if self.popen.poll() is None or find_by_token(self.token):
+            _signal_group(pgid, signal.SIGTERM)
+            for pid in find_by_token(self.token):  # escaped ones get the same polite first word
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                if self.popen.poll() is not None and not find_by_token(self.token):
+                    break
+                time.sleep(POLL_S)
+            _signal_group(pgid, signal.SIGKILL)
+        survivors = kill_token(self.token, sweep_wait_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=sweep_wait_s)
+        return survivors
+
+
+def spawn(
+    argv: Iterable[str] | str,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    stdout_path: str,
+    stderr_path: str | None = None,
+    shell: bool = False,
+    token: str | None = None,
+) -> Child:
+    """Start a child in its own session with stdin closed and output going to files.
+
+    `shell=True` is only for a user's verbatim command, passed as one string. With
+    `stderr_path` None, stderr goes to the stdout file. Raises OSError when it cannot start.
+    """
+    token = token or uuid.uuid4().hex
+    child_env = dict(env)
+    child_env[TOKEN_VAR] = token
+    Path(stdout_path).parent.mkdir(parents=True, exist_ok=True)
+    out = open(stdout_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+    err = open(stderr_path, "ab") if stderr_path else None  # noqa: SIM115
+    try:
+        args: str | list[str] = argv if isinstance(argv, str) else list(argv)
+        popen = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err if err is not None else subprocess.STDOUT,
+            start_new_session=True,
+            shell=shell,
+            close_fds=True,
+        )
+    finally:
+        out.close()
+        if err is not None:
+            err.close()
+    return Child(popen, token, stdout_path, stderr_path or stdout_path, time.monotonic())
+
+
+class _Tail(threading.Thread):
+    """Follows output files as they grow and hands new text to a callback (live progress)."""
+
+    def __init__(self, paths: list[str], on_output: Callable[[str], None]) -> None:
+        super().__init__(daemon=True)
+        self.paths = paths
+        self.on_output = on_output
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        offsets = dict.fromkeys(self.paths, 0)
+        while True:
+            finished = self.done.is_set()
+            for path in self.paths:
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(offsets[path])
+                        data = fh.read()
+                except OSError:
+                    continue
+                if data:
+                    offsets[path] += len(data)
+                    with contextlib.suppress(Exception):  # a renderer bug must not stop a run
+                        self.on_output(data.decode("utf-8", "replace"))
+            if finished:
+                return
+            self.done.wait(0.1)
+
+
+def run_to_completion(
+    argv: Iterable[str] | str,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    stdout_path: str,
+    stderr_path: str,
+    shell: bool = False,
+    on_output: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    grace_s: float = GRACE_S,
+) -> RawRun:
+    """Run a child to its end or its deadline; never raises for the child's own failures.
+
+    At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
+    `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
+    sweep still runs, so a background grandchild never outlives the run.
+    """
+    start = time.monotonic()
+    Path(stdout_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        child = spawn(argv, cwd=cwd, env=env, stdout_path=stdout_path, stderr_path=stderr_path, shell=shell)
+    except OSError as exc:
+        Path(stdout_path).touch()
+        Path(stderr_path).touch()
+        return RawRun(
+            exit_code=None,
+            timed_out=False,
+            aborted=False,
+            duration_ms=int((time.monotonic() - start) * 1000),
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            spawn_error=f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
+        )
+    tail = _Tail([stdout_path, stderr_path], on_output) if on_output else None
+    if tail:
+        tail.start()
+    deadline = start + timeout_s
+    timed_out = aborted = False
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            if cancel is not None and cancel.is_set():
+                aborted = True
+                break
+            code = child.wait(min(remaining, 0.1 if cancel is not None else remaining))
+            if code is not None:
+                break
+    except KeyboardInterrupt:
+        aborted = True
+        survivors = child.stop(grace_s)
+        if tail:
+            tail.done.set()
+            tail.join()
+        raise
+    survivors = child.stop(grace_s)
+    if tail:
+        tail.done.set()
+        tail.join()
+    rc = child.popen.returncode
+    sig = -rc if rc is not None and rc < 0 else None
+    return RawRun(
+        exit_code=rc,
+        timed_out=timed_out,
+        aborted=aborted,
+        duration_ms=int((time.monotonic() - start) * 1000),
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        signal=sig,
+        survivors=survivors,
+    )
