@@ -64,11 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="file with the output, or - for stdin")
     p.add_argument("--framework", required=True, help=f"one of: {', '.join(FRAMEWORK_CHOICES)}")
     _json_flag(p)
-    _handler(p, "run:parse")
+    _handler(p, "parse:parse")
 
     p = sub.add_parser("schema", help="print a published JSON Schema")
     p.add_argument("name", help="schema name: run-result")
-    _handler(p, "run:schema")
+    _handler(p, "schema:schema")
 
     # --- closure gate
     p = sub.add_parser("check", help="is this session's last recorded run green? (test_closure_check)")
