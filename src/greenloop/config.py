@@ -1,16 +1,52 @@
-"""The config model (DESIGN §3, Config). Declared once, validated at the edge.
+"""The config model (DESIGN §3, Config): declared once, validated at the edge, typed past it.
 
-This is the minimal shape other modules rely on: `load(workspace) -> Config`. Layered loading
-(user, project, patch), validation naming every bad field and `config show` provenance are
-built on top of it without changing these names.
+Layers, each later one winning:
+
+1. built-in defaults;
+2. the user config: ``$GREENLOOP_CONFIG_HOME/config.toml``, else
+   ``$XDG_CONFIG_HOME/greenloop/config.toml``, else ``~/.config/greenloop/config.toml``;
+3. the project config: ``[tool.greenloop]`` in ``pyproject.toml``, then ``greenloop.toml``
+   (top-level keys, or a ``[greenloop]`` / ``[tool.greenloop]`` table) in the workspace;
+4. a patch layer: ``.greenloop/patch.toml``, ``$GREENLOOP_CONFIG_PATCH`` or an explicit path.
+
+Layers 2 and 3 override key by key. The patch layer replaces the whole block (as the seeds'
+``cordis.patch.yml`` does): a patch that sets only ``max_intercept_rounds`` resets every
+other field to its default, so a patch must restate each field it needs. ``disabled = true``
+in any layer is the same as ``enabled = false``.
+
+Keys are snake_case; the seeds' camelCase spellings (``maxInterceptRounds``) are accepted.
+Validation collects every violation (unknown keys included) into one ConfigError that names
+the file, each field and why. ``tomllib`` is imported only when a config file exists, so the
+hook path stays light.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
-__all__ = ["Config", "load"]
+from greenloop.errors import ConfigError
+
+__all__ = [
+    "FIELDS",
+    "HINT_LANGUAGES",
+    "SANDBOX_MODES",
+    "Config",
+    "Layer",
+    "Loaded",
+    "load",
+    "load_layers",
+    "parse_toml",
+    "project_files",
+    "user_config_path",
+    "validate",
+]
+
+HINT_LANGUAGES = ("en", "zh")
+SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
 @dataclass(frozen=True)
@@ -22,7 +58,231 @@ class Config:
     hint_language: str = "en"  # "en" | "zh"
     sandbox: str = "workspace-write"  # deployment default sandbox mode
 
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
-def load(workspace: str | os.PathLike[str] = ".") -> Config:
-    """The effective config for a workspace."""
-    return Config()
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Config:
+        """Validate a mapping (either spelling) into a Config; raises ConfigError."""
+        return cls(**validate(d, "config"))
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+_ALIASES = {
+    "maxInterceptRounds": "max_intercept_rounds",
+    "defaultTimeoutMs": "default_timeout_ms",
+    "summaryTailChars": "summary_tail_chars",
+    "hintLanguage": "hint_language",
+}
+# (minimum) for the integer fields
+_INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
+
+
+def _type_name(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(v), type(v).__name__
+    )
+
+
+def _suggest(key: str) -> str:
+    import difflib
+
+    names = list(FIELDS) + list(_ALIASES) + ["disabled"]
+    close = difflib.get_close_matches(key, names, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Check one layer's keys and values; return them snake_cased and typed.
+
+    Every violation is collected; one ConfigError names the source (`where`), each field and why.
+    """
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        name = _ALIASES.get(key, key)
+        if name == "disabled":
+            if not isinstance(value, bool):
+                problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
+            else:
+                out["enabled"] = not value
+            continue
+        if name not in FIELDS:
+            problems.append(f"unknown key '{key}'{_suggest(key)}")
+            continue
+        if name in out:
+            problems.append(f"'{key}' is given twice (as '{name}' and its camelCase alias); keep one")
+            continue
+        if name in _INT_MIN:
+            low = _INT_MIN[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                problems.append(f"'{key}' must be an integer >= {low} (got {_type_name(value)} {value!r})")
+            elif isinstance(value, float) and not value.is_integer():
+                problems.append(f"'{key}' must be a whole number, an integer >= {low} (got {value!r})")
+            elif value < low:
+                why = "positive" if low == 1 else "zero or more"
+                problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
+            else:
+                out[name] = int(value)
+        elif name == "enabled":
+            if not isinstance(value, bool):
+                problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
+            else:
+                out[name] = value
+        elif name == "hint_language":
+            if value not in HINT_LANGUAGES:
+                problems.append(f"'{key}' must be one of {', '.join(HINT_LANGUAGES)} (got {value!r})")
+            else:
+                out[name] = value
+        elif name == "sandbox":
+            if value not in SANDBOX_MODES:
+                problems.append(f"'{key}' must be one of {', '.join(SANDBOX_MODES)} (got {value!r})")
+            else:
+                out[name] = value
+    if problems:
+        raise ConfigError(f"invalid config in {where}: " + "; ".join(problems) + ". Fix these fields.")
+    return out
+
+
+def parse_toml(path: str) -> dict[str, Any]:
+    """Read a TOML file; a syntax error becomes a ConfigError naming the file and line."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}; fix the syntax") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    return data
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer that contributed: its name, file, and the (validated) values it set."""
+
+    name: str  # "user" | "project" | "patch"
+    path: str
+    values: tuple[tuple[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.name, "path": self.path, "values": dict(self.values)}
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The effective config plus where each value came from (for `greenloop config show`)."""
+
+    config: Config
+    sources: tuple[tuple[str, str], ...]  # (field, "default" | "user: path" | ...)
+    layers: tuple[Layer, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def source_of(self, name: str) -> str:
+        return dict(self.sources)[name]
+
+    def to_json(self) -> dict[str, Any]:
+        src = dict(self.sources)
+        return {
+            "config": self.config.to_json(),
+            "sources": {name: src[name] for name in FIELDS},
+            "layers": [layer.to_json() for layer in self.layers],
+            "notes": list(self.notes),
+        }
+
+
+def user_config_path(env: Mapping[str, str]) -> str:
+    home = env.get("GREENLOOP_CONFIG_HOME")
+    if home:
+        return os.path.join(home, "config.toml")
+    xdg = env.get("XDG_CONFIG_HOME")
+    base = xdg if xdg else os.path.join(env.get("HOME") or os.path.expanduser("~"), ".config")
+    return os.path.join(base, "greenloop", "config.toml")
+
+
+def project_files(workspace: str) -> list[str]:
+    """The project config files that exist, in the order they apply."""
+    found = []
+    for name in ("pyproject.toml", "greenloop.toml"):
+        path = os.path.join(workspace, name)
+        if os.path.isfile(path):
+            found.append(path)
+    return found
+
+
+def _block(path: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The greenloop table of a file: pyproject's [tool.greenloop]; greenloop.toml's keys."""
+    tool = data.get("tool")
+    if isinstance(tool, dict) and isinstance(tool.get("greenloop"), dict):
+        return dict(tool["greenloop"])
+    if os.path.basename(path) == "pyproject.toml":
+        return None
+    if isinstance(data.get("greenloop"), dict):
+        return dict(data["greenloop"])
+    return {k: v for k, v in data.items() if k != "tool"}
+
+
+def load_layers(
+    workspace: str | os.PathLike[str] = ".",
+    *,
+    env: Mapping[str, str] | None = None,
+    patch: str | os.PathLike[str] | None = None,
+) -> Loaded:
+    """Load every layer, validate each at the edge, and merge them (module docstring)."""
+    env = os.environ if env is None else env
+    ws = os.fspath(workspace)
+    values: dict[str, Any] = Config().to_json()
+    sources = dict.fromkeys(FIELDS, "default")
+    layers: list[Layer] = []
+    notes: list[str] = []
+
+    candidates: list[tuple[str, str]] = []
+    user = user_config_path(env)
+    if os.path.isfile(user):
+        candidates.append(("user", user))
+    candidates += [("project", p) for p in project_files(ws)]
+    for name, path in candidates:
+        block = _block(path, parse_toml(path))
+        if block is None:
+            continue
+        checked = validate(block, path)
+        layers.append(Layer(name, path, tuple(checked.items())))
+        for key, value in checked.items():
+            values[key] = value
+            sources[key] = f"{name}: {path}"
+
+    patch_path = os.fspath(patch) if patch is not None else env.get(PATCH_ENV) or None
+    if patch_path is None:
+        default_patch = os.path.join(ws, ".greenloop", "patch.toml")
+        patch_path = default_patch if os.path.isfile(default_patch) else None
+    elif not os.path.isfile(patch_path):
+        raise ConfigError(f"config patch {patch_path} does not exist; fix the path or remove it")
+    if patch_path is not None:
+        block = _block(patch_path, parse_toml(patch_path)) or {}
+        checked = validate(block, patch_path)
+        layers.append(Layer("patch", patch_path, tuple(checked.items())))
+        # The patch replaces the block whole: what it does not restate goes back to its default.
+        values = Config().to_json()
+        sources = dict.fromkeys(FIELDS, f"default (reset by patch: {patch_path})")
+        for key, value in checked.items():
+            values[key] = value
+            sources[key] = f"patch: {patch_path}"
+        notes.append(f"the patch {patch_path} replaces the whole block; fields it omits are defaults")
+    if not values["enabled"]:
+        notes.append("enabled = false: greenloop contributes no tools and no gate")
+    return Loaded(Config(**values), tuple((k, sources[k]) for k in FIELDS), tuple(layers), tuple(notes))
+
+
+def load(
+    workspace: str | os.PathLike[str] = ".",
+    *,
+    env: Mapping[str, str] | None = None,
+    patch: str | os.PathLike[str] | None = None,
+) -> Config:
+    """The effective config for a workspace; raises ConfigError naming every bad field."""
+    return load_layers(workspace, env=env, patch=patch).config
