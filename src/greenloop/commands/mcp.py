@@ -1,0 +1,29 @@
+"""`greenloop mcp [--workspace PATH]`: serve the model tools over MCP on stdio."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from greenloop import config as config_mod
+from greenloop.errors import UsageError
+
+__all__ = ["SESSION_VAR", "serve"]
+
+SESSION_VAR = "GREENLOOP_SESSION"
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Check the workspace and config first (exit 2, nothing served), then serve until EOF."""
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
+        raise UsageError(
+            f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools should work in"
+        )
+    cfg = config_mod.load(workspace)  # a bad config is reported before the first message
+    from greenloop.mcp_server import build_server, serve_stdio
+
+    server = build_server(workspace, config=cfg, session_id=os.environ.get(SESSION_VAR) or None)
+    serve_stdio(server)
+    return 0

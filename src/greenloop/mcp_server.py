@@ -1,0 +1,672 @@
+"""The model tools over MCP (issue 7): a second thin renderer over the library.
+
+Each tool is a typed function whose parameters give the input schema and whose return
+model gives the output schema; its body calls one library function and reshapes the
+record into that model. Nothing is decided here that the CLI would decide differently.
+
+What this module adds is the plumbing a long-lived tool server needs:
+
+- one session per server process (one stdio connection), `mcp-<uuid>` unless the
+  environment names one (`GREENLOOP_SESSION`) or a call names `session_id`; every result
+  reports the session id it was recorded under, so the gate sees the model's runs;
+- blocking library calls run in a worker thread under a per-tool time limit; a client's
+  cancellation (or the limit) sets the run's cancel event, so its process tree dies, and
+  the tool waits for that before it answers;
+- progress notifications while a suite runs (tests done so far);
+- every failure becomes a tool result with `isError: true` and a message a model can act
+  on: bad arguments (unknown names, wrong types) are named one by one; nothing reaches
+  stdout but protocol (the SDK's stdio transport diverts fd 1 to stderr while serving).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from greenloop.config import Config
+from greenloop.errors import GreenloopError
+
+__all__ = [
+    "RUN_MARGIN_S",
+    "SERVER_NAME",
+    "TOOL_NAMES",
+    "TOOL_TIMEOUT_S",
+    "BugListOutput",
+    "BugOutput",
+    "ClosureOutput",
+    "IntegrationOutput",
+    "JobOutput",
+    "ProbeOutput",
+    "RunOutput",
+    "ServerState",
+    "build_server",
+    "new_session_id",
+    "serve_stdio",
+]
+
+SERVER_NAME = "greenloop"
+TOOL_NAMES = (
+    "test_probe",
+    "test_run",
+    "test_job",
+    "test_closure_check",
+    "bug_list",
+    "bug_open",
+    "bug_transition",
+    "integration_run",
+)
+TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
+RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
+JOB_WAIT_DEFAULT_MS = 50_000  # test_job(wait=true) answers "running" after this, below common client limits
+INTEGRATION_TIMEOUT_S = 900.0  # integration_run when the spec does not say
+STOP_WAIT_S = 30.0  # after a cancel, how long the tool waits for the library to stop the run
+
+log = logging.getLogger("greenloop.mcp")
+
+T = TypeVar("T")
+
+FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+SandboxArg = Literal["read-only", "workspace-write", "full-access"]
+SeverityArg = Literal["low", "medium", "high", "critical"]
+SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]
+StatusArg = Literal["open", "fixing", "fixed", "verified"]
+SessionArg = Annotated[
+    str | None,
+    Field(description="Record under this agent session instead of this connection's own session."),
+]
+
+
+def new_session_id() -> str:
+    """A fresh session id for one MCP connection."""
+    return f"mcp-{uuid.uuid4().hex[:16]}"
+
+
+# --------------------------------------------------------------------------- output models
+# Each model lists the fields of the record it renders (DESIGN §3); `extra="allow"` keeps any
+# field the library adds later instead of silently dropping it.
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SummaryOutput(_Out):
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+class FailureOutput(_Out):
+    test: str
+    file: str | None = None
+    line: int | None = None
+    message: str = ""
+    expected: str | None = None
+    got: str | None = None
+    stack: str = ""
+    hint: str = ""
+    bug_id: str | None = None
+    kind: str = "test"
+
+
+class SandboxOutput(_Out):
+    mode: str = "full-access"
+
+
+class RunOutput(_Out):
+    """A run's bounded result (or, in the background, the job that will produce it)."""
+
+    session_id: str = Field(description="The session the run is recorded under (what the gate checks).")
+    background: bool = Field(default=False, description="True: the run continues as job `job_id`.")
+    job_id: str | None = Field(default=None, description="Poll it with test_job.")
+    run_id: str | None = None
+    ok: bool | None = Field(default=None, description="Green: exit 0, no failed test, not timed out.")
+    outcome: Literal["green", "red", "broken"] | None = None
+    framework: str | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    aborted: bool = False
+    crashed: bool = False
+    crash_reason: str | None = None
+    summary: SummaryOutput | None = None
+    failures: list[FailureOutput] = Field(
+        default_factory=list, description="The first failures in full (message, expected, got, stack, hint)."
+    )
+    output_tail: str = ""
+    notes: list[str] = Field(default_factory=list)
+    duration_ms: int | None = None
+    sandbox: SandboxOutput | None = None
+    result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
+    next_action: str | None = None
+
+
+class ProbeOutput(_Out):
+    session_id: str
+    framework: str | None = Field(description="Detected framework id, or null when none was found.")
+    root: str
+    config_path: str | None = None
+    test_files: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list, description="The command test_run would run.")
+    package_manager: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class LastRunOutput(_Out):
+    run_id: str | None = None
+    ok: bool | None = None
+    at: str | None = None
+
+
+class ClosureOutput(_Out):
+    session_id: str
+    satisfied: bool = Field(description="True when the session may end its turn (last run green, or none).")
+    last_run: LastRunOutput | None = None
+    intercepts_this_turn: int = 0
+    budget: int | None = None
+    unresolved: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+
+class JobOutput(_Out):
+    session_id: str
+    job_id: str
+    status: str = Field(description="running, done, failed or lost.")
+    result: RunOutput | None = Field(default=None, description="The bounded run result once done.")
+
+
+class BugOutput(_Out):
+    id: str
+    status: str
+    source: str | None = None
+    unit_id: str | None = None
+    run_id: str | None = None
+    test_name: str | None = None
+    dedup_key: str | None = None
+    category: str | None = None
+    severity: str | None = None
+    title: str | None = None
+    detail: str | None = None
+    affected_units: list[str] = Field(default_factory=list)
+    fix_refs: list[str] = Field(default_factory=list)
+    created_at: str | None = None
+    updated_at: str | None = None
+    by: str | None = None
+
+
+class BugResultOutput(_Out):
+    session_id: str
+    bug: BugOutput
+
+
+class BugListOutput(_Out):
+    session_id: str
+    count: int
+    bugs: list[BugOutput]
+
+
+class CaseFailureOutput(_Out):
+    case_id: str
+    failed_step: int | str | None = None
+    reason: str | None = None
+    expected: Any = None
+    got: Any = None
+    involves: list[str] = Field(default_factory=list)
+    stderr_excerpt: str | None = None
+
+
+class IntegrationOutput(_Out):
+    session_id: str
+    ok: bool
+    run_id: str | None = None
+    result_ref: str | None = None
+    cases_total: int = 0
+    cases_passed: int = 0
+    cases_failed: int = 0
+    cases_timeout: int = 0
+    failures: list[CaseFailureOutput] = Field(default_factory=list)
+    ports_used: dict[str, int] = Field(default_factory=dict)
+    surviving_processes: list[Any] = Field(default_factory=list)
+    category_hint: str | None = None
+    crashed: bool = False
+    duration_ms: int | None = None
+
+
+# --------------------------------------------------------------------------- plumbing
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What every tool of one server needs: where, for whom, under which config."""
+
+    workspace: Path
+    session_id: str
+    config: Config
+
+    def session(self, named: str | None) -> str:
+        return named if named else self.session_id
+
+
+def _plain(value: Any) -> Any:
+    """A library record (frozen dataclass with to_json) or a plain value, as JSON-able data."""
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    return value
+
+
+class _Stopwatch:
+    """Runs one blocking library call in a worker thread under a limit, honouring cancellation."""
+
+    def __init__(self, tool: str, limit_s: float, cancel: threading.Event | None = None) -> None:
+        self.tool = tool
+        self.limit_s = limit_s
+        self.cancel = cancel
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        finished = threading.Event()
+
+        def work() -> T:
+            try:
+                return fn()
+            finally:
+                finished.set()
+
+        try:
+            with anyio.fail_after(self.limit_s):
+                return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except TimeoutError:
+            await self._stop(finished)
+            raise ToolError(
+                f"{self.tool} did not finish within its limit of {self.limit_s:g} s and was stopped"
+                + ("; its processes were killed" if self.cancel is not None else "")
+                + ". Retry with a narrower target, a larger timeout_ms, or run_in_background=true."
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._stop(finished)
+            raise
+        except GreenloopError as exc:
+            raise ToolError(exc.message) from exc
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("%s failed unexpectedly", self.tool)
+            raise ToolError(
+                f"greenloop failed inside {self.tool}: {type(exc).__name__}: {exc}. "
+                "This is a greenloop bug, not a test failure; the server's stderr has the traceback."
+            ) from exc
+
+    async def _stop(self, finished: threading.Event) -> None:
+        if self.cancel is None:
+            return
+        self.cancel.set()
+        await anyio.to_thread.run_sync(finished.wait, STOP_WAIT_S)
+
+
+class _Progress:
+    """Forwards the library's progress callbacks (worker thread) as MCP progress notifications.
+
+    Notifications are sent in order by one task; a count that does not grow is not sent
+    (the protocol wants progress to increase), and a failing send never disturbs the run.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.send, self.receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](256)
+        self.last = -1.0
+
+    def callback(self, *args: Any, **kwargs: Any) -> None:
+        """Called from the worker thread; accepts (done, total) or a summary-like record."""
+        done, total = _progress_counts(args, kwargs)
+        if done is None or done <= self.last:
+            return
+        self.last = done
+        message = f"{int(done)} test(s) done" + (f" of {int(total)}" if total else "")
+        try:
+            anyio.from_thread.run_sync(self.send.send_nowait, (done, total, message))
+        except Exception:  # a full buffer or a closed loop loses one notification, never the run
+            log.debug("progress notification dropped", exc_info=True)
+
+    async def forward(self) -> None:
+        async with self.receive:
+            async for done, total, message in self.receive:
+                try:
+                    await self.ctx.report_progress(done, total, message)
+                except Exception:
+                    log.debug("progress notification failed", exc_info=True)
+
+
+def _progress_counts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[float | None, float | None]:
+    values = list(args) + list(kwargs.values())
+    if not values:
+        return None, None
+    first = values[0]
+    if isinstance(first, int | float) and not isinstance(first, bool):
+        total = values[1] if len(values) > 1 and isinstance(values[1], int | float) else None
+        return float(first), (float(total) if total else None)
+    data = _plain(first)
+    if isinstance(data, Mapping):
+        done = data.get("done")
+        if done is None:
+            done = sum(int(data.get(k) or 0) for k in ("passed", "failed", "skipped"))
+        total = data.get("total")
+        return float(done), (float(total) if total else None)
+    return None, None
+
+
+def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """A message naming every bad argument of a call, or None when the arguments are fine."""
+    known = list(tool.parameters.get("properties", {}))
+    problems: list[str] = []
+    for name in arguments:
+        if name not in known:
+            problems.append(f"unknown argument '{name}'")
+    try:
+        tool.fn_metadata.validate_arguments(dict(arguments))
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            got = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
+            problems.append(f"'{where}': {err['msg']}{got}")
+    if not problems:
+        return None
+    return (
+        f"{tool.name}: bad arguments: "
+        + "; ".join(problems)
+        + f". Accepted arguments: {', '.join(known) or 'none'}. Fix them and call {tool.name} again."
+    )
+
+
+def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
+    """Middleware: refuse a tools/call with unknown or ill-typed arguments as a tool error."""
+
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and ctx.params is not None:
+            tool = tools.get(str(ctx.params.get("name")))
+            arguments = ctx.params.get("arguments") or {}
+            if tool is not None and isinstance(arguments, Mapping):
+                message = _bad_arguments(tool, arguments)
+                if message is not None:
+                    log.info("refused %s: %s", tool.name, message)
+                    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        return await call_next(ctx)
+
+    return check
+
+
+# --------------------------------------------------------------------------- the tools
+
+
+def _tools(state: ServerState) -> list[Tool]:
+    ws = state.workspace
+
+    async def test_probe(ctx: Context) -> ProbeOutput:
+        """Detect the workspace's test framework and the command test_run would use, without running anything."""
+        from greenloop import api
+
+        detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: api.test_probe(ws))
+        return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session_id})
+
+    async def test_run(
+        ctx: Context,
+        framework: Annotated[
+            FrameworkArg | None, Field(description="Override the detected framework.")
+        ] = None,
+        target: Annotated[
+            str | None,
+            Field(description="Space-separated test files or node ids appended to the command."),
+        ] = None,
+        last_failed: Annotated[
+            bool, Field(description="Rerun only the tests that failed in this session's previous run.")
+        ] = False,
+        command: Annotated[
+            str | None,
+            Field(description="Run this shell command verbatim instead (ignores target and last_failed)."),
+        ] = None,
+        timeout_ms: Annotated[
+            int | None,
+            Field(ge=1, description="Kill the run's whole process tree after this long (default: config)."),
+        ] = None,
+        run_in_background: Annotated[
+            bool, Field(description="Start the run as a job and return its job_id at once; poll test_job.")
+        ] = False,
+        session_id: SessionArg = None,
+        sandbox: Annotated[
+            SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
+        ] = None,
+    ) -> RunOutput:
+        """Run the workspace's tests and return a bounded structured result: counts, the first
+        failures in full with hints, the rest by name, and result_ref for the full record.
+        The run is recorded for the session, so the closure gate sees it."""
+        sid = state.session(session_id)
+        options: dict[str, Any] = {
+            "framework": framework,
+            "target": target,
+            "last_failed": last_failed,
+            "command": command,
+            "timeout_ms": timeout_ms,
+            "sandbox": sandbox,
+        }
+        if run_in_background:
+            from greenloop import jobs
+
+            job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
+                lambda: jobs.start(ws, session_id=sid, **options)
+            )
+            return RunOutput(
+                session_id=sid,
+                background=True,
+                job_id=str(job_id),
+                notes=[f"started in the background; poll test_job with job_id {job_id}"],
+            )
+        from greenloop import api
+
+        limit_s = (timeout_ms or state.config.default_timeout_ms) / 1000 + RUN_MARGIN_S
+        cancel = threading.Event()
+        progress = _Progress(ctx)
+        watch = _Stopwatch("test_run", limit_s, cancel)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(progress.forward)
+            try:
+                result = await watch.call(
+                    lambda: api.test_run(
+                        ws, session_id=sid, on_progress=progress.callback, cancel=cancel, **options
+                    )
+                )
+            finally:
+                progress.send.close()
+        return _run_output(api.bounded(result), sid)
+
+    async def test_job(
+        ctx: Context,
+        job_id: Annotated[str, Field(min_length=1, description="The job_id test_run returned.")],
+        wait: Annotated[bool, Field(description="Wait until the job ends (up to wait_ms).")] = False,
+        wait_ms: Annotated[
+            int | None,
+            Field(ge=0, description=f"Longest wait before answering 'running' (default {JOB_WAIT_DEFAULT_MS})."),
+        ] = None,
+    ) -> JobOutput:
+        """Report on a background test run: running, or done with its bounded result."""
+        from greenloop import jobs
+
+        wait_s = (JOB_WAIT_DEFAULT_MS if wait_ms is None else wait_ms) / 1000 if wait else 0.0
+        status = await _Stopwatch("test_job", wait_s + TOOL_TIMEOUT_S).call(
+            lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
+        )
+        return _job_output(status, state.session_id)
+
+    async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
+        """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
+        from greenloop import api
+
+        sid = state.session(session_id)
+        closure = await _Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
+            lambda: api.test_closure_check(ws, sid)
+        )
+        return ClosureOutput.model_validate({**_plain(closure), "session_id": sid})
+
+    async def bug_list(
+        ctx: Context,
+        unit: Annotated[str | None, Field(description="Only this unit's bugs.")] = None,
+        status: Annotated[StatusArg | None, Field(description="Only bugs in this status.")] = None,
+        source: Annotated[SourceArg | None, Field(description="Only bugs from this source.")] = None,
+        severity: Annotated[SeverityArg | None, Field(description="Only bugs of this severity.")] = None,
+    ) -> BugListOutput:
+        """List the project's bugs (bugs.ndjson) in their current state."""
+        from greenloop import bugs
+
+        found = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
+            lambda: bugs.list_bugs(ws, unit=unit, status=status, source=source, severity=severity)
+        )
+        items = [BugOutput.model_validate(_plain(b)) for b in found]
+        return BugListOutput(session_id=state.session_id, count=len(items), bugs=items)
+
+    async def bug_open(
+        ctx: Context,
+        unit: Annotated[str, Field(min_length=1, description="The unit the bug is in.")],
+        test: Annotated[str, Field(min_length=1, description="The failing test's name.")],
+        title: Annotated[str, Field(min_length=1, description="One line saying what is wrong.")],
+        severity: SeverityArg | None = None,
+        source: SourceArg | None = None,
+        detail: str | None = None,
+    ) -> BugResultOutput:
+        """Open a bug, or return the open one for the same unit and test."""
+        from greenloop import bugs
+
+        bug = await _Stopwatch("bug_open", TOOL_TIMEOUT_S).call(
+            lambda: bugs.open_bug(
+                ws,
+                unit=unit,
+                test=test,
+                title=title,
+                severity=severity,
+                source=source,
+                detail=detail,
+                by=state.session_id,
+            )
+        )
+        return BugResultOutput(session_id=state.session_id, bug=BugOutput.model_validate(_plain(bug)))
+
+    async def bug_transition(
+        ctx: Context,
+        bug_id: Annotated[str, Field(min_length=1)],
+        to: Annotated[StatusArg, Field(description="The new status.")],
+        by: Annotated[str | None, Field(description="Who moves it (default: this session).")] = None,
+        fix_ref: Annotated[
+            str | None, Field(description="A commit, patch or run that fixes it.")
+        ] = None,
+    ) -> BugResultOutput:
+        """Move a bug to another status (open -> fixing -> fixed -> verified). Illegal moves are refused."""
+        from greenloop import bugs
+
+        bug = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
+            lambda: bugs.transition(ws, bug_id, to, by=by or state.session_id, fix_ref=fix_ref)
+        )
+        return BugResultOutput(session_id=state.session_id, bug=BugOutput.model_validate(_plain(bug)))
+
+    async def integration_run(
+        ctx: Context,
+        case: Annotated[
+            list[str] | None, Field(description="Run only these case ids (default: all).")
+        ] = None,
+    ) -> IntegrationOutput:
+        """Start the project's services, run the integration cases, tear everything down."""
+        from greenloop.integration.run import integrate
+
+        cancel = threading.Event()
+        result = await _Stopwatch("integration_run", INTEGRATION_TIMEOUT_S, cancel).call(
+            lambda: integrate(ws, cases=case or None)
+        )
+        return IntegrationOutput.model_validate({**_plain(result), "session_id": state.session_id})
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    table: list[tuple[Callable[..., Any], ToolAnnotations]] = [
+        (test_probe, read_only),
+        (test_run, writes),
+        (test_job, read_only),
+        (test_closure_check, read_only),
+        (bug_list, read_only),
+        (bug_open, writes),
+        (bug_transition, writes),
+        (integration_run, writes),
+    ]
+    return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+
+
+def _run_output(bounded: Any, session_id: str) -> RunOutput:
+    data = dict(_plain(bounded))
+    data["session_id"] = session_id
+    return RunOutput.model_validate(data)
+
+
+def _job_output(status: Any, session_id: str) -> JobOutput:
+    data = dict(_plain(status))
+    result = data.get("result")
+    if result is not None:
+        data["result"] = _run_output(result, data.get("session_id") or session_id)
+    data.setdefault("session_id", session_id)
+    return JobOutput.model_validate(data)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def build_server(
+    workspace: str | os.PathLike[str],
+    *,
+    config: Config,
+    session_id: str | None = None,
+) -> MCPServer[Any]:
+    """The MCP server for one workspace and one session. With `enabled = false`: no tools."""
+    state = ServerState(Path(workspace).resolve(), session_id or new_session_id(), config)
+    tools = _tools(state) if config.enabled else []
+    if config.enabled:
+        instructions = (
+            "greenloop runs this workspace's tests and keeps the session honest about them. "
+            "After changing code, call test_run; while its result is red, fix the failures it "
+            "lists and call test_run again. test_closure_check says whether the turn may end. "
+            f"This connection's session id is {state.session_id}."
+        )
+    else:
+        instructions = "greenloop is disabled for this workspace (enabled = false): no tools are offered."
+    server: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        instructions=instructions,
+        version=_version(),
+        tools=tools,
+        log_level="WARNING",
+        middleware=[_argument_check({t.name: t for t in tools})],
+    )
+    return server
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("greenloop")
+    except Exception:
+        return "0"
+
+
+def serve_stdio(server: MCPServer[Any]) -> None:
+    """Serve over stdin/stdout until the client closes the connection."""
+    server.run("stdio")
