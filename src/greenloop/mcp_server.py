@@ -418,7 +418,7 @@ def _tools(state: ServerState) -> list[Tool]:
     ws = state.workspace
 
     async def test_probe(ctx: Context) -> ProbeOutput:
-        """Detect the workspace's test framework and the command test_run would use, without running anything."""
+        """Detect the workspace's test framework and the command test_run would use, running nothing."""
         from greenloop import api
 
         detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: api.test_probe(ws))
@@ -500,7 +500,7 @@ def _tools(state: ServerState) -> list[Tool]:
         wait: Annotated[bool, Field(description="Wait until the job ends (up to wait_ms).")] = False,
         wait_ms: Annotated[
             int | None,
-            Field(ge=0, description=f"Longest wait before answering 'running' (default {JOB_WAIT_DEFAULT_MS})."),
+            Field(ge=0, description=f"Longest wait before it answers 'running' ({JOB_WAIT_DEFAULT_MS} ms)."),
         ] = None,
     ) -> JobOutput:
         """Report on a background test run: running, or done with its bounded result."""

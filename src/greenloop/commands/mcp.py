@@ -19,7 +19,7 @@ def serve(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace)
     if not workspace.is_dir():
         raise UsageError(
-            f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools should work in"
+            f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools work in"
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
     from greenloop.mcp_server import build_server, serve_stdio
