@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--path", default=".", help="workspace folder (default: .)")
     _json_flag(sp)
     _handler(sp, "sandbox:set_mode")
+    sp = ssub.add_parser("show", help="print the sandbox policy a run would get and whether bwrap works")
+    sp.add_argument("--session", help="session id whose recorded mode applies")
+    sp.add_argument("--mode", help="an explicit mode, as a run's --sandbox would pass it")
+    sp.add_argument("--path", default=".", help="workspace folder (default: .)")
+    _json_flag(sp)
+    _handler(sp, "sandbox:show")
 
     # --- bugs
     p = sub.add_parser("bugs", help="the bug log (bugs.ndjson)")

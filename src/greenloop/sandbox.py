@@ -1,0 +1,634 @@
+"""Sandbox policy: which mode a run gets, and the bubblewrap command line that enforces it.
+
+Three modes (issue 8):
+
+- ``read-only``: the workspace and the system are read-only, /tmp is private, no network;
+- ``workspace-write`` (the default): the workspace and a private /tmp are writable, the rest of
+  the filesystem is read-only, the network is a namespace of its own with only loopback;
+- ``full-access``: no sandbox at all (and the run says so).
+
+Resolution is pure (`resolve`): a mode given explicitly for this call wins over the session's
+latest recorded mode event, which wins over the deployment default from config. The workspace
+root comes from the same resolved `Policy`, so the two cannot disagree.
+
+Enforcement is bubblewrap (`bwrap`): read-only binds of the system, a writable (or read-only)
+bind of the workspace, `--tmpfs /tmp` (re-showing the workspace and the runner's interpreter
+when they live under /tmp), `--unshare-net`, `--unshare-pid` with `--die-with-parent` (nothing
+the run starts can outlive it), `--new-session` and `--cap-drop ALL`. When bwrap is missing or
+cannot start, a sandboxed run is refused (`SandboxUnavailable`); greenloop never falls back to
+running unsandboxed. The child environment of a sandboxed run starts from an allow-list.
+
+This module computes argv, environments and verdicts; starting processes is proc.py's job
+(the bwrap probe goes through it too).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from greenloop.errors import ConfigError, GreenloopError, UsageError
+from greenloop.model import Failure, Plan, RawRun, SandboxInfo
+
+__all__ = [
+    "BWRAP_ENV_VAR",
+    "DEFAULT_MODE",
+    "DENIED_PREFIX",
+    "ENV_ALLOW",
+    "ENV_ALLOW_PREFIXES",
+    "MODES",
+    "BwrapStatus",
+    "Launch",
+    "Mode",
+    "Policy",
+    "SandboxUnavailable",
+    "Source",
+    "apply_denial_hints",
+    "bwrap_denial",
+    "cache_env",
+    "child_env",
+    "denial_hint",
+    "find_bwrap",
+    "launch",
+    "parse_mode",
+    "probe_bwrap",
+    "resolve",
+    "resolve_for",
+    "tmp_roots",
+    "wrap_argv",
+]
+
+Mode = Literal["read-only", "workspace-write", "full-access"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+DEFAULT_MODE: Mode = "workspace-write"
+Source = Literal["explicit", "session", "config"]
+
+# Lets a deployment (or a test) point greenloop at a particular bwrap binary.
+BWRAP_ENV_VAR = "GREENLOOP_BWRAP"
+# How a refused start shows in RunResult.crash_reason (outcome "broken").
+DENIED_PREFIX = "sandbox_denied: "
+
+# The variables a sandboxed child inherits; everything else (tokens, keys, agent variables,
+# the variables that make runners switch reporters) stays outside. Plan.env adds on top.
+ENV_ALLOW: frozenset[str] = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM",
+        "NO_COLOR", "CI",
+        "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME",
+        "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+        "NODE_PATH", "NODE_OPTIONS", "NODE_ENV", "NVM_DIR", "NVM_BIN",
+        "JAVA_HOME", "GOPATH", "GOROOT", "GOFLAGS", "CARGO_HOME", "RUSTUP_HOME",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+        "LD_LIBRARY_PATH", "PLAYWRIGHT_BROWSERS_PATH",
+    }
+)  # fmt: skip
+ENV_ALLOW_PREFIXES: tuple[str, ...] = ("LC_", "PYTEST_", "GREENLOOP_")
+
+_TMP = "/tmp"
+_CACHE_IN_TMP = "/tmp/greenloop-cache"
+
+
+class SandboxUnavailable(GreenloopError):
+    """A run asked for a sandbox that cannot be provided here (exit 3: infrastructure)."""
+
+    exit_code = 3
+
+
+def parse_mode(value: object, *, field: str = "sandbox") -> Mode:
+    """Check a mode name; an unknown one is bad input naming the field and listing the modes."""
+    if isinstance(value, str):
+        name = value.strip().lower().replace("_", "-")
+        for mode in MODES:
+            if name == mode:
+                return mode
+    raise UsageError(f"unknown sandbox mode {value!r} for {field}: choose one of {', '.join(MODES)}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The resolved sandbox policy of one run: mode, where it came from, and the workspace root."""
+
+    mode: Mode
+    workspace_root: str
+    source: Source
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.mode != "full-access"
+
+    @property
+    def workspace_writable(self) -> bool:
+        return self.mode != "read-only"
+
+    @property
+    def network(self) -> Literal["loopback", "host"]:
+        """What the run can reach: only its own loopback when sandboxed, else the host's network."""
+        return "host" if self.mode == "full-access" else "loopback"
+
+    def info(self, enforced_by: str | None) -> SandboxInfo:
+        return SandboxInfo(mode=self.mode, enforced_by=enforced_by, workspace_root=self.workspace_root)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "workspace_root": self.workspace_root,
+            "source": self.source,
+            "network": self.network,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Policy:
+        source = d.get("source", "config")
+        return cls(
+            mode=parse_mode(d.get("mode", DEFAULT_MODE)),
+            workspace_root=str(d["workspace_root"]),
+            source=source if source in ("explicit", "session", "config") else "config",
+        )
+
+
+def resolve(
+    workspace: str | os.PathLike[str],
+    *,
+    explicit: str | None = None,
+    session_mode: str | None = None,
+    default: str = DEFAULT_MODE,
+) -> Policy:
+    """Pure resolution: explicit mode for this call > session's latest mode event > config default.
+
+    An unknown explicit mode is bad input (UsageError). A recorded session mode that is not a
+    mode (a hand-edited store) is skipped, since state is tolerant on read. An unknown config
+    default is a ConfigError naming the `sandbox` field.
+    """
+    root = os.path.realpath(os.path.abspath(os.fspath(workspace)))
+    if explicit is not None and explicit != "":
+        return Policy(parse_mode(explicit, field="--sandbox (tool argument `sandbox`)"), root, "explicit")
+    if session_mode:
+        try:
+            return Policy(parse_mode(session_mode), root, "session")
+        except UsageError:
+            pass
+    try:
+        mode = parse_mode(default, field="config field `sandbox`")
+    except UsageError as exc:
+        raise ConfigError(str(exc)) from None
+    return Policy(mode, root, "config")
+
+
+def resolve_for(
+    workspace: str | os.PathLike[str],
+    *,
+    explicit: str | None = None,
+    session_id: str | None = None,
+    default: str | None = None,
+) -> Policy:
+    """`resolve` fed from the real sources: the session's recorded events in the workspace's
+    store and the workspace's config (`greenloop.config.load(workspace).sandbox`)."""
+    if explicit:
+        return resolve(workspace, explicit=explicit)  # nothing else is read when the call decides
+    session_mode: str | None = None
+    if session_id:
+        session_mode = _recorded_mode(workspace, session_id)
+    if default is None:
+        from greenloop import config
+
+        default = config.load(workspace).sandbox
+    return resolve(workspace, session_mode=session_mode, default=default)
+
+
+def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | None:
+    """The session's latest sandbox mode event, or None (no state yet: nothing is created)."""
+    from greenloop import store
+
+    if not os.path.isfile(store.db_path(workspace)):
+        return None
+    with store.Store(workspace) as st:
+        return st.latest_sandbox_mode(session_id)
+
+
+# --------------------------------------------------------------------------- bubblewrap probe
+
+
+@dataclass(frozen=True)
+class BwrapStatus:
+    """Whether bubblewrap exists and can start a sandbox here (and whether loopback is up in it)."""
+
+    available: bool
+    path: str | None
+    version: str | None = None
+    loopback: bool = False
+    reason: str | None = None
+
+    @property
+    def enforced_by(self) -> str:
+        return f"bubblewrap {self.version}" if self.version else "bubblewrap"
+
+    def require(self, mode: str) -> None:
+        """Raise SandboxUnavailable with the fix when a sandboxed mode cannot be enforced."""
+        if self.available:
+            return
+        raise SandboxUnavailable(
+            f"sandbox mode {mode!r} needs bubblewrap, but {self.reason}. "
+            "Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; "
+            "Arch: pacman -S bubblewrap), or choose --sandbox full-access (tool argument "
+            "sandbox='full-access') explicitly to run without a sandbox."
+        )
+
+
+def find_bwrap(env: Mapping[str, str]) -> str | None:
+    """The bwrap binary to use: $GREENLOOP_BWRAP when set (even if it does not exist), else PATH."""
+    override = env.get(BWRAP_ENV_VAR)
+    if override:
+        return override
+    return shutil.which("bwrap", path=env.get("PATH") or os.defpath)
+
+
+_LOOPBACK_CHECK = (
+    "import socket\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+    "c = socket.create_connection(s.getsockname(), timeout=2); print('loopback-ok')\n"
+)
+
+
+def probe_bwrap(env: Mapping[str, str] | None = None) -> BwrapStatus:
+    """Does bwrap exist and start a workspace-write-shaped sandbox with loopback up?
+
+    The answer is cached per process and per binary: the probe starts one tiny sandbox.
+    """
+    env = os.environ if env is None else env
+    path = find_bwrap(env)
+    if path is None:
+        return BwrapStatus(False, None, reason="bwrap was not found on PATH")
+    return _probe(path, sys.executable)
+
+
+@functools.cache
+def _probe(path: str, python: str) -> BwrapStatus:
+    from greenloop import proc  # the only module that starts processes
+
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return BwrapStatus(False, path, reason=f"{path} does not exist or is not executable")
+    with tempfile.TemporaryDirectory(prefix="greenloop-bwrap-probe-") as tmp:
+        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+        raw = proc.run_to_completion(
+            [path, "--version"], cwd=tmp, env=_minimal_env(), timeout_s=10, stdout_path=out, stderr_path=err
+        )
+        version_text = _read(out).strip()
+        if raw.exit_code != 0:
+            reason = raw.spawn_error or _read(err).strip() or f"`{path} --version` exited {raw.exit_code}"
+            return BwrapStatus(False, path, reason=f"{path} cannot run ({reason})")
+        version = version_text.split()[-1] if version_text else None
+        policy = Policy("workspace-write", os.path.realpath(tmp), "explicit")
+        argv = wrap_argv([python, "-I", "-S", "-c", _LOOPBACK_CHECK], policy, bwrap=path, cwd="/")
+        raw = proc.run_to_completion(
+            argv, cwd=tmp, env=_minimal_env(), timeout_s=20, stdout_path=out + "2", stderr_path=err + "2"
+        )
+        said = _read(out + "2")
+        if raw.exit_code == 0 and "loopback-ok" in said:
+            return BwrapStatus(True, path, version, loopback=True)
+        denial = bwrap_denial(raw, _read(err + "2"))
+        if denial is not None:
+            return BwrapStatus(
+                False,
+                path,
+                version,
+                reason=(
+                    f"bwrap cannot start a sandbox here ({denial}); if user namespaces are disabled, "
+                    "enable them (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
+                    "kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
+                ),
+            )
+        # The sandbox starts but loopback did not answer: still a sandbox, say so.
+        return BwrapStatus(True, path, version, loopback=False)
+
+
+def _minimal_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+
+
+def _read(path: str, limit: int = 64_000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def bwrap_denial(raw: RawRun, stderr_text: str) -> str | None:
+    """bwrap's own refusal (it exits before the command runs, its error first on stderr), or None."""
+    if raw.spawn_error:
+        return raw.spawn_error
+    if raw.exit_code is None or raw.exit_code == 0 or raw.timed_out or raw.aborted:
+        return None
+    for line in stderr_text.splitlines():
+        if line.strip():
+            if line.startswith("bwrap: "):
+                return line[len("bwrap: ") :].strip()
+            return None
+    return None
+
+
+# --------------------------------------------------------------------------- the bwrap argv
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _tool_root(path: str) -> str:
+    """The installation a tool belongs to: the prefix above `bin/`, else its own folder."""
+    folder = os.path.dirname(path)
+    if os.path.basename(folder) in ("bin", "Scripts"):
+        prefix = os.path.dirname(folder)
+        if prefix not in (_TMP, "/"):
+            return prefix
+    return folder
+
+
+def tmp_roots(argv0: str | None, env: Mapping[str, str], cwd: str = ".") -> list[str]:
+    """Folders under /tmp that a private /tmp must still show: the runner's interpreter (as
+    named and as resolved), PATH entries and NODE_PATH/PYTHONPATH entries that live there."""
+    candidates: list[str] = []
+    if argv0:
+        found = argv0 if "/" in argv0 else shutil.which(argv0, path=env.get("PATH") or os.defpath)
+        if found:
+            found = os.path.abspath(os.path.join(cwd, found))
+            candidates += [_tool_root(found), _tool_root(os.path.realpath(found))]
+    for entry in (env.get("PATH") or "").split(os.pathsep):
+        if entry and os.path.isabs(entry):
+            candidates += [_tool_root(os.path.join(entry, "x")), _tool_root(os.path.realpath(entry) + "/x")]
+    for var in ("NODE_PATH", "PYTHONPATH"):
+        for entry in (env.get(var) or "").split(os.pathsep):
+            if entry and os.path.isabs(entry):
+                candidates += [entry, os.path.realpath(entry)]
+    roots: list[str] = []
+    for c in candidates:
+        c = os.path.normpath(c)
+        if _under(c, _TMP) and c != _TMP and os.path.exists(c) and c not in roots:
+            roots.append(c)
+    return roots
+
+
+def wrap_argv(
+    argv: Sequence[str],
+    policy: Policy,
+    *,
+    share_net: bool = False,
+    cwd: str | None = None,
+    readable: Iterable[str] = (),
+    writable: Iterable[str] = (),
+    bwrap: str = "bwrap",
+) -> list[str]:
+    """The command line that runs `argv` under `policy` (unchanged for full-access).
+
+    `readable` are extra folders to re-show read-only (only those under /tmp need it; see
+    `tmp_roots`), `writable` extra folders to bind writable (for example the run folder where a
+    runner writes its report in read-only mode; they must exist). `share_net=True` keeps the
+    host's network namespace: the integration runner uses it so its units still reach each other
+    over loopback, with the filesystem still confined.
+    """
+    if not policy.sandboxed:
+        return list(argv)
+    ws = policy.workspace_root
+    out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", _TMP]
+    # Parents before children, so a bind inside another one lands on top of it.
+    binds: list[tuple[str, str]] = []
+    for path in readable:
+        real = os.path.realpath(path)
+        if _under(real, _TMP) and real != _TMP and not _under(real, ws):
+            binds.append(("--ro-bind", real))
+    binds.append(("--bind" if policy.workspace_writable else "--ro-bind", ws))
+    for path in writable:
+        real = os.path.realpath(path)
+        if policy.workspace_writable and _under(real, ws):
+            continue
+        binds.append(("--bind", real))
+    seen: set[str] = set()
+    for flag, path in sorted(binds, key=lambda b: (b[1].count("/"), b[1])):
+        if path in seen:
+            continue
+        seen.add(path)
+        out += [flag, path, path]
+    if not policy.workspace_writable:
+        out += ["--dir", _CACHE_IN_TMP]
+    if not share_net:
+        out.append("--unshare-net")
+    out += ["--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    out += ["--chdir", os.path.realpath(cwd or ws), "--"]
+    return out + list(argv)
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+def cache_env(policy: Policy, base_env: Mapping[str, str]) -> dict[str, str]:
+    """Cache locations redirected to places the mode can write (npm, XDG, pytest, TMPDIR).
+
+    workspace-write: under the workspace's `.greenloop/cache/` (kept between runs);
+    read-only: under the private /tmp (gone with the run).
+    """
+    if not policy.sandboxed:
+        return {}
+    base = (
+        os.path.join(policy.workspace_root, ".greenloop", "cache")
+        if policy.workspace_writable
+        else _CACHE_IN_TMP
+    )
+    env = {
+        "TMPDIR": _TMP,
+        "npm_config_cache": os.path.join(base, "npm"),
+        "XDG_CACHE_HOME": os.path.join(base, "xdg"),
+    }
+    if not policy.workspace_writable:
+        # pytest keeps .pytest_cache in the (now read-only) rootdir; point it at /tmp instead.
+        addopts = base_env.get("PYTEST_ADDOPTS", "")
+        env["PYTEST_ADDOPTS"] = f"{addopts} -o cache_dir={base}/pytest".strip()
+    return env
+
+
+def child_env(
+    base_env: Mapping[str, str],
+    policy: Policy,
+    *,
+    add: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    drop: Iterable[str] = (),
+) -> dict[str, str]:
+    """A run's child environment under its policy (house style 6).
+
+    Sandboxed modes start from the allow-list; full-access inherits `base_env`. Either way
+    greenloop.env.child_env then drops the variables that change runners' output and the
+    plan's `drop`, adds its fixed variables and the plan's `add`; last come the cache
+    redirections the mode needs.
+    """
+    from greenloop import env as runner_env
+
+    if policy.sandboxed:
+        base = {k: v for k, v in base_env.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
+        base.setdefault("PATH", os.defpath)
+    else:
+        base = dict(base_env)
+    pairs = tuple(add.items()) if isinstance(add, Mapping) else tuple(add)
+    env = runner_env.child_env(base, add=pairs, drop=drop)
+    env.update(cache_env(policy, env))
+    return env
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one planned run under a policy: argv, environment and what to report."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    shell: bool
+    info: SandboxInfo
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+def launch(
+    plan: Plan,
+    policy: Policy,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    status: BwrapStatus | None = None,
+) -> Launch:
+    """Wrap a Plan for its policy. Raises SandboxUnavailable when bwrap cannot enforce the mode.
+
+    A verbatim shell command (`plan.shell`) runs as `/bin/sh -c CMD` inside the sandbox, so the
+    returned `shell` is False then. For read-only mode the folder of the planned report file is
+    bound writable (and created), so the runner can still hand greenloop its machine report.
+    """
+    base_env = os.environ if base_env is None else base_env
+    env = child_env(base_env, policy, add=plan.env, drop=plan.drop_env)
+    if not policy.sandboxed:
+        return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None))
+    status = status if status is not None else probe_bwrap(base_env)
+    status.require(policy.mode)
+    assert status.path is not None
+    argv: list[str] = ["/bin/sh", "-c", plan.argv[0]] if plan.shell else list(plan.argv)
+    writable: list[str] = []
+    if plan.report_file:
+        report_dir = os.path.dirname(os.path.abspath(os.path.join(plan.cwd, plan.report_file)))
+        Path(report_dir).mkdir(parents=True, exist_ok=True)
+        writable.append(report_dir)
+    if policy.workspace_writable:
+        for sub in ("npm", "xdg"):
+            Path(policy.workspace_root, ".greenloop", "cache", sub).mkdir(parents=True, exist_ok=True)
+    readable = tmp_roots(None if plan.shell else argv[0], env, plan.cwd)
+    wrapped = wrap_argv(argv, policy, cwd=plan.cwd, readable=readable, writable=writable, bwrap=status.path)
+    return Launch(tuple(wrapped), tuple(env.items()), False, policy.info(status.enforced_by))
+
+
+# --------------------------------------------------------------------------- denials as hints
+
+_ROFS = r"(?:EROFS|[Rr]ead-only file system)"
+_PERM = r"(?:EACCES|[Pp]ermission denied)"
+# Each finds the path a refused write named, in Python, Node and shell wording.
+_PATH_FORMS = (
+    r"{err}[:,]\s*(?:[a-z]+\s+)?['\"](?P<path>[^'\"]+)['\"]",  # ...: '/p'  |  ..., open '/p'
+    r"{err}[^\n]*?(?:open|mkdir|write|unlink|rename|copyfile|scandir)\s+['\"](?P<path>[^'\"]+)['\"]",
+    r"['\"](?P<path>/[^'\"]+)['\"]:\s*{err}",  # touch: cannot touch '/p': Read-only file system
+    r"(?:cannot create|can't create)\s+(?P<path>/[^:\s]+):\s*{err}",  # sh: cannot create /p: ...
+)
+_EROFS = tuple(re.compile(f.format(err=_ROFS)) for f in _PATH_FORMS)
+_EACCES = tuple(re.compile(f.format(err=_PERM)) for f in _PATH_FORMS)
+_EROFS_BARE = re.compile(_ROFS)
+
+
+def _denied_path(text: str, forms: tuple[re.Pattern[str], ...]) -> str | None:
+    for form in forms:
+        m = form.search(text)
+        if m:
+            return m.group("path")
+    return None
+
+
+_NET = re.compile(
+    r"ENETUNREACH|[Nn]etwork is unreachable|EAI_AGAIN|Temporary failure in name resolution"
+    r"|getaddrinfo ENOTFOUND|Name or service not known|nodename nor servname"
+)
+
+
+def _inside(path: str, root: str) -> bool:
+    return _under(os.path.normpath(path), os.path.normpath(root))
+
+
+def denial_hint(failure: Failure, sandbox: SandboxInfo, *, language: str = "en") -> str | None:
+    """A hint when a failure shows the sandbox stopping it, naming the mode that would allow it.
+
+    Writes: EROFS anywhere, or EACCES on an absolute path outside the workspace and /tmp.
+    A write inside the workspace under read-only needs workspace-write; anything else needs
+    full-access. Network: unreachable addresses and failed name lookups need full-access.
+    """
+    if sandbox.mode == "full-access" or sandbox.enforced_by is None:
+        return None
+    text = "\n".join(p for p in (failure.message, failure.stack, failure.got or "") if p)
+    ws = sandbox.workspace_root or ""
+    stopped = False
+    path = _denied_path(text, _EROFS)
+    if path is not None or _EROFS_BARE.search(text):
+        stopped = True
+    else:
+        path = _denied_path(text, _EACCES)
+        # EACCES inside the workspace or /tmp is an ordinary permission problem, not the sandbox.
+        stopped = (
+            path is not None
+            and os.path.isabs(path)
+            and not ((ws and _inside(path, ws)) or _inside(path, _TMP))
+        )
+    if stopped:
+        inside_ws = bool(path) and (not os.path.isabs(path or "") or (ws != "" and _inside(path or "", ws)))
+        needed = "workspace-write" if sandbox.mode == "read-only" and inside_ws else "full-access"
+        where = f" to {path}" if path else ""
+        if language == "zh":
+            return (
+                f"沙箱（{sandbox.mode}）阻止了写入{where}：此模式下只有"
+                f"{'私有 /tmp' if sandbox.mode == 'read-only' else '工作区和私有 /tmp'}可写。"
+                f"请改为写入工作区或临时目录；若确实需要，使用 {needed} 模式（--sandbox {needed}）。"
+            )
+        allowed = (
+            "only the private /tmp"
+            if sandbox.mode == "read-only"
+            else "only the workspace and a private /tmp"
+        )
+        return (
+            f"The sandbox ({sandbox.mode}) stopped a write{where}: {allowed} are writable in this mode. "
+            f"Write under the workspace or a temporary folder instead, or, if the test really needs it, "
+            f"run with --sandbox {needed} (tool argument sandbox='{needed}'), which allows it."
+        )
+    if _NET.search(text):
+        if language == "zh":
+            return (
+                f"沙箱（{sandbox.mode}）切断了网络：只有沙箱内的回环地址可用。"
+                "请在测试中使用本地桩服务；若确实需要外网，使用 full-access 模式（--sandbox full-access）。"
+            )
+        return (
+            f"The sandbox ({sandbox.mode}) cut the network: only loopback inside the sandbox is reachable. "
+            "Use a local stub server in the test, or, if it really needs the outside network, "
+            "run with --sandbox full-access (tool argument sandbox='full-access'), which allows it."
+        )
+    return None
+
+
+def apply_denial_hints(
+    failures: Iterable[Failure], sandbox: SandboxInfo, *, language: str = "en"
+) -> tuple[Failure, ...]:
+    """Put the sandbox hint first on each failure the sandbox caused (keeping any other hint)."""
+    from dataclasses import replace
+
+    out: list[Failure] = []
+    for f in failures:
+        hint = denial_hint(f, sandbox, language=language)
+        if hint and hint not in f.hint:
+            f = replace(f, hint=f"{hint} {f.hint}".strip() if f.hint else hint)
+        out.append(f)
+    return tuple(out)
