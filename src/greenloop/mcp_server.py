@@ -263,6 +263,13 @@ class ServerState:
         return named if named else self.session_id
 
 
+def _lib(name: str) -> Any:
+    """A library module, imported in the worker thread on first use (keeps startup light)."""
+    import importlib
+
+    return importlib.import_module(f"greenloop.{name}")
+
+
 def _plain(value: Any) -> Any:
     """A library record (frozen dataclass with to_json) or a plain value, as JSON-able data."""
     to_json = getattr(value, "to_json", None)
@@ -394,18 +401,30 @@ def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     )
 
 
+def _tool_error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
 def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
     """Middleware: refuse a tools/call with unknown or ill-typed arguments as a tool error."""
 
     async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and ctx.params is not None:
-            tool = tools.get(str(ctx.params.get("name")))
+            name = str(ctx.params.get("name"))
+            tool = tools.get(name)
+            if tool is None:
+                return _tool_error(
+                    f"greenloop has no tool '{name}'; its tools are: {', '.join(tools)}."
+                    if tools
+                    else "greenloop is disabled for this workspace (enabled = false in its config), "
+                    "so it offers no tools; set enabled = true to use them."
+                )
             arguments = ctx.params.get("arguments") or {}
             if tool is not None and isinstance(arguments, Mapping):
                 message = _bad_arguments(tool, arguments)
                 if message is not None:
                     log.info("refused %s: %s", tool.name, message)
-                    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+                    return _tool_error(message)
         return await call_next(ctx)
 
     return check
@@ -419,9 +438,7 @@ def _tools(state: ServerState) -> list[Tool]:
 
     async def test_probe(ctx: Context) -> ProbeOutput:
         """Detect the workspace's test framework and the command test_run would use, running nothing."""
-        from greenloop import api
-
-        detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: api.test_probe(ws))
+        detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: _lib("api").test_probe(ws))
         return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session_id})
 
     async def test_run(
@@ -465,10 +482,8 @@ def _tools(state: ServerState) -> list[Tool]:
             "sandbox": sandbox,
         }
         if run_in_background:
-            from greenloop import jobs
-
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
-                lambda: jobs.start(ws, session_id=sid, **options)
+                lambda: _lib("jobs").start(ws, session_id=sid, **options)
             )
             return RunOutput(
                 session_id=sid,
@@ -476,8 +491,6 @@ def _tools(state: ServerState) -> list[Tool]:
                 job_id=str(job_id),
                 notes=[f"started in the background; poll test_job with job_id {job_id}"],
             )
-        from greenloop import api
-
         limit_s = (timeout_ms or state.config.default_timeout_ms) / 1000 + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
@@ -485,14 +498,10 @@ def _tools(state: ServerState) -> list[Tool]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.forward)
             try:
-                result = await watch.call(
-                    lambda: api.test_run(
-                        ws, session_id=sid, on_progress=progress.callback, cancel=cancel, **options
-                    )
-                )
+                bounded = await watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
             finally:
                 progress.send.close()
-        return _run_output(api.bounded(result), sid)
+        return _run_output(bounded, sid)
 
     async def test_job(
         ctx: Context,
@@ -504,21 +513,17 @@ def _tools(state: ServerState) -> list[Tool]:
         ] = None,
     ) -> JobOutput:
         """Report on a background test run: running, or done with its bounded result."""
-        from greenloop import jobs
-
         wait_s = (JOB_WAIT_DEFAULT_MS if wait_ms is None else wait_ms) / 1000 if wait else 0.0
         status = await _Stopwatch("test_job", wait_s + TOOL_TIMEOUT_S).call(
-            lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
+            lambda: _lib("jobs").status(ws, job_id, wait=wait, timeout_s=wait_s)
         )
         return _job_output(status, state.session_id)
 
     async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
-        from greenloop import api
-
         sid = state.session(session_id)
         closure = await _Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
-            lambda: api.test_closure_check(ws, sid)
+            lambda: _lib("api").test_closure_check(ws, sid)
         )
         return ClosureOutput.model_validate({**_plain(closure), "session_id": sid})
 
@@ -530,10 +535,8 @@ def _tools(state: ServerState) -> list[Tool]:
         severity: Annotated[SeverityArg | None, Field(description="Only bugs of this severity.")] = None,
     ) -> BugListOutput:
         """List the project's bugs (bugs.ndjson) in their current state."""
-        from greenloop import bugs
-
         found = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
-            lambda: bugs.list_bugs(ws, unit=unit, status=status, source=source, severity=severity)
+            lambda: _lib("bugs").list_bugs(ws, unit=unit, status=status, source=source, severity=severity)
         )
         items = [BugOutput.model_validate(_plain(b)) for b in found]
         return BugListOutput(session_id=state.session_id, count=len(items), bugs=items)
@@ -548,10 +551,8 @@ def _tools(state: ServerState) -> list[Tool]:
         detail: str | None = None,
     ) -> BugResultOutput:
         """Open a bug, or return the open one for the same unit and test."""
-        from greenloop import bugs
-
         bug = await _Stopwatch("bug_open", TOOL_TIMEOUT_S).call(
-            lambda: bugs.open_bug(
+            lambda: _lib("bugs").open_bug(
                 ws,
                 unit=unit,
                 test=test,
@@ -569,15 +570,11 @@ def _tools(state: ServerState) -> list[Tool]:
         bug_id: Annotated[str, Field(min_length=1)],
         to: Annotated[StatusArg, Field(description="The new status.")],
         by: Annotated[str | None, Field(description="Who moves it (default: this session).")] = None,
-        fix_ref: Annotated[
-            str | None, Field(description="A commit, patch or run that fixes it.")
-        ] = None,
+        fix_ref: Annotated[str | None, Field(description="A commit, patch or run that fixes it.")] = None,
     ) -> BugResultOutput:
         """Move a bug to another status (open -> fixing -> fixed -> verified). Illegal moves are refused."""
-        from greenloop import bugs
-
         bug = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
-            lambda: bugs.transition(ws, bug_id, to, by=by or state.session_id, fix_ref=fix_ref)
+            lambda: _lib("bugs").transition(ws, bug_id, to, by=by or state.session_id, fix_ref=fix_ref)
         )
         return BugResultOutput(session_id=state.session_id, bug=BugOutput.model_validate(_plain(bug)))
 
@@ -588,11 +585,9 @@ def _tools(state: ServerState) -> list[Tool]:
         ] = None,
     ) -> IntegrationOutput:
         """Start the project's services, run the integration cases, tear everything down."""
-        from greenloop.integration.run import integrate
-
         cancel = threading.Event()
         result = await _Stopwatch("integration_run", INTEGRATION_TIMEOUT_S, cancel).call(
-            lambda: integrate(ws, cases=case or None)
+            lambda: _lib("integration.run").integrate(ws, cases=case or None)
         )
         return IntegrationOutput.model_validate({**_plain(result), "session_id": state.session_id})
 
@@ -609,6 +604,18 @@ def _tools(state: ServerState) -> list[Tool]:
         (integration_run, writes),
     ]
     return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+
+
+def _bounded_run(
+    ws: Path,
+    sid: str,
+    on_progress: Callable[..., None],
+    cancel: threading.Event,
+    options: Mapping[str, Any],
+) -> Any:
+    api = _lib("api")
+    result = api.test_run(ws, session_id=sid, on_progress=on_progress, cancel=cancel, **options)
+    return api.bounded(result)
 
 
 def _run_output(bounded: Any, session_id: str) -> RunOutput:
