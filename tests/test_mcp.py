@@ -7,6 +7,7 @@ read: structured results, errors as tool results, the gate's view of the session
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -136,7 +137,7 @@ def test_lists_every_tool_with_input_and_output_schemas(tmp_path: Path, home: Pa
         assert "session_id" in out["properties"] and "session_id" in out["required"], tool.name
 
     run_in = tools["test_run"].input_schema
-    assert RUN_ARGS <= set(run_in["properties"])
+    assert set(run_in["properties"]) >= RUN_ARGS
     assert not run_in.get("required")  # every argument of test_run is optional
     framework = run_in["properties"]["framework"]["anyOf"][0]["enum"]
     assert set(framework) == {"vitest", "jest", "npm-test", "pytest", "node:test"}
@@ -251,3 +252,226 @@ def test_bad_workspace_is_refused_before_serving(tmp_path: Path, home: Path) -> 
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "--workspace" in proc.stderr
+
+
+# --------------------------------------------------------------------------- probe, run, closure
+
+
+def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+    progress: list[tuple[float, float | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total))
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["probe"] = _ok(await s.call_tool("test_probe", {}))
+        out["closure0"] = _ok(await s.call_tool("test_closure_check", {}))
+        out["red"] = _ok(await s.call_tool("test_run", {}, progress_callback=on_progress))
+        out["closure1"] = _ok(await s.call_tool("test_closure_check", {}))
+        _fix(ws)
+        out["green"] = _ok(await s.call_tool("test_run", {}))
+        out["closure2"] = _ok(await s.call_tool("test_closure_check", {}))
+        return out
+
+    out = _with_client(ws, home, body)
+    probe, red, green = out["probe"], out["red"], out["green"]
+    assert probe["framework"] == "pytest"
+    assert any(f.endswith("test_calc.py") for f in probe["test_files"])
+    session = probe["session_id"]
+    assert session.startswith("mcp-")
+    assert {red["session_id"], green["session_id"], out["closure2"]["session_id"]} == {session}
+
+    assert out["closure0"]["satisfied"] is True  # nothing recorded yet: allow
+
+    assert red["ok"] is False and red["outcome"] == "red" and red["background"] is False
+    assert red["summary"] == {"total": 3, "passed": 1, "failed": 2, "skipped": 0}
+    failed_names = {f["test"] for f in red["failures"]}
+    assert any("test_add_small" in n for n in failed_names), failed_names
+    first = red["failures"][0]
+    assert first["file"] and first["file"].endswith("test_calc.py") and first["message"]
+    assert red["result_ref"] and Path(red["result_ref"]).is_file()
+    assert progress, "no progress notification during the run"
+    assert all(b[0] > a[0] for a, b in itertools.pairwise(progress))  # progress grows
+    assert progress[-1][0] <= 3
+
+    assert out["closure1"]["satisfied"] is False
+    assert out["closure1"]["last_run"]["run_id"] == red["run_id"]
+    assert out["closure1"]["last_run"]["ok"] is False
+
+    assert green["ok"] is True and green["outcome"] == "green" and green["failures"] == []
+    assert green["summary"]["passed"] == 3
+    assert out["closure2"]["satisfied"] is True
+    assert out["closure2"]["last_run"]["run_id"] == green["run_id"]
+
+
+def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return {
+            "named": _ok(await s.call_tool("test_run", {"session_id": "agent-7", "target": "test_calc.py"})),
+            "named_check": _ok(await s.call_tool("test_closure_check", {"session_id": "agent-7"})),
+            "own_check": _ok(await s.call_tool("test_closure_check", {})),
+        }
+
+    out = _with_client(ws, home, body, env={"GREENLOOP_SESSION": "harness-42"})
+    assert out["named"]["session_id"] == "agent-7" and out["named"]["ok"] is False
+    assert out["named_check"]["session_id"] == "agent-7"
+    assert out["named_check"]["satisfied"] is False
+    assert out["named_check"]["last_run"]["run_id"] == out["named"]["run_id"]
+    assert out["own_check"]["session_id"] == "harness-42"
+    assert out["own_check"]["satisfied"] is True  # the run went to agent-7, not to this session
+
+
+def test_two_connections_are_two_sessions(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    async def run(s: ClientSession) -> dict[str, Any]:
+        return _ok(await s.call_tool("test_run", {}))
+
+    async def check(s: ClientSession) -> dict[str, Any]:
+        return _ok(await s.call_tool("test_closure_check", {}))
+
+    first = _with_client(ws, home, run)
+    second = _with_client(ws, home, check)
+    assert first["session_id"] != second["session_id"]
+    assert second["satisfied"] is True
+
+
+# --------------------------------------------------------------------------- background jobs
+
+
+def test_background_run_returns_a_job_at_once_and_test_job_polls_it_to_the_end(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    (ws / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(1.5)\n")
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        started = time.monotonic()
+        job = _ok(await s.call_tool("test_run", {"run_in_background": True}))
+        answered_s = time.monotonic() - started
+        first = _ok(await s.call_tool("test_job", {"job_id": job["job_id"]}))
+        done = _ok(await s.call_tool("test_job", {"job_id": job["job_id"], "wait": True, "wait_ms": 60_000}))
+        closure = _ok(await s.call_tool("test_closure_check", {}))
+        return {"job": job, "answered_s": answered_s, "first": first, "done": done, "closure": closure}
+
+    out = _with_client(ws, home, body)
+    job = out["job"]
+    assert job["background"] is True and job["job_id"] and job["run_id"] is None
+    assert out["answered_s"] < 1.5  # it did not wait for the 1.5 s test
+    assert out["first"]["status"] == "running"
+    done = out["done"]
+    assert done["status"] == "done" and done["job_id"] == job["job_id"]
+    assert done["result"]["ok"] is True and done["result"]["summary"]["passed"] == 4
+    assert out["closure"]["last_run"]["run_id"] == done["result"]["run_id"]  # recorded for the session
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+def _marked_pids(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_cancelling_a_hung_run_kills_its_whole_process_tree(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-hang-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import pathlib, subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    pathlib.Path('started.flag').write_text('x')\n"
+        "    time.sleep(300)\n"
+    )
+    outcome: dict[str, Any] = {}
+
+    async def body(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                outcome["result"] = await s.call_tool("test_run", {"timeout_ms": 600_000})
+
+            tg.start_soon(call)
+            with anyio.fail_after(60):
+                while not (ws / "started.flag").exists() or not _marked_pids(marker):
+                    await anyio.sleep(0.05)
+            outcome["before"] = _marked_pids(marker)
+            tg.cancel_scope.cancel()  # the client gives up: a notifications/cancelled goes out
+        # The server kills the tree while this connection stays open; wait for it to be gone.
+        with anyio.fail_after(30):
+            while _marked_pids(marker):
+                await anyio.sleep(0.1)
+        outcome["after"] = await s.call_tool("test_closure_check", {})
+
+    try:
+        _with_client(ws, home, body)
+    finally:
+        for pid in _marked_pids(marker):  # never leave a process behind, even on failure
+            os.kill(pid, signal.SIGKILL)
+    assert "result" not in outcome  # the call was cancelled, not answered
+    assert outcome["before"]
+    assert _marked_pids(marker) == []
+    assert not outcome["after"].is_error  # the server still serves after a cancel
+
+
+# --------------------------------------------------------------------------- bugs
+
+
+def _devloop_project(root: Path) -> Path:
+    (root / "units" / "api").mkdir(parents=True)
+    (root / "units.json").write_text(
+        json.dumps({"units": [{"id": "api", "kind": "be", "path": "units/api", "start": ["node", "x.js"]}]})
+    )
+    return root
+
+
+def test_open_list_and_transition_bugs(tmp_path: Path, home: Path) -> None:
+    project = _devloop_project(tmp_path / "proj")
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        args = {"unit": "api", "test": "POST /api/todos gives 201", "title": "create returns 500"}
+        out: dict[str, Any] = {}
+        out["opened"] = _ok(await s.call_tool("bug_open", {**args, "severity": "high"}))
+        out["again"] = _ok(await s.call_tool("bug_open", args))
+        bug_id = out["opened"]["bug"]["id"]
+        out["fixing"] = _ok(await s.call_tool("bug_transition", {"bug_id": bug_id, "to": "fixing"}))
+        out["illegal"] = await s.call_tool("bug_transition", {"bug_id": bug_id, "to": "verified"})
+        out["missing"] = await s.call_tool("bug_transition", {"bug_id": "BUG-nope", "to": "fixing"})
+        out["fixed"] = _ok(
+            await s.call_tool("bug_transition", {"bug_id": bug_id, "to": "fixed", "fix_ref": "abc123"})
+        )
+        out["list_fixed"] = _ok(await s.call_tool("bug_list", {"status": "fixed"}))
+        out["list_open"] = _ok(await s.call_tool("bug_list", {"status": "open"}))
+        out["list_unit"] = _ok(await s.call_tool("bug_list", {"unit": "api"}))
+        return out
+
+    out = _with_client(project, home, body)
+    opened = out["opened"]["bug"]
+    assert opened["status"] == "open" and opened["unit_id"] == "api" and opened["severity"] == "high"
+    assert opened["dedup_key"] == "api:POST /api/todos gives 201"
+    assert out["again"]["bug"]["id"] == opened["id"]  # same unit and test: the open bug is reused
+    assert out["fixing"]["bug"]["status"] == "fixing"
+    assert out["fixing"]["session_id"].startswith("mcp-")
+    assert out["illegal"].is_error and "verified" in _text(out["illegal"])
+    assert out["missing"].is_error and "BUG-nope" in _text(out["missing"])
+    assert out["fixed"]["bug"]["status"] == "fixed" and "abc123" in out["fixed"]["bug"]["fix_refs"]
+    assert [b["id"] for b in out["list_fixed"]["bugs"]] == [opened["id"]]
+    assert out["list_fixed"]["count"] == 1
+    assert out["list_open"]["bugs"] == []
+    assert len(out["list_unit"]["bugs"]) == 1
+    lines = (project / "bugs.ndjson").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["open", "fixing", "fixed"]
