@@ -1,0 +1,130 @@
+"""Closure state of one agent session and its pure transitions (DESIGN §3, Gate).
+
+A session has a current turn, a count of interceptions in that turn, an unresolved record
+(set when a turn was released red, cleared by a later passing run) and a last recorded run.
+Nothing here touches the disk: store.py loads a `ClosureState`, gate.py decides on it, and
+the transitions below say what the next state is; store.py persists the difference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from greenloop.model import Summary
+
+__all__ = [
+    "ClosureState",
+    "RunRecord",
+    "after_release",
+    "after_run",
+    "after_steer",
+    "effective_run",
+    "iso",
+    "new_turn",
+]
+
+
+def iso(t: float) -> str:
+    """An epoch time as an ISO 8601 UTC string with milliseconds."""
+    whole = int(t)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the closure state keeps of one run: enough to decide and to explain."""
+
+    run_id: str
+    ok: bool
+    at: float  # epoch seconds when the run was recorded
+    outcome: str = "red"  # green | red | broken
+    session_id: str | None = None
+    summary: Summary = field(default_factory=Summary)
+    failing: tuple[str, ...] = ()  # names of failing tests (bounded)
+    fingerprint: str | None = None  # the working tree when the run was recorded
+    framework: str | None = None
+    command: str = ""
+    source: str = "run"  # run | job | hook (a run the agent made itself, parsed from its output)
+    exit_code: int | None = None
+    result_ref: str | None = None
+    reason: str | None = None  # for broken runs: timed out, crashed, no tests ran
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "at": iso(self.at),
+            "outcome": self.outcome,
+            "session_id": self.session_id,
+            "summary": self.summary.to_json(),
+            "failing": list(self.failing),
+            "fingerprint": self.fingerprint,
+            "framework": self.framework,
+            "command": self.command,
+            "source": self.source,
+            "exit_code": self.exit_code,
+            "result_ref": self.result_ref,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class ClosureState:
+    """Everything the gate reads for one session."""
+
+    session_id: str
+    turn_seq: int = 0  # 0 = no turn seen yet; each new turn adds one
+    turn_id: str | None = None  # the harness's own turn id, when it has one
+    intercepts_this_turn: int = 0
+    released_this_turn: bool = False
+    unresolved: bool = False
+    last_run: RunRecord | None = None
+    first_seen: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "turn_seq": self.turn_seq,
+            "turn_id": self.turn_id,
+            "intercepts_this_turn": self.intercepts_this_turn,
+            "released_this_turn": self.released_this_turn,
+            "unresolved": self.unresolved,
+            "last_run": None if self.last_run is None else self.last_run.to_json(),
+        }
+
+
+def effective_run(
+    session_run: RunRecord | None, workspace_run: RunRecord | None, first_seen: float | None
+) -> RunRecord | None:
+    """The run a session's gate uses (issue 4 part 1).
+
+    The latest run recorded for the session; when there is none, the latest workspace-level
+    run made since the session's first hook event.
+    """
+    if session_run is not None:
+        return session_run
+    if workspace_run is not None and first_seen is not None and workspace_run.at >= first_seen:
+        return workspace_run
+    return None
+
+
+def new_turn(state: ClosureState, turn_id: str | None = None) -> ClosureState:
+    """A new turn gets a new budget; the unresolved record survives (it is a record, not a switch)."""
+    return replace(
+        state, turn_seq=state.turn_seq + 1, turn_id=turn_id, intercepts_this_turn=0, released_this_turn=False
+    )
+
+
+def after_steer(state: ClosureState) -> ClosureState:
+    return replace(state, intercepts_this_turn=state.intercepts_this_turn + 1)
+
+
+def after_release(state: ClosureState) -> ClosureState:
+    return replace(state, released_this_turn=True, unresolved=True)
+
+
+def after_run(state: ClosureState, run: RunRecord) -> ClosureState:
+    """A recorded run becomes the last run; a passing one clears the unresolved record."""
+    return replace(state, last_run=run, unresolved=state.unresolved and not run.ok)
