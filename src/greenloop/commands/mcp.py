@@ -9,9 +9,7 @@ from pathlib import Path
 from greenloop import config as config_mod
 from greenloop.errors import UsageError
 
-__all__ = ["SESSION_VAR", "serve"]
-
-SESSION_VAR = "GREENLOOP_SESSION"
+__all__ = ["serve"]
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -22,8 +20,12 @@ def serve(args: argparse.Namespace) -> int:
             f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools work in"
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
-    from greenloop.mcp_server import build_server, serve_stdio
+    from greenloop import session
+    from greenloop.mcp_server import build_server, new_session_id, serve_stdio
 
-    server = build_server(workspace, config=cfg, session_id=os.environ.get(SESSION_VAR) or None)
+    # One connection is one session, unless the environment names the agent's session
+    # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
+    sid = session.resolve(None, env=os.environ, mcp_context=new_session_id())
+    server = build_server(workspace, config=cfg, session_id=sid)
     serve_stdio(server)
     return 0
