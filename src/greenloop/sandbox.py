@@ -188,9 +188,10 @@ def resolve_for(
     explicit: str | None = None,
     session_id: str | None = None,
     default: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Policy:
     """`resolve` fed from the real sources: the session's recorded events in the workspace's
-    store and the workspace's config (`greenloop.config.load(workspace).sandbox`)."""
+    store and the workspace's config (`greenloop.config.load(workspace, env=env).sandbox`)."""
     if explicit:
         return resolve(workspace, explicit=explicit)  # nothing else is read when the call decides
     session_mode: str | None = None
@@ -199,7 +200,7 @@ def resolve_for(
     if default is None:
         from greenloop import config
 
-        default = config.load(workspace).sandbox
+        default = config.load(workspace, env=env).sandbox
     return resolve(workspace, session_mode=session_mode, default=default)
 
 
