@@ -475,3 +475,40 @@ def test_open_list_and_transition_bugs(tmp_path: Path, home: Path) -> None:
     assert len(out["list_unit"]["bugs"]) == 1
     lines = (project / "bugs.ndjson").read_text().splitlines()
     assert [json.loads(line)["status"] for line in lines] == ["open", "fixing", "fixed"]
+
+
+def test_a_client_that_goes_away_mid_run_leaves_no_process_behind(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-orphan-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import pathlib, subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    pathlib.Path('started.flag').write_text('x')\n"
+        "    time.sleep(300)\n"
+    )
+
+    async def body(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.call_tool, "test_run", {"timeout_ms": 600_000})
+            with anyio.fail_after(60):
+                while not (ws / "started.flag").exists() or not _marked_pids(marker):
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        # leaving the client closes stdin, then SIGTERMs the server (the SDK's shutdown)
+
+    async def main() -> None:
+        # A raw stdio transport so that leaving it is a plain disconnect, not a polite cancel.
+        async with _connect(ws, home) as session:
+            await body(session)
+
+    try:
+        anyio.run(main)
+        deadline = time.monotonic() + 30
+        while _marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _marked_pids(marker)
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []

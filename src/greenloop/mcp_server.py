@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -675,5 +676,25 @@ def _version() -> str:
 
 
 def serve_stdio(server: MCPServer[Any]) -> None:
-    """Serve over stdin/stdout until the client closes the connection."""
-    server.run("stdio")
+    """Serve over stdin/stdout until the client closes the connection or signals the server.
+
+    SIGTERM and SIGHUP (what a client sends when the server does not exit after stdin
+    closes) cancel the server like a client's cancellation would: every running tool stops
+    its process tree before the server exits, instead of dying with its runs orphaned.
+    """
+    anyio.run(_serve_until_signalled, server)
+
+
+async def _serve_until_signalled(server: MCPServer[Any]) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    log.info("%s: stopping the running tools, then exiting", signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch_signals)
+        await server.run_stdio_async()
+        tg.cancel_scope.cancel()
