@@ -1,0 +1,1042 @@
+"""The bug log, `bugs.ndjson`: the only module that reads or writes it (DESIGN §3, Bugs).
+
+One JSON record a line, append-only. Every line is a whole bug record; the current state of
+a bug is its last line, so folding the log is "last valid line per id" and a bug's history
+is every line carrying its id.
+
+Writing. Each change takes an exclusive `flock` on the log, catches up with what other
+processes appended since this `BugLog` last looked (the log only grows, so that is a read
+of the new bytes), decides against that fresh state (dedup, legal move, unique id), and
+appends its line with one `write` on an `O_APPEND` descriptor. The lock is released before
+the line is synced to disk (`fdatasync`, which covers the data and the new size) so that
+concurrent writers' syncs share journal commits; the call returns only once its own line is
+durable. A log whose last line has no newline (a crash mid-write, an editor that drops the
+final newline) gets one before the next line, so a torn line never swallows a good one.
+
+Reading is tolerant: a torn or corrupt line is skipped with a warning naming its line
+number and every other bug still loads. Readers take a shared lock, so they never see a
+line half-written. Folding a large log parses only each bug's last line: the writer puts
+`id` first, so the id of a line is read from its prefix; lines that do not start that way
+(hand-written ones) are parsed in full. The cost of this shortcut: a corrupt line that is
+not the last of its bug goes unnoticed by `list` (it cannot change a current state);
+`show` parses every line of the bug it shows and reports it.
+
+State machine: open -> fixing -> fixed -> verified, plus open -> fixed (a green run fixes a
+bug nobody claimed). Anything else is refused with the moves allowed from where the bug is.
+
+Bridges: `bridge_unit_run` turns a unit run into bug events (red: open or reuse one bug per
+failure; green: fix the unit's open bugs; crashed: one `unit_test_infra` bug), and
+`bridge_integration_run` does the same for an integration run (failures open
+`integration_test` bugs; a green run verifies the fixed bugs of the units it covered).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
+
+from greenloop import layout
+from greenloop.errors import GreenloopError, UsageError
+from greenloop.model import RunResult
+
+__all__ = [
+    "ALLOWED_MOVES",
+    "BUG_LOG",
+    "DETAIL_LIMIT",
+    "INFRA_TEST_NAME",
+    "INTEGRATION_UNIT",
+    "SEVERITIES",
+    "SOURCES",
+    "STATUSES",
+    "BridgeOutcome",
+    "Bug",
+    "BugHistory",
+    "BugLog",
+    "BugNotFound",
+    "Fold",
+    "HistoryEntry",
+    "IntegrationFailure",
+    "IntegrationFailureLike",
+    "Opened",
+    "Severity",
+    "Source",
+    "Status",
+    "TransitionRefused",
+    "Transitioned",
+    "bridge_integration_run",
+    "bridge_unit_run",
+    "bug_log_path",
+    "dedup_key",
+    "guess_severity",
+    "list_bugs",
+    "open_bug",
+    "show_bug",
+    "transition",
+    "unit_id_of",
+]
+
+log = logging.getLogger(__name__)
+
+BUG_LOG = "bugs.ndjson"
+
+Status = Literal["open", "fixing", "fixed", "verified"]
+Source = Literal["unit_test", "unit_test_infra", "integration_test"]
+Severity = Literal["low", "medium", "high", "critical"]
+STATUSES: tuple[str, ...] = get_args(Status)
+SOURCES: tuple[str, ...] = get_args(Source)
+SEVERITIES: tuple[str, ...] = get_args(Severity)
+
+ALLOWED_MOVES: Mapping[str, tuple[str, ...]] = {
+    "open": ("fixing", "fixed"),
+    "fixing": ("fixed",),
+    "fixed": ("verified",),
+    "verified": (),
+}
+ACTIVE: tuple[str, ...] = ("open", "fixing")  # the statuses dedup reuses
+
+DETAIL_LIMIT = 4000  # characters of stack/detail kept per line: the log stays fast to fold
+TITLE_LIMIT = 200
+INFRA_TEST_NAME = "(test run broken)"  # the test_name of a unit's infrastructure bug
+UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
+INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
+ID_PREFIX = '{"id": "'  # every line greenloop writes starts like this (id is the first key)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class BugNotFound(GreenloopError):
+    """No bug with that id in the log."""
+
+
+class TransitionRefused(GreenloopError):
+    """An illegal move; the message lists the moves allowed from the bug's status."""
+
+
+# --------------------------------------------------------------------------- record
+
+
+def _str(d: Mapping[str, Any], key: str, default: str = "") -> str:
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+        raise ValueError(f"{key} must be a string, not {type(v).__name__}")
+    return str(v)
+
+
+def _opt(d: Mapping[str, Any], key: str) -> str | None:
+    return None if d.get(key) is None else _str(d, key)
+
+
+def _strs(d: Mapping[str, Any], key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{key} must be a list of strings")
+    return tuple(v)
+
+
+def _choice(d: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: str | None) -> str:
+    v = d.get(key, default)
+    if v not in allowed:
+        raise ValueError(f"{key} {v!r} is not one of {', '.join(allowed)}")
+    return str(v)
+
+
+def dedup_key(unit_id: str, test_name: str) -> str:
+    return f"{unit_id}:{test_name}"
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One line of the log: a bug's whole state at one moment (DESIGN §3, Bugs)."""
+
+    id: str
+    source: Source
+    unit_id: str
+    test_name: str
+    title: str
+    status: Status = "open"
+    severity: Severity = "medium"
+    category: str = "unknown"
+    detail: str = ""
+    run_id: str | None = None
+    affected_units: tuple[str, ...] = ()
+    fix_refs: tuple[str, ...] = ()
+    created_at: str = ""
+    updated_at: str = ""
+    by: str | None = None
+    dedup_key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.dedup_key:
+            object.__setattr__(self, "dedup_key", dedup_key(self.unit_id, self.test_name))
+
+    def to_json(self) -> dict[str, Any]:
+        # `id` first: the fold reads a line's id from this prefix without parsing the line.
+        return {
+            "id": self.id,
+            "source": self.source,
+            "unit_id": self.unit_id,
+            "run_id": self.run_id,
+            "test_name": self.test_name,
+            "dedup_key": self.dedup_key,
+            "category": self.category,
+            "severity": self.severity,
+            "title": self.title,
+            "detail": self.detail,
+            "affected_units": list(self.affected_units),
+            "status": self.status,
+            "fix_refs": list(self.fix_refs),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "by": self.by,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Bug:
+        """Read a record back; missing optional keys get defaults. Raises ValueError naming the bad key."""
+        if not isinstance(d, Mapping):
+            raise ValueError("the line is not a JSON object")
+        bug_id = d.get("id")
+        if not isinstance(bug_id, str) or not bug_id:
+            raise ValueError("id is missing or not a string")
+        unit_id = _str(d, "unit_id")
+        test_name = _str(d, "test_name")
+        created = _str(d, "created_at")
+        return cls(
+            id=bug_id,
+            source=_choice(d, "source", SOURCES, "unit_test"),  # type: ignore[arg-type]
+            unit_id=unit_id,
+            test_name=test_name,
+            title=_str(d, "title", test_name),
+            status=_choice(d, "status", STATUSES, None),  # type: ignore[arg-type]
+            severity=_choice(d, "severity", SEVERITIES, "medium"),  # type: ignore[arg-type]
+            category=_str(d, "category", "unknown"),
+            detail=_str(d, "detail"),
+            run_id=_opt(d, "run_id"),
+            affected_units=_strs(d, "affected_units", (unit_id,) if unit_id else ()),
+            fix_refs=_strs(d, "fix_refs"),
+            created_at=created,
+            updated_at=_str(d, "updated_at", created),
+            by=_opt(d, "by"),
+            dedup_key=_str(d, "dedup_key", dedup_key(unit_id, test_name)),
+        )
+
+    def line(self) -> bytes:
+        return (json.dumps(self.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """Every unit this bug concerns (its unit and the affected ones)."""
+        return tuple(dict.fromkeys((self.unit_id, *self.affected_units)))
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What `open` did: the bug (new, or the open one it reused) and whether it is new."""
+
+    bug: Bug
+    created: bool
+    log: str
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bug": self.bug.to_json(), "created": self.created, "log": self.log,
+                "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class Transitioned:
+    bug: Bug
+    from_status: Status
+    log: str
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bug": self.bug.to_json(), "from": self.from_status, "to": self.bug.status,
+                "log": self.log, "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class Fold:
+    """The log folded to current states (in order of first appearance), with its warnings."""
+
+    bugs: tuple[Bug, ...]
+    log: str
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bugs": [b.to_json() for b in self.bugs], "count": len(self.bugs), "log": self.log,
+                "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    line: int  # 1-based line number in the log
+    bug: Bug
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, **self.bug.to_json()}
+
+
+@dataclass(frozen=True)
+class BugHistory:
+    """One bug: its current state and every line it has had, oldest first."""
+
+    bug: Bug
+    history: tuple[HistoryEntry, ...]
+    log: str
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bug": self.bug.to_json(), "history": [h.to_json() for h in self.history],
+                "log": self.log, "warnings": list(self.warnings)}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_FIVE_XX = re.compile(r"(?<![0-9])5[0-9]{2}(?![0-9])")
+_SECURITY = re.compile(r"secur|auth(?!or)", re.IGNORECASE)
+
+
+def guess_severity(test_name: str, got: object = None) -> Severity:
+    """The seed's guess: a test about security or auth fails critically; a 5xx got is high.
+
+    The seed checks the 5xx first, which would rate an auth test answering 500 as merely
+    high; greenloop keeps the more severe of the two guesses. `auth` matches auth,
+    authentication, OAuth, unauthorized, but not author.
+    """
+    if _SECURITY.search(test_name):
+        return "critical"
+    if got is not None and _FIVE_XX.search(str(got)):
+        return "high"
+    return "medium"
+
+
+def _check(value: str | None, name: str, allowed: tuple[str, ...], flag: str) -> None:
+    if value is not None and value not in allowed:
+        raise UsageError(f"{flag} {value!r} is not a {name}; use one of: {', '.join(allowed)}")
+
+
+def _choices(value: str | Sequence[str] | None, name: str, allowed: tuple[str, ...],
+             flag: str) -> frozenset[str] | None:
+    """A filter value: one name, a comma-separated list, or a sequence of names."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    wanted = frozenset(i.strip() for i in items if i.strip())
+    for w in sorted(wanted):
+        _check(w, name, allowed, flag)
+    return wanted or None
+
+
+# --------------------------------------------------------------------------- the log
+
+
+class BugLog:
+    """The bug log of one project. Holds what it has read so far; catches up on every call.
+
+    An instance is cheap, and a long-lived one (a worker, a server) reads only the new
+    lines on each call. `clock` is the seam for time (seconds since the epoch).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self._ident: tuple[int, int] | None = None
+        self._offset = 0
+        self._lines = 0
+        self._partial = False  # the last line read had no newline
+        self._current: dict[str, Bug] = {}
+        self._active: dict[str, str] = {}  # dedup_key -> id of the open/fixing bug
+        self._warnings: dict[int, str] = {}  # line number -> warning
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self._warnings[k] for k in sorted(self._warnings))
+
+    def _warn(self, lineno: int, why: str) -> None:
+        if lineno not in self._warnings:
+            self._warnings[lineno] = f"{self.path.name} line {lineno}: {why}; line skipped"
+
+    def _reset(self) -> None:
+        self._offset = self._lines = 0
+        self._partial = False
+        self._current.clear()
+        self._active.clear()
+        self._warnings.clear()
+
+    def _apply(self, bug: Bug) -> None:
+        old = self._current.get(bug.id)
+        if old is not None and self._active.get(old.dedup_key) == bug.id:
+            del self._active[old.dedup_key]
+        self._current[bug.id] = bug
+        if bug.status in ACTIVE:
+            self._active[bug.dedup_key] = bug.id
+
+    def _parse(self, lineno: int, text: str, expect_id: str | None = None) -> Bug | None:
+        try:
+            bug = Bug.from_json(json.loads(text))
+        except json.JSONDecodeError:
+            why = ("incomplete (no closing brace: a torn write?)" if not text.rstrip().endswith("}")
+                   else "not valid JSON")
+            self._warn(lineno, why)
+            return None
+        except ValueError as exc:  # a JSON value that is not a bug record
+            self._warn(lineno, f"not a bug record ({exc})")
+            return None
+        if expect_id is not None and bug.id != expect_id:
+            self._warn(lineno, f"its id prefix {expect_id!r} disagrees with its id {bug.id!r}")
+            return None
+        return bug
+
+    @staticmethod
+    def _prefix_id(text: str) -> str | None:
+        if not text.startswith(ID_PREFIX):
+            return None
+        end = text.find('"', len(ID_PREFIX))
+        if end < 0:
+            return None
+        bug_id = text[len(ID_PREFIX) : end]
+        return None if (not bug_id or "\\" in bug_id) else bug_id
+
+    def _lines_of(self, data: bytes, first_lineno: int, partial: bool) -> Iterator[tuple[int, str]]:
+        """(line number, text) of each non-blank line in `data`, which starts after `first_lineno`."""
+        parts = data.decode("utf-8", errors="replace").split("\n")
+        lineno = first_lineno
+        if partial:  # the first part continues a line that had no newline
+            cont = parts.pop(0)
+            if cont.strip():
+                self._warn(lineno, "text appended to a line that had no newline")
+        for text in parts:
+            lineno += 1
+            if text.strip():
+                yield lineno, text
+
+    def _ingest(self, data: bytes) -> None:
+        """Fold new bytes (which follow everything read so far) into the current states."""
+        if not data:
+            return
+        ends_clean = data.endswith(b"\n")
+        body = data[:-1] if ends_clean else data
+        start = self._lines
+        # Pass 1: each id's last line in this chunk; parse only lines without our prefix.
+        last: dict[str, tuple[int, str | Bug]] = {}
+        seen: list[tuple[int, str, str | Bug]] = []
+        for lineno, text in self._lines_of(body, start, self._partial):
+            bug_id = self._prefix_id(text)
+            got: str | Bug = text
+            if bug_id is None:
+                parsed = self._parse(lineno, text)
+                if parsed is None:
+                    continue
+                got, bug_id = parsed, parsed.id
+            last[bug_id] = (lineno, got)
+            seen.append((lineno, bug_id, got))
+        self._lines = start + body.count(b"\n") + (0 if self._partial else 1)
+        self._partial = not ends_clean
+        # Pass 2: parse each id's last line; if it is bad, fall back to an earlier one.
+        for bug_id, (lineno, got) in last.items():
+            bug = got if isinstance(got, Bug) else self._parse(lineno, got, bug_id)
+            if bug is None:
+                for earlier, other, item in reversed(seen):
+                    if other == bug_id and earlier < lineno:
+                        bug = item if isinstance(item, Bug) else self._parse(earlier, item, bug_id)
+                        if bug is not None:
+                            break
+            if bug is not None:
+                self._apply(bug)
+
+    def _catch_up(self, fd: int) -> None:
+        st = os.fstat(fd)
+        ident = (st.st_dev, st.st_ino)
+        if ident != self._ident or st.st_size < self._offset:  # replaced or truncated: start over
+            self._reset()
+            self._ident = ident
+        if st.st_size == self._offset:
+            return
+        chunks = []
+        pos = self._offset
+        while pos < st.st_size:
+            chunk = os.pread(fd, min(st.st_size - pos, 1 << 24), pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        gc_was = gc.isenabled()
+        gc.disable()  # folding creates many small objects and no cycles; the collector only slows it
+        try:
+            self._ingest(b"".join(chunks))
+        finally:
+            if gc_was:
+                gc.enable()
+        self._offset = pos
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[int | None]:
+        """The log's descriptor under a shared lock, caught up (None when there is no log)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._reset()
+            self._ident = None
+            yield None
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._catch_up(fd)
+            yield fd
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def fold(self) -> Fold:
+        """Every bug in its current state, in the order the bugs were first written."""
+        with self._reading():
+            return Fold(tuple(self._current.values()), str(self.path), self.warnings)
+
+    def get(self, bug_id: str) -> Bug:
+        with self._reading():
+            return self._require(bug_id)
+
+    def _require(self, bug_id: str) -> Bug:
+        bug = self._current.get(bug_id)
+        if bug is None:
+            raise BugNotFound(
+                f"no bug {bug_id!r} in {self.path}; 'greenloop bugs list' shows the ids there"
+            )
+        return bug
+
+    def list(
+        self,
+        *,
+        unit: str | None = None,
+        status: str | Sequence[str] | None = None,
+        source: str | Sequence[str] | None = None,
+        severity: str | Sequence[str] | None = None,
+    ) -> Fold:
+        """Current bugs matching every filter given. `unit` matches a bug's unit or an
+        affected unit; the others take one name, a comma-separated list or a sequence."""
+        statuses = _choices(status, "status", STATUSES, "status")
+        sources = _choices(source, "source", SOURCES, "source")
+        severities = _choices(severity, "severity", SEVERITIES, "severity")
+        folded = self.fold()
+        picked = tuple(
+            b for b in folded.bugs
+            if (unit is None or b.unit_id == unit or unit in b.affected_units)
+            and (statuses is None or b.status in statuses)
+            and (sources is None or b.source in sources)
+            and (severities is None or b.severity in severities)
+        )
+        return Fold(picked, folded.log, folded.warnings)
+
+    def show(self, bug_id: str) -> BugHistory:
+        """One bug's whole history, every line parsed (a corrupt one is reported)."""
+        with self._reading() as fd:
+            current = self._require(bug_id)
+            assert fd is not None
+            data = os.pread(fd, self._offset, 0)
+        entries: list[HistoryEntry] = []
+        for lineno, text in self._lines_of(data, 0, False):
+            pid = self._prefix_id(text)
+            if pid is not None and pid != bug_id:
+                continue
+            if pid is None and f'"{bug_id}"' not in text:
+                continue
+            bug = self._parse(lineno, text, pid)
+            if bug is not None and bug.id == bug_id:
+                entries.append(HistoryEntry(lineno, bug))
+        return BugHistory(current, tuple(entries), str(self.path), self.warnings)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _append(self, fd: int, bug: Bug) -> None:
+        line = bug.line()
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # end a torn or newline-less last line; never join onto it
+        written = os.write(fd, line)
+        if written != len(line):  # a full disk: the partial line is torn; say so loudly
+            raise GreenloopError(
+                f"could not append to {self.path}: only {written} of {len(line)} bytes written "
+                "(disk full?); free space and retry", exit_code=3,
+            )
+        self._catch_up(fd)
+
+    @staticmethod
+    def _sync(fd: int) -> None:
+        # fdatasync flushes the data and the size an append changed; fsync where it is missing.
+        getattr(os, "fdatasync", os.fsync)(fd)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[int]:
+        """The log locked for writing; the lock is dropped before the sync so syncs overlap."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._catch_up(fd)
+            yield fd
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._sync(fd)
+        finally:
+            os.close(fd)
+
+    def _new_id(self, now: float) -> str:
+        stem = time.strftime("bug-%Y%m%d-%H%M-", time.gmtime(now))
+        width = 2  # bytes of randomness: 4 hex digits, as the seed writes them
+        for attempt in range(1000):
+            if attempt and attempt % 50 == 0:
+                width += 1  # a crowded minute: widen the suffix rather than spin
+            bug_id = stem + secrets.token_hex(width)
+            if bug_id not in self._current:
+                return bug_id
+        raise GreenloopError(f"could not find a free bug id in {self.path}", exit_code=3)
+
+    def open(
+        self,
+        *,
+        unit_id: str,
+        test_name: str,
+        title: str | None = None,
+        source: str = "unit_test",
+        severity: str | None = None,
+        category: str | None = None,
+        detail: str | None = None,
+        run_id: str | None = None,
+        affected_units: Sequence[str] | None = None,
+        by: str | None = None,
+        got: object = None,
+    ) -> Opened:
+        """Open a bug, or reuse the open/fixing one with the same `unit_id:test_name`.
+
+        `severity` defaults to `guess_severity(test_name, got)`. Reusing appends nothing.
+        """
+        if not unit_id.strip():
+            raise UsageError("unit is empty; name the unit the bug is in (e.g. --unit todo-be)")
+        if not test_name.strip():
+            raise UsageError("test is empty; name the failing test (e.g. --test 'rejects empty title')")
+        _check(source, "source", SOURCES, "source")
+        _check(severity, "severity", SEVERITIES, "severity")
+        key = dedup_key(unit_id, test_name)
+        with self._writing() as fd:
+            reuse = self._active.get(key)
+            if reuse is not None:
+                return Opened(self._current[reuse], False, str(self.path), self.warnings)
+            now = self.clock()
+            stamp = _iso(now)
+            bug = Bug(
+                id=self._new_id(now),
+                source=source,  # type: ignore[arg-type]
+                unit_id=unit_id,
+                test_name=test_name,
+                title=_bounded((title or "").strip() or test_name, TITLE_LIMIT),
+                status="open",
+                severity=(severity or guess_severity(test_name, got)),  # type: ignore[arg-type]
+                category=category or "unknown",
+                detail=_bounded(detail or "", DETAIL_LIMIT),
+                run_id=run_id,
+                affected_units=tuple(dict.fromkeys(affected_units)) if affected_units else (unit_id,),
+                created_at=stamp,
+                updated_at=stamp,
+                by=by,
+                dedup_key=key,
+            )
+            self._append(fd, bug)
+        return Opened(bug, True, str(self.path), self.warnings)
+
+    def transition(
+        self,
+        bug_id: str,
+        to: str,
+        *,
+        by: str | None = None,
+        fix_refs: Iterable[str] = (),
+        expect: Iterable[str] | None = None,
+    ) -> Transitioned:
+        """Move a bug along the state machine, recording `by` and adding `fix_refs`.
+
+        With `expect`, the move is made only if the bug is (still) in one of those statuses,
+        checked under the lock; a bridge uses it so two runs never move a bug twice.
+        """
+        _check(to, "status", STATUSES, "to")
+        with self._writing() as fd:
+            cur = self._require(bug_id)
+            if expect is not None and cur.status not in set(expect):
+                raise TransitionRefused(f"bug {bug_id} is already {cur.status}")
+            allowed = ALLOWED_MOVES[cur.status]
+            if to not in allowed:
+                moves = (f"it can move to {' or '.join(allowed)}" if allowed
+                         else "verified is final: it cannot move")
+                raise TransitionRefused(
+                    f"bug {bug_id} is {cur.status} and cannot move to {to}; {moves} "
+                    "(the states: open -> fixing -> fixed -> verified, or open -> fixed)"
+                )
+            refs = tuple(dict.fromkeys((*cur.fix_refs, *(r for r in fix_refs if r))))
+            bug = replace(cur, status=to, fix_refs=refs, updated_at=_iso(self.clock()), by=by)  # type: ignore[arg-type]
+            self._append(fd, bug)
+        return Transitioned(bug, cur.status, str(self.path), self.warnings)
+
+
+# --------------------------------------------------------------------------- by workspace
+
+
+def bug_log_path(workspace: str | os.PathLike[str]) -> Path:
+    """The log of a workspace: at the DevLoop project root (the folder holding `units.json`
+    or `bugs.ndjson`, found by walking up), elsewhere at the workspace itself."""
+    root = layout.find_project_root(workspace)
+    return (root if root is not None else Path(workspace).resolve()) / BUG_LOG
+
+
+def unit_id_of(workspace: str | os.PathLike[str]) -> str:
+    """The unit a workspace's unit tests belong to: `units/<unit>/` of a DevLoop project,
+    else the workspace folder's name."""
+    found = layout.unit_of(workspace)
+    return found[1] if found is not None else Path(workspace).resolve().name
+
+
+def _log_for(workspace: str | os.PathLike[str], clock: Callable[[], float] | None) -> BugLog:
+    return BugLog(bug_log_path(workspace), clock=clock or time.time)
+
+
+def _report(warnings: Iterable[str]) -> None:
+    for w in warnings:
+        log.warning("%s", w)
+
+
+def open_bug(
+    workspace: str | os.PathLike[str],
+    *,
+    unit: str,
+    test: str,
+    title: str | None = None,
+    severity: str | None = None,
+    source: str | None = None,
+    detail: str | None = None,
+    run: str | None = None,
+    category: str | None = None,
+    affected_units: Sequence[str] | None = None,
+    by: str | None = None,
+    got: object = None,
+    clock: Callable[[], float] | None = None,
+) -> Bug:
+    """Open a bug in the workspace's log (or return the open one for `unit:test`)."""
+    opened = _log_for(workspace, clock).open(
+        unit_id=unit, test_name=test, title=title, source=source or "unit_test", severity=severity,
+        category=category, detail=detail, run_id=run, affected_units=affected_units, by=by, got=got,
+    )
+    _report(opened.warnings)
+    return opened.bug
+
+
+def transition(
+    workspace: str | os.PathLike[str],
+    bug_id: str,
+    to: str,
+    *,
+    by: str | None = None,
+    fix_ref: str | None = None,
+    fix_refs: Sequence[str] = (),
+    clock: Callable[[], float] | None = None,
+) -> Bug:
+    """Move a bug; raises TransitionRefused (listing the allowed moves) or BugNotFound."""
+    done = _log_for(workspace, clock).transition(
+        bug_id, to, by=by, fix_refs=(*fix_refs, *((fix_ref,) if fix_ref else ()))
+    )
+    _report(done.warnings)
+    return done.bug
+
+
+def list_bugs(
+    workspace: str | os.PathLike[str],
+    *,
+    unit: str | None = None,
+    status: str | Sequence[str] | None = None,
+    source: str | Sequence[str] | None = None,
+    severity: str | Sequence[str] | None = None,
+) -> tuple[Bug, ...]:
+    """Current bugs of the workspace's log matching every filter given."""
+    found = _log_for(workspace, None).list(unit=unit, status=status, source=source, severity=severity)
+    _report(found.warnings)
+    return found.bugs
+
+
+def show_bug(workspace: str | os.PathLike[str], bug_id: str) -> BugHistory:
+    return _log_for(workspace, None).show(bug_id)
+
+
+# --------------------------------------------------------------------------- bridges
+
+
+def _text(v: object) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def _failure_title(name: str, expected: object, got: object, message: str) -> str:
+    if expected is not None or got is not None:
+        return f"{name}: expected {_text(expected)}, got {_text(got)}"
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    return f"{name}: {first}"
+
+
+def _is_no_tests(result: RunResult) -> bool:
+    """A broken run that is only "no tests ran": nothing crashed, nothing timed out, nothing
+    was counted. A workspace without tests has no bug to track (the gate still sees the run)."""
+    if result.timed_out or result.failures or result.summary.total:
+        return False
+    if result.framework is None:
+        return True
+    return not result.crashed or "no test" in (result.crash_reason or "").lower()
+
+
+def _settle(
+    blog: BugLog, bugs: Iterable[Bug], to: Status, *, expect: tuple[str, ...], by: str, run_id: str,
+    moved: list[dict[str, str]],
+) -> None:
+    for b in bugs:
+        try:
+            done = blog.transition(b.id, to, by=by, fix_refs=(run_id,), expect=expect)
+        except TransitionRefused:
+            continue  # another writer moved it first; nothing to add
+        moved.append({"id": b.id, "from": done.from_status, "to": to})
+
+
+def bridge_unit_run(
+    workspace: str, result: RunResult, *, clock: Callable[[], float] | None = None
+) -> RunResult:
+    """Bridge one unit run into the bug log and return the result with the bug fields filled.
+
+    - red: each failure opens a bug (or reuses the open/fixing one for `unit:test`), its
+      `bug_id` is written into the failure, new ids go to `bugs_opened`. A file that failed
+      to load opens a `unit_test_infra` bug. A red run in which no failing test was
+      recognised opens one bug for the unit so the red is not lost.
+    - green: the unit's open and fixing unit-test bugs move to fixed, `fix_refs` gets the
+      run id; the moves go to `bugs_transitioned`.
+    - broken (crashed, timed out): one `unit_test_infra` bug per unit (reused while open).
+      "No tests ran" (nothing crashed or timed out, nothing counted) and an aborted run open
+      nothing: an empty suite and a person's Ctrl-C are not bugs.
+    - any run that was not broken (red or green) fixes the unit's open infra bug: the suite
+      ran again.
+    Integration bugs are left to integration runs. The log cannot be written (read-only
+    folder, full disk): the run is returned with a note, never turned into an error.
+    """
+    blog = _log_for(workspace, clock)
+    unit = unit_id_of(workspace)
+    by = "greenloop run"
+    opened: list[str] = []
+    moved: list[dict[str, str]] = []
+    failures = list(result.failures)
+    notes: list[str] = []
+    try:
+        if result.outcome == "broken" or result.crashed or result.timed_out:
+            if result.aborted or _is_no_tests(result):
+                notes.append("bugs: no bug opened for a run that was aborted or found no tests")
+            else:
+                why = ("timed out" if result.timed_out else (result.crash_reason or "crashed"))
+                o = blog.open(
+                    unit_id=unit, test_name=INFRA_TEST_NAME, source="unit_test_infra",
+                    title=_bounded(f"the test run of {unit} broke: {why}", TITLE_LIMIT),
+                    detail=result.output_tail[-DETAIL_LIMIT:], run_id=result.run_id, by=by,
+                    severity="high",
+                )
+                if o.created:
+                    opened.append(o.bug.id)
+        else:
+            infra = [b for b in blog.list(unit=unit, status=ACTIVE, source="unit_test_infra").bugs
+                     if b.unit_id == unit]
+            _settle(blog, infra, "fixed", expect=ACTIVE, by=by, run_id=result.run_id, moved=moved)
+            if result.ok:
+                fixed = [b for b in blog.list(unit=unit, status=ACTIVE, source="unit_test").bugs
+                         if b.unit_id == unit]
+                _settle(blog, fixed, "fixed", expect=ACTIVE, by=by, run_id=result.run_id, moved=moved)
+            else:
+                for i, f in enumerate(failures):
+                    o = blog.open(
+                        unit_id=unit, test_name=f.test,
+                        source="unit_test_infra" if f.kind == "load" else "unit_test",
+                        title=_failure_title(f.test, f.expected, f.got, f.message),
+                        detail=f.stack or f.message, run_id=result.run_id, by=by, got=f.got,
+                    )
+                    failures[i] = replace(f, bug_id=o.bug.id)
+                    if o.created:
+                        opened.append(o.bug.id)
+                if not failures:
+                    o = blog.open(
+                        unit_id=unit, test_name=UNRECOGNISED_TEST_NAME,
+                        title=f"tests of {unit} failed (exit {result.exit_code}) but no failing "
+                              "test was recognised in the output",
+                        detail=result.output_tail[-DETAIL_LIMIT:], run_id=result.run_id, by=by,
+                    )
+                    if o.created:
+                        opened.append(o.bug.id)
+        notes.extend(blog.warnings)
+    except OSError as exc:
+        notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
+    return replace(
+        result,
+        failures=tuple(failures),
+        bugs_opened=(*result.bugs_opened, *opened),
+        bugs_transitioned=(*result.bugs_transitioned, *moved),
+        notes=(*result.notes, *notes),
+    )
+
+
+@runtime_checkable
+class IntegrationFailureLike(Protocol):
+    """What the bridge reads of one failed integration case (a dict with these keys works too)."""
+
+    case_id: str
+    failed_step: int | str | None
+    reason: str
+    expected: Any
+    got: Any
+    involves: Sequence[str]
+
+
+@dataclass(frozen=True)
+class IntegrationFailure:
+    case_id: str
+    failed_step: int | str | None = None
+    reason: str = ""
+    expected: Any = None
+    got: Any = None
+    involves: tuple[str, ...] = ()
+    stderr_excerpt: str = ""
+
+    @classmethod
+    def of(cls, f: IntegrationFailureLike | Mapping[str, Any]) -> IntegrationFailure:
+        def get(key: str, default: Any = None) -> Any:
+            return f.get(key, default) if isinstance(f, Mapping) else getattr(f, key, default)
+
+        case_id = get("case_id")
+        if not case_id:
+            raise UsageError("an integration failure has no case_id; every failure names its case")
+        step = get("failed_step")
+        return cls(
+            case_id=str(case_id),
+            failed_step=step if isinstance(step, (int, str)) else None,
+            reason=str(get("reason") or ""),
+            expected=get("expected"),
+            got=get("got"),
+            involves=tuple(str(u) for u in (get("involves") or ())),
+            stderr_excerpt=str(get("stderr_excerpt") or ""),
+        )
+
+    def title(self) -> str:
+        step = f" step {self.failed_step}" if self.failed_step not in (None, "") else ""
+        what = (f"expected {_text(self.expected)}, got {_text(self.got)}"
+                if self.expected is not None or self.got is not None else (self.reason or "failed"))
+        return f"{self.case_id}{step}: {what}"
+
+    def detail(self) -> str:
+        parts = [self.reason]
+        if self.expected is not None or self.got is not None:
+            parts.append(f"expected: {_text(self.expected)}\ngot: {_text(self.got)}")
+        if self.stderr_excerpt:
+            parts.append(f"stderr:\n{self.stderr_excerpt}")
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class BridgeOutcome:
+    """What an integration run did to the log. `bug_ids` maps each failed case to its bug."""
+
+    bugs_opened: tuple[str, ...] = ()
+    bugs_transitioned: tuple[dict[str, str], ...] = ()
+    bug_ids: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bugs_opened": list(self.bugs_opened),
+            "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+            "bug_ids": dict(self.bug_ids),
+            "notes": list(self.notes),
+        }
+
+
+def bridge_integration_run(
+    project: str,
+    failures: Sequence[IntegrationFailureLike | Mapping[str, Any]],
+    *,
+    run_id: str,
+    ok: bool,
+    covered_units: Sequence[str],
+    passed_cases: Sequence[str] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> BridgeOutcome:
+    """Bridge one integration run into the project's bug log.
+
+    - each failure opens an `integration_test` bug (unit_id `integration`, test_name the
+      case id, affected_units the case's `involves`), or reuses the open one for that case;
+    - a green run (`ok`) first fixes the open/fixing integration bugs it answers (those of
+      `passed_cases` when given, else those whose units are all covered), then moves every
+      fixed bug whose units are all in `covered_units` to verified, with the run id in
+      `fix_refs`.
+    """
+    items = [IntegrationFailure.of(f) for f in failures]
+    blog = _log_for(project, clock)
+    by = "greenloop integrate"
+    covered = set(covered_units)
+    opened: list[str] = []
+    moved: list[dict[str, str]] = []
+    ids: dict[str, str] = {}
+    notes: list[str] = []
+    try:
+        for f in items:
+            o = blog.open(
+                unit_id=INTEGRATION_UNIT, test_name=f.case_id, source="integration_test",
+                title=_bounded(f.title(), TITLE_LIMIT), detail=f.detail(), run_id=run_id, by=by,
+                affected_units=f.involves or None, got=f.got,
+            )
+            ids[f.case_id] = o.bug.id
+            if o.created:
+                opened.append(o.bug.id)
+        if ok:
+            current = blog.fold().bugs
+            passed = set(passed_cases) if passed_cases is not None else None
+
+            def answered(b: Bug) -> bool:
+                if b.source != "integration_test" or b.status not in ACTIVE:
+                    return False
+                if passed is not None:
+                    return b.test_name in passed
+                return bool(b.affected_units) and set(b.affected_units) <= covered
+
+            _settle(blog, [b for b in current if answered(b)], "fixed", expect=ACTIVE, by=by,
+                    run_id=run_id, moved=moved)
+            current = blog.fold().bugs
+            done = [b for b in current
+                    if b.status == "fixed" and set(b.affected_units or (b.unit_id,)) <= covered]
+            _settle(blog, done, "verified", expect=("fixed",), by=by, run_id=run_id, moved=moved)
+        notes.extend(blog.warnings)
+    except OSError as exc:
+        notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
+    return BridgeOutcome(tuple(opened), tuple(moved), ids, tuple(notes))
+

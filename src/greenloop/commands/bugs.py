@@ -1,0 +1,172 @@
+"""`greenloop bugs open|transition|list|show`: the bug log for people (a table) and programs (--json).
+
+The log is found from `--project DIR` or by walking up from the current folder to the
+DevLoop project root (`units.json` or `bugs.ndjson`); elsewhere it is `./bugs.ndjson`.
+Warnings about skipped lines go to stderr (and into the JSON as `warnings`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from greenloop import bugs
+from greenloop.errors import UsageError
+
+__all__ = ["list_cmd", "open_cmd", "show_cmd", "transition_cmd"]
+
+
+def _log(args: argparse.Namespace) -> bugs.BugLog:
+    project = getattr(args, "project", None)
+    if project is not None:
+        folder = Path(project)
+        if not folder.is_dir():
+            raise UsageError(f"--project {project!r} is not a folder; pass the project's folder")
+        return bugs.BugLog(bugs.bug_log_path(folder))
+    return bugs.BugLog(bugs.bug_log_path(Path.cwd()))
+
+
+def _validate(pairs: Iterable[tuple[str, str | None, tuple[str, ...]]]) -> None:
+    """Name the CLI flag in the message (the library names its own parameter)."""
+    for flag, value, allowed in pairs:
+        if value is None:
+            continue
+        for item in value.split(","):
+            if item.strip() not in allowed:
+                raise UsageError(f"{flag} {item.strip()!r} is not one of: {', '.join(allowed)}; pick one")
+
+
+def _by(args: argparse.Namespace) -> str | None:
+    return getattr(args, "by", None) or os.environ.get("USER") or os.environ.get("LOGNAME") or None
+
+
+def _emit(data: dict[str, Any], out: TextIO) -> None:
+    out.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _warn(warnings: Iterable[str]) -> None:
+    for w in warnings:
+        print(f"greenloop: warning: {w}", file=sys.stderr)
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
+    """A fixed-column table of bugs, the title clipped to the terminal's width."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    heads = ("ID", "STATUS", "SEVERITY", "UNIT", "SOURCE", "UPDATED")
+    rows = [(b.id, b.status, b.severity, b.unit_id, b.source, b.updated_at) for b in found]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads)]
+    fixed = sum(widths) + 2 * len(widths)
+    title_w = max(width - fixed, 20)
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+    lines = [fmt.format(*heads, "TITLE").rstrip()]
+    lines.extend(fmt.format(*r, _clip(b.title, title_w)) for r, b in zip(rows, found, strict=True))
+    return "\n".join(lines) + "\n"
+
+
+def _summary(found: Sequence[bugs.Bug]) -> str:
+    counts: dict[str, int] = {}
+    for b in found:
+        counts[b.status] = counts.get(b.status, 0) + 1
+    parts = [f"{counts[s]} {s}" for s in bugs.STATUSES if s in counts]
+    return f"{len(found)} bug{'s' if len(found) != 1 else ''}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def open_cmd(args: argparse.Namespace) -> int:
+    _validate([("--severity", args.severity, bugs.SEVERITIES), ("--source", args.source, bugs.SOURCES)])
+    if args.severity is not None and "," in args.severity:
+        raise UsageError("--severity takes one severity, not a list; pick one")
+    blog = _log(args)
+    opened = blog.open(
+        unit_id=args.unit, test_name=args.test, title=args.title, severity=args.severity,
+        source=args.source or "unit_test", category=getattr(args, "category", None),
+        detail=args.detail, run_id=args.run, by=_by(args),
+    )
+    _warn(opened.warnings)
+    if args.json:
+        _emit(opened.to_json(), sys.stdout)
+        return 0
+    b = opened.bug
+    if opened.created:
+        print(f"opened {b.id} [{b.severity}] {b.unit_id}: {b.title}")
+    else:
+        print(f"reused {b.id} ({b.status}) for {b.dedup_key}: {b.title} (nothing written)")
+    print(f"  log: {opened.log}")
+    return 0
+
+
+def transition_cmd(args: argparse.Namespace) -> int:
+    _validate([("--to", args.to_status, bugs.STATUSES)])
+    blog = _log(args)
+    done = blog.transition(args.bug_id, args.to_status, by=_by(args), fix_refs=args.fix_ref or ())
+    _warn(done.warnings)
+    if args.json:
+        _emit(done.to_json(), sys.stdout)
+        return 0
+    b = done.bug
+    extra = f"; fix refs: {', '.join(b.fix_refs)}" if b.fix_refs else ""
+    print(f"{b.id}: {done.from_status} -> {b.status}" + (f" (by {b.by}{extra})" if b.by else extra))
+    return 0
+
+
+def list_cmd(args: argparse.Namespace) -> int:
+    _validate([("--status", args.status, bugs.STATUSES), ("--source", args.source, bugs.SOURCES),
+               ("--severity", args.severity, bugs.SEVERITIES)])
+    blog = _log(args)
+    found = blog.list(unit=args.unit, status=args.status, source=args.source, severity=args.severity)
+    _warn(found.warnings)
+    if args.json:
+        _emit(found.to_json(), sys.stdout)
+        return 0
+    out = sys.stdout
+    if not found.bugs:
+        where = found.log if blog.path.exists() else f"{found.log} (not written yet)"
+        out.write(f"no bugs match in {where}\n")
+        return 0
+    out.write(table(found.bugs))
+    out.write(f"{_summary(found.bugs)} in {found.log}\n")
+    return 0
+
+
+def show_cmd(args: argparse.Namespace) -> int:
+    blog = _log(args)
+    shown = blog.show(args.bug_id)
+    _warn(shown.warnings)
+    if args.json:
+        _emit(shown.to_json(), sys.stdout)
+        return 0
+    b = shown.bug
+    affected = [u for u in b.affected_units if u != b.unit_id]
+    lines = [
+        f"{b.id}  {b.status}  {b.severity}",
+        f"  title:    {b.title}",
+        f"  unit:     {b.unit_id}" + (f"  (also affects {', '.join(affected)})" if affected else ""),
+        f"  test:     {b.test_name}",
+        f"  source:   {b.source}  category: {b.category}",
+        f"  run:      {b.run_id or '-'}",
+        f"  fix refs: {', '.join(b.fix_refs) or '-'}",
+        f"  created:  {b.created_at}  updated: {b.updated_at}",
+    ]
+    if b.detail:
+        lines.append("  detail:")
+        lines.extend(f"    {d}" for d in b.detail.splitlines())
+    lines.append("history:")
+    prev: str | None = None
+    for h in shown.history:
+        move = h.bug.status if prev is None else f"{prev} -> {h.bug.status}"
+        who = f" by {h.bug.by}" if h.bug.by else ""
+        refs = f"  fix refs: {', '.join(h.bug.fix_refs)}" if h.bug.fix_refs and prev is not None else ""
+        lines.append(f"  line {h.line:<6} {h.bug.updated_at}  {move}{who}{refs}")
+        prev = h.bug.status
+    print("\n".join(lines))
+    return 0
