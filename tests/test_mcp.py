@@ -463,8 +463,11 @@ def test_open_list_and_transition_bugs(tmp_path: Path, home: Path) -> None:
     opened = out["opened"]["bug"]
     assert opened["status"] == "open" and opened["unit_id"] == "api" and opened["severity"] == "high"
     assert opened["dedup_key"] == "api:POST /api/todos gives 201"
+    assert out["opened"]["created"] is True
     assert out["again"]["bug"]["id"] == opened["id"]  # same unit and test: the open bug is reused
-    assert out["fixing"]["bug"]["status"] == "fixing"
+    assert out["again"]["created"] is False
+    assert out["fixing"]["bug"]["status"] == "fixing" and out["fixing"]["from"] == "open"
+    assert out["fixing"]["bug"]["by"] == out["fixing"]["session_id"]
     assert out["fixing"]["session_id"].startswith("mcp-")
     assert out["illegal"].is_error and "verified" in _text(out["illegal"])
     assert out["missing"].is_error and "BUG-nope" in _text(out["missing"])

@@ -48,7 +48,9 @@ __all__ = [
     "TOOL_NAMES",
     "TOOL_TIMEOUT_S",
     "BugListOutput",
+    "BugOpenOutput",
     "BugOutput",
+    "BugTransitionOutput",
     "ClosureOutput",
     "IntegrationOutput",
     "JobOutput",
@@ -211,15 +213,29 @@ class BugOutput(_Out):
     by: str | None = None
 
 
-class BugResultOutput(_Out):
+class BugOpenOutput(_Out):
     session_id: str
     bug: BugOutput
+    created: bool = Field(description="False: the open bug for the same unit and test was reused.")
+    log: str | None = Field(default=None, description="Path of bugs.ndjson.")
+    warnings: list[str] = Field(default_factory=list, description="Torn or corrupt log lines skipped.")
+
+
+class BugTransitionOutput(_Out):
+    session_id: str
+    bug: BugOutput
+    from_status: str | None = Field(default=None, alias="from")
+    to: str | None = None
+    log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class BugListOutput(_Out):
     session_id: str
     count: int
     bugs: list[BugOutput]
+    log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class CaseFailureOutput(_Out):
@@ -528,19 +544,24 @@ def _tools(state: ServerState) -> list[Tool]:
         )
         return ClosureOutput.model_validate({**_plain(closure), "session_id": sid})
 
+    def bug_log() -> Any:
+        bugs = _lib("bugs")
+        return bugs.BugLog(bugs.bug_log_path(ws))
+
     async def bug_list(
         ctx: Context,
-        unit: Annotated[str | None, Field(description="Only this unit's bugs.")] = None,
+        unit: Annotated[
+            str | None, Field(description="Only this unit's bugs (or bugs affecting it).")
+        ] = None,
         status: Annotated[StatusArg | None, Field(description="Only bugs in this status.")] = None,
         source: Annotated[SourceArg | None, Field(description="Only bugs from this source.")] = None,
         severity: Annotated[SeverityArg | None, Field(description="Only bugs of this severity.")] = None,
     ) -> BugListOutput:
         """List the project's bugs (bugs.ndjson) in their current state."""
-        found = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
-            lambda: _lib("bugs").list_bugs(ws, unit=unit, status=status, source=source, severity=severity)
+        fold = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
+            lambda: bug_log().list(unit=unit, status=status, source=source, severity=severity)
         )
-        items = [BugOutput.model_validate(_plain(b)) for b in found]
-        return BugListOutput(session_id=state.session_id, count=len(items), bugs=items)
+        return BugListOutput.model_validate({**_plain(fold), "session_id": state.session_id})
 
     async def bug_open(
         ctx: Context,
@@ -548,36 +569,45 @@ def _tools(state: ServerState) -> list[Tool]:
         test: Annotated[str, Field(min_length=1, description="The failing test's name.")],
         title: Annotated[str, Field(min_length=1, description="One line saying what is wrong.")],
         severity: SeverityArg | None = None,
-        source: SourceArg | None = None,
-        detail: str | None = None,
-    ) -> BugResultOutput:
-        """Open a bug, or return the open one for the same unit and test."""
-        bug = await _Stopwatch("bug_open", TOOL_TIMEOUT_S).call(
-            lambda: _lib("bugs").open_bug(
-                ws,
-                unit=unit,
-                test=test,
+        source: Annotated[SourceArg, Field(description="Where the bug was found.")] = "unit_test",
+        detail: Annotated[str | None, Field(description="Message, expected/got, stack.")] = None,
+        run_id: Annotated[str | None, Field(description="The run that found it.")] = None,
+        category: str | None = None,
+        affected_units: Annotated[
+            list[str] | None, Field(description="Other units the bug concerns.")
+        ] = None,
+    ) -> BugOpenOutput:
+        """Open a bug, or return the open (or fixing) one for the same unit and test."""
+        opened = await _Stopwatch("bug_open", TOOL_TIMEOUT_S).call(
+            lambda: bug_log().open(
+                unit_id=unit,
+                test_name=test,
                 title=title,
                 severity=severity,
                 source=source,
                 detail=detail,
+                run_id=run_id,
+                category=category,
+                affected_units=affected_units,
                 by=state.session_id,
             )
         )
-        return BugResultOutput(session_id=state.session_id, bug=BugOutput.model_validate(_plain(bug)))
+        return BugOpenOutput.model_validate({**_plain(opened), "session_id": state.session_id})
 
     async def bug_transition(
         ctx: Context,
         bug_id: Annotated[str, Field(min_length=1)],
-        to: Annotated[StatusArg, Field(description="The new status.")],
+        to: Annotated[StatusArg, Field(description="The new status: open -> fixing -> fixed -> verified.")],
         by: Annotated[str | None, Field(description="Who moves it (default: this session).")] = None,
         fix_ref: Annotated[str | None, Field(description="A commit, patch or run that fixes it.")] = None,
-    ) -> BugResultOutput:
-        """Move a bug to another status (open -> fixing -> fixed -> verified). Illegal moves are refused."""
-        bug = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
-            lambda: _lib("bugs").transition(ws, bug_id, to, by=by or state.session_id, fix_ref=fix_ref)
+    ) -> BugTransitionOutput:
+        """Move a bug to another status. Illegal moves are refused, naming the allowed ones."""
+        moved = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
+            lambda: bug_log().transition(
+                bug_id, to, by=by or state.session_id, fix_refs=(fix_ref,) if fix_ref else ()
+            )
         )
-        return BugResultOutput(session_id=state.session_id, bug=BugOutput.model_validate(_plain(bug)))
+        return BugTransitionOutput.model_validate({**_plain(moved), "session_id": state.session_id})
 
     async def integration_run(
         ctx: Context,
