@@ -517,11 +517,14 @@ def launch(
     assert status.path is not None
     argv: list[str] = ["/bin/sh", "-c", plan.argv[0]] if plan.shell else list(plan.argv)
     writable: list[str] = []
-    if plan.report_file:
+    # A missing workspace is left for bwrap to refuse (a denial, reported as one): nothing is
+    # created on its behalf.
+    present = os.path.isdir(policy.workspace_root)
+    if plan.report_file and present:
         report_dir = os.path.dirname(os.path.abspath(os.path.join(plan.cwd, plan.report_file)))
         Path(report_dir).mkdir(parents=True, exist_ok=True)
         writable.append(report_dir)
-    if policy.workspace_writable:
+    if policy.workspace_writable and present:
         for sub in ("npm", "xdg"):
             Path(policy.workspace_root, ".greenloop", "cache", sub).mkdir(parents=True, exist_ok=True)
     readable = tmp_roots(None if plan.shell else argv[0], env, plan.cwd)
