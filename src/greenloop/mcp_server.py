@@ -356,15 +356,14 @@ class _Progress:
         self.send, self.receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](256)
         self.last = -1.0
 
-    def callback(self, *args: Any, **kwargs: Any) -> None:
-        """Called from the worker thread; accepts (done, total) or a summary-like record."""
-        done, total = _progress_counts(args, kwargs)
+    def callback(self, progress: Any) -> None:
+        """Called from the worker thread with the run's Progress (tests finished so far)."""
+        done, message = _progress_of(progress)
         if done is None or done <= self.last:
             return
         self.last = done
-        message = f"{int(done)} test(s) done" + (f" of {int(total)}" if total else "")
         try:
-            anyio.from_thread.run_sync(self.send.send_nowait, (done, total, message))
+            anyio.from_thread.run_sync(self.send.send_nowait, (done, None, message))
         except Exception:  # a full buffer or a closed loop loses one notification, never the run
             log.debug("progress notification dropped", exc_info=True)
 
@@ -377,22 +376,18 @@ class _Progress:
                     log.debug("progress notification failed", exc_info=True)
 
 
-def _progress_counts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[float | None, float | None]:
-    values = list(args) + list(kwargs.values())
-    if not values:
-        return None, None
-    first = values[0]
-    if isinstance(first, int | float) and not isinstance(first, bool):
-        total = values[1] if len(values) > 1 and isinstance(values[1], int | float) else None
-        return float(first), (float(total) if total else None)
-    data = _plain(first)
-    if isinstance(data, Mapping):
-        done = data.get("done")
-        if done is None:
-            done = sum(int(data.get(k) or 0) for k in ("passed", "failed", "skipped"))
-        total = data.get("total")
-        return float(done), (float(total) if total else None)
-    return None, None
+def _progress_of(progress: Any) -> tuple[float | None, str]:
+    """(tests done so far, a one-line message) from a Progress record (or a bare count)."""
+    if isinstance(progress, int | float) and not isinstance(progress, bool):
+        return float(progress), f"{int(progress)} test(s) done"
+    data = _plain(progress)
+    if not isinstance(data, Mapping):
+        return None, ""
+    counts = {k: int(data.get(k) or 0) for k in ("passed", "failed", "skipped")}
+    done = data.get("done")
+    done = sum(counts.values()) if done is None else int(done)
+    parts = [f"{n} {k}" for k, n in counts.items() if n]
+    return float(done), f"{done} test(s) done" + (f": {', '.join(parts)}" if parts else "")
 
 
 def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
