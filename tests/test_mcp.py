@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -224,18 +225,42 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path, home: Path) -> No
         },
     ]
     params = _params(ws, home)
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [params.command, *params.args],
-        input="".join(json.dumps(m) + "\n" for m in messages),
-        capture_output=True,
-        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env=params.env,
         cwd=str(ws),
-        timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    replies = [json.loads(line) for line in lines]  # raises on any stray non-JSON output
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        proc.stdin.flush()
+        replies: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 120
+        buffered = b""
+        while len([r for r in replies if "id" in r]) < 5 and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            # every line is a JSON message: json.loads raises on any stray output
+            replies.extend(json.loads(line) for line in lines if line.strip())
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        rest = proc.stdout.read()
+        assert not (buffered + rest).strip() or all(
+            json.loads(x) for x in (buffered + rest).splitlines() if x
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     by_id = {r["id"]: r for r in replies if "id" in r}
     assert set(by_id) == {1, 2, 3, 4, 5}
     assert by_id[3]["result"]["isError"] is False

@@ -152,6 +152,8 @@ class RunOutput(_Out):
     failures: list[FailureOutput] = Field(
         default_factory=list, description="The first failures in full (message, expected, got, stack, hint)."
     )
+    more_failures: list[str] = Field(default_factory=list, description="Further failing tests, by name.")
+    more_failures_omitted: int = Field(default=0, description="Failing tests beyond those named.")
     output_tail: str = ""
     notes: list[str] = Field(default_factory=list)
     duration_ms: int | None = None
