@@ -18,6 +18,7 @@ __all__ = [
     "Outcome",
     "ParseResult",
     "Plan",
+    "Progress",
     "RawRun",
     "RunResult",
     "SandboxInfo",
@@ -186,12 +187,38 @@ class Plan:
     report_format: str | None = None  # "vitest-json" | "jest-json" | "junit" | ...
     shell: bool = False  # True only for a user's verbatim --command
     notes: tuple[str, ...] = ()
+    # Why the runner cannot start (not installed), with how to install it; execute() then
+    # reports a broken run without starting anything.
+    unavailable: str | None = None
 
     @property
     def command_text(self) -> str:
         import shlex
 
         return self.argv[0] if self.shell else shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Counts of tests finished so far while a run is going (live progress, MCP notifications)."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    elapsed_ms: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.passed + self.failed + self.skipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "done": self.done,
+            "elapsed_ms": self.elapsed_ms,
+        }
 
 
 @dataclass(frozen=True)

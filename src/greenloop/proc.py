@@ -176,30 +176,62 @@ def spawn(
 
 
 class _Tail(threading.Thread):
-    """Follows output files as they grow and hands new text to a callback (live progress)."""
+    """Follows output files as they grow and hands new text to callbacks (live progress).
 
-    def __init__(self, paths: list[str], on_output: Callable[[str], None]) -> None:
+    `on_output` gets raw chunks; `on_line` gets whole lines, buffered per file so that stdout
+    and stderr never splice into one line. Reads at most CHUNK bytes at a time.
+    """
+
+    CHUNK = 1 << 20
+
+    def __init__(
+        self,
+        paths: list[str],
+        on_output: Callable[[str], None] | None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__(daemon=True)
-        self.paths = paths
+        self.paths = list(dict.fromkeys(paths))
         self.on_output = on_output
+        self.on_line = on_line
         self.done = threading.Event()
+
+    def _emit(self, data: bytes, partial: bytes) -> bytes:
+        if self.on_output is not None:
+            with contextlib.suppress(Exception):  # a renderer bug must not stop a run
+                self.on_output(data.decode("utf-8", "replace"))
+        if self.on_line is None:
+            return b""
+        buf = partial + data
+        *lines, rest = buf.split(b"\n")
+        for line in lines:
+            with contextlib.suppress(Exception):
+                self.on_line(line.decode("utf-8", "replace"))
+        return rest[-self.CHUNK :]
 
     def run(self) -> None:
         offsets = dict.fromkeys(self.paths, 0)
+        partial = dict.fromkeys(self.paths, b"")
         while True:
             finished = self.done.is_set()
             for path in self.paths:
                 try:
                     with open(path, "rb") as fh:
                         fh.seek(offsets[path])
-                        data = fh.read()
+                        while True:
+                            data = fh.read(self.CHUNK)
+                            if not data:
+                                break
+                            offsets[path] += len(data)
+                            partial[path] = self._emit(data, partial[path])
                 except OSError:
                     continue
-                if data:
-                    offsets[path] += len(data)
-                    with contextlib.suppress(Exception):  # a renderer bug must not stop a run
-                        self.on_output(data.decode("utf-8", "replace"))
             if finished:
+                if self.on_line is not None:
+                    for path in self.paths:
+                        if partial[path]:
+                            with contextlib.suppress(Exception):
+                                self.on_line(partial[path].decode("utf-8", "replace"))
                 return
             self.done.wait(0.1)
 
@@ -214,11 +246,13 @@ def run_to_completion(
     stderr_path: str,
     shell: bool = False,
     on_output: Callable[[str], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     grace_s: float = GRACE_S,
 ) -> RawRun:
     """Run a child to its end or its deadline; never raises for the child's own failures.
 
+    `on_output` receives output chunks and `on_line` whole lines as they reach the files.
     At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
     `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
     sweep still runs, so a background grandchild never outlives the run.
@@ -240,7 +274,7 @@ def run_to_completion(
             stderr_path=stderr_path,
             spawn_error=f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
         )
-    tail = _Tail([stdout_path, stderr_path], on_output) if on_output else None
+    tail = _Tail([stdout_path, stderr_path], on_output, on_line) if (on_output or on_line) else None
     if tail:
         tail.start()
     deadline = start + timeout_s

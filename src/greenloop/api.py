@@ -1,0 +1,281 @@
+"""The Python API: what the CLI and the MCP server both call.
+
+    test_probe(workspace) -> Detection
+    test_run(workspace, *, framework, target, last_failed, command, timeout_ms, session_id,
+             sandbox, on_progress, cancel) -> RunResult
+    bounded(result, *, max_failures=5) -> dict        what a model reads
+    latest_run(workspace) -> RunResult | None          the run store
+    load_run(workspace, run_id) -> RunResult
+    list_runs(workspace) -> list[str]
+
+Arguments are validated before anything is started or written; bad input raises UsageError
+(exit 2) naming the argument and the fix. Each run is stored under
+`.greenloop/runs/<run_id>/` (result.json, stdout.txt, stderr.txt, the runner's report) and,
+in a DevLoop unit folder, also under `units/<unit>/runs/<run_id>/` as the seeds lay it out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from greenloop import layout
+from greenloop.errors import UsageError
+from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult
+
+if TYPE_CHECKING:
+    from greenloop.gate import ClosureCheck
+
+__all__ = [
+    "RESULT_FILE",
+    "bounded",
+    "latest_run",
+    "list_runs",
+    "load_run",
+    "test_closure_check",
+    "test_probe",
+    "test_run",
+]
+
+RESULT_FILE = "result.json"
+FIELD_CHARS = 4000  # per text field of a failure in the bounded view
+MAX_NAMES = 50  # failures listed by name in the bounded view
+
+
+def _workspace(workspace: str | os.PathLike[str]) -> Path:
+    if not isinstance(workspace, (str, os.PathLike)) or not os.fspath(workspace):
+        raise UsageError("workspace must be a folder path: pass the folder that holds the tests")
+    path = Path(workspace).expanduser()
+    if not path.exists():
+        raise UsageError(f"workspace {os.fspath(workspace)!r} does not exist: pass an existing folder")
+    if not path.is_dir():
+        raise UsageError(f"workspace {os.fspath(workspace)!r} is not a folder: pass the folder of the tests")
+    return path.resolve()
+
+
+def test_probe(workspace: str | os.PathLike[str]) -> Detection:
+    """Detect the workspace's test framework without running anything."""
+    from greenloop.probe import probe
+
+    return probe(str(_workspace(workspace)))
+
+
+def _check_args(
+    framework: object,
+    target: object,
+    last_failed: object,
+    command: object,
+    timeout_ms: object,
+    session_id: object,
+    sandbox: object,
+) -> str | None:
+    if framework is not None and framework not in FRAMEWORKS:
+        raise UsageError(
+            f"unknown framework {framework!r} (framework / --framework): use one of {', '.join(FRAMEWORKS)}"
+        )
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        raise UsageError("target must be a non-empty string of space-separated paths or node ids")
+    if not isinstance(last_failed, bool):
+        raise UsageError(f"last_failed must be true or false, got {last_failed!r}")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise UsageError("command must be a non-empty shell command (or left out to use the detected runner)")
+    bad_int = isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int)
+    if timeout_ms is not None and (bad_int or timeout_ms < 1):  # type: ignore[operator]
+        raise UsageError(f"timeout_ms must be whole milliseconds >= 1 (e.g. 60000), got {timeout_ms!r}")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+        raise UsageError("session_id must be a non-empty string (or left out)")
+    if sandbox is None or sandbox == "":
+        return None
+    from greenloop.sandbox import parse_mode
+
+    return str(parse_mode(sandbox, field="sandbox (--sandbox)"))
+
+
+def test_run(
+    workspace: str | os.PathLike[str],
+    *,
+    framework: str | None = None,
+    target: str | None = None,
+    last_failed: bool = False,
+    command: str | None = None,
+    timeout_ms: int | None = None,
+    session_id: str | None = None,
+    sandbox: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Plan, execute and store one run; return its final RunResult (see the module docstring)."""
+    from greenloop import config as config_mod
+    from greenloop.plan import RunOptions, plan
+    from greenloop.probe import probe
+    from greenloop.run import execute
+
+    ws = _workspace(workspace)
+    mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    cfg = config_mod.load(ws)
+    detection = probe(str(ws))
+    if detection.root != str(ws) and framework is not None:
+        detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
+    run_id = layout.new_run_id()
+    run_dir = layout.run_dir(detection.root, run_id)
+    previous = latest_run(detection.root) if last_failed and command is None else None
+    the_plan = plan(
+        detection,
+        RunOptions(framework, target, last_failed, command, timeout_ms),
+        report_dir=str(run_dir),
+        default_timeout_ms=cfg.default_timeout_ms,
+        previous=previous,
+    )
+    result = execute(
+        the_plan,
+        run_id=run_id,
+        run_dir=run_dir,
+        config=cfg,
+        on_progress=on_progress,
+        cancel=cancel,
+        sandbox=mode,
+        workspace=str(ws),
+    )
+    unit = layout.unit_of(ws)
+    unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
+    result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
+    _store(result, run_dir, unit_dir)
+    final = _after_run(str(ws), result)
+    if final != result:
+        _store(final, run_dir, unit_dir)
+    return final
+
+
+def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None = None) -> ClosureCheck:
+    """Is this session's last recorded run green? (DESIGN §3, Closure check; `greenloop check`)."""
+    from greenloop.gate import closure_check
+
+    return closure_check(str(_workspace(workspace)), session_id)
+
+
+def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None) -> RunResult:
+    return replace(
+        result,
+        session_id=session_id,
+        result_ref=str(ref) if ref is not None else result.result_ref,
+    )
+
+
+def _after_run(workspace: str, result: RunResult) -> RunResult:
+    """Hand the final result to the session record and the bug log; returns it, maybe enriched."""
+    # closure: record the run for the session (or the workspace) so the gate sees it
+    from greenloop import session as session_mod
+    from greenloop import store
+
+    sid = result.session_id or session_mod.resolve()
+    if sid != result.session_id:
+        result = replace(result, session_id=sid)
+    store.record_result(workspace, result, session_id=sid)
+    # bugs: bridge the run into bugs.ndjson
+    return result
+
+
+# ----------------------------------------------------------------------------- the run store
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic write: a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _store(result: RunResult, run_dir: Path, unit_dir: Path | None) -> None:
+    data = result.to_json()
+    _write_json(run_dir / RESULT_FILE, data)
+    if unit_dir is None:
+        return
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("stdout.txt", "stderr.txt"):
+        src, dst = run_dir / name, unit_dir / name
+        if not src.exists() or dst.exists():
+            continue
+        try:
+            os.link(src, dst)  # same bytes, no copy of a large log
+        except OSError:
+            shutil.copyfile(src, dst)
+    _write_json(unit_dir / RESULT_FILE, data)
+
+
+def list_runs(workspace: str | os.PathLike[str]) -> list[str]:
+    """Run ids with a stored result, oldest first."""
+    runs = layout.state_dir(workspace) / "runs"
+    found: list[tuple[int, str]] = []
+    try:
+        entries = list(os.scandir(runs))
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            found.append((os.stat(os.path.join(entry.path, RESULT_FILE)).st_mtime_ns, entry.name))
+        except OSError:
+            continue
+    return [name for _, name in sorted(found)]
+
+
+def load_run(workspace: str | os.PathLike[str], run_id: str) -> RunResult:
+    """A stored run; UsageError when it is missing or unreadable."""
+    path = layout.run_dir(workspace, run_id) / RESULT_FILE
+    try:
+        return RunResult.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"run {run_id!r} has no readable result at {path}: pick one in runs/") from exc
+
+
+def latest_run(workspace: str | os.PathLike[str]) -> RunResult | None:
+    """The workspace's most recent stored run; torn or corrupt results are skipped."""
+    for run_id in reversed(list_runs(workspace)):
+        with contextlib.suppress(UsageError):
+            return load_run(workspace, run_id)
+    return None
+
+
+# ----------------------------------------------------------------------------- bounded view
+
+
+def _cut(text: str | None, limit: int = FIELD_CHARS) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more characters in result_ref]"
+
+
+def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
+    """What a model reads: counts, the first failures in full, the rest by name, and result_ref.
+
+    Whatever the suite printed, the size stays bounded: output_tail is already capped at
+    summary_tail_chars, each failure field at FIELD_CHARS, names at MAX_NAMES.
+    """
+    data = result.to_json()
+    failures = []
+    for f in result.failures[: max(0, max_failures)]:
+        d = f.to_json()
+        for key in ("message", "expected", "got", "stack", "hint"):
+            d[key] = _cut(d[key])
+        failures.append(d)
+    rest = [f.test for f in result.failures[max(0, max_failures) :]]
+    data["failures"] = failures
+    data["more_failures"] = rest[:MAX_NAMES]
+    data["more_failures_omitted"] = max(0, len(rest) - MAX_NAMES)
+    data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
+    return data

@@ -1,0 +1,98 @@
+"""`greenloop probe` and `greenloop run`: argument checks, one API call, rendering, exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from greenloop.errors import UsageError
+from greenloop.model import RunResult
+
+__all__ = ["exit_code", "probe", "run"]
+
+_EXIT = {"green": 0, "red": 1, "broken": 3}
+
+
+def exit_code(result: RunResult) -> int:
+    """0 green, 1 red, 3 broken (crashed, timed out, no tests ran, not installed)."""
+    return _EXIT.get(result.outcome, 3)
+
+
+def _path(value: str) -> str:
+    if not os.path.exists(value):
+        raise UsageError(f"PATH {value!r} does not exist: pass the workspace folder (default: .)")
+    if not os.path.isdir(value):
+        raise UsageError(f"PATH {value!r} is not a folder: pass the workspace folder (files go in --target)")
+    return value
+
+
+def _timeout(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip().replace("_", "")
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise UsageError(
+            f"--timeout-ms must be a whole number of milliseconds, got {value!r} (e.g. --timeout-ms 60000)"
+        )
+    n = int(text)
+    if n < 1:
+        raise UsageError(f"--timeout-ms must be at least 1, got {value!r} (e.g. --timeout-ms 60000)")
+    return n
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def probe(args: argparse.Namespace) -> int:
+    from greenloop import api, render
+
+    detection = api.test_probe(_path(args.path))
+    if args.json:
+        _print_json(detection.to_json())
+    else:
+        print(render.detection_text(detection, colour=render.use_colour(sys.stdout)))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from greenloop import api, render
+
+    path = _path(args.path)
+    options: dict[str, Any] = {
+        "framework": args.framework,
+        "target": args.target,
+        "last_failed": bool(args.last_failed),
+        "command": args.verbatim_command,
+        "timeout_ms": _timeout(args.timeout_ms),
+        "session_id": args.session,
+        "sandbox": args.sandbox,
+    }
+    if args.background:
+        return _background(path, options, as_json=args.json)
+    if args.json:
+        result = api.test_run(path, **options)
+        _print_json(result.to_json())
+        return exit_code(result)
+    with render.LiveProgress(sys.stderr) as live:
+        result = api.test_run(path, on_progress=live.update, **options)
+    print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+    return exit_code(result)
+
+
+def _background(path: str, options: dict[str, Any], *, as_json: bool) -> int:
+    try:
+        from greenloop import jobs
+    except ImportError as exc:  # the background-jobs module ships separately
+        raise UsageError("--background is not available in this installation: run without it") from exc
+    session_id = options.pop("session_id")
+    job_id: str = jobs.start(path, session_id=session_id, **options)
+    if as_json:
+        _print_json({"job_id": job_id, "background": True, "session_id": session_id})
+    else:
+        print(f"started job {job_id}: follow it with `greenloop job {job_id} --wait`")
+    return 0

@@ -1,0 +1,372 @@
+"""Detection + options -> Plan: the exact argv of a run, with the runner's machine reporter.
+
+Pure except for looking at files (is a runner installed, where is the virtualenv): nothing is
+started or written. One table row per framework says how its command is built, how it takes
+a target, how `last_failed` names are expressed in its dialect and which machine report it
+writes beside its human output (DESIGN §3, Run):
+
+  vitest     <bin> run --reporter=default --reporter=json --outputFile.json=<dir>/report.json
+             last_failed: failing files + -t '^(?:full name|…)$'
+  jest       <bin> --json --outputFile=<dir>/report.json      (-t, files as path patterns)
+  pytest     <python> -m pytest --junitxml=<dir>/report.xml   (-k 'a or b', failing files)
+  node:test  node --test --test-reporter=spec …stdout --test-reporter=junit …<dir>/report.xml
+             (--test-name-pattern, failing files)
+  npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from greenloop.errors import UsageError
+from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
+
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "RunOptions",
+    "Toolchain",
+    "js_runner",
+    "name_pattern",
+    "plan",
+    "python_runner",
+]
+
+Which = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the caller asked for; validated by api.test_run before it gets here."""
+
+    framework: str | None = None
+    target: str | None = None
+    last_failed: bool = False
+    command: str | None = None
+    timeout_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """How a runner is started in this workspace, or why it cannot be."""
+
+    argv: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One framework's row: report file and format, and how names are filtered."""
+
+    report_name: str | None  # file in the run folder, None: no machine report
+    report_format: str | None
+    name_flag: str | None  # "-t", "-k", "--test-name-pattern", None: cannot filter by name
+
+
+DIALECTS: dict[str, Dialect] = {
+    "vitest": Dialect("report.json", "vitest-json", "-t"),
+    "jest": Dialect("report.json", "jest-json", "-t"),
+    "pytest": Dialect("report.xml", "junit", "-k"),
+    "node:test": Dialect("report.xml", "junit", "--test-name-pattern"),
+    "npm-test": Dialect(None, None, None),
+}
+
+_SEP = re.compile(r" (?:>|›) ")
+
+
+def _upwards(root: Path, limit: int = 8) -> list[Path]:
+    """`root` and its parents up to the repository root (a monorepo hoists node_modules)."""
+    out = [root]
+    here = root
+    for _ in range(limit):
+        if (here / ".git").exists() or here.parent == here:
+            break
+        here = here.parent
+        out.append(here)
+    return out
+
+
+def _install_hint(manager: str | None, package: str) -> str:
+    return {
+        "pnpm": f"pnpm add -D {package}",
+        "yarn": f"yarn add -D {package}",
+        "bun": f"bun add -d {package}",
+    }.get(manager or "npm", f"npm install -D {package}")
+
+
+def js_runner(root: str, binary: str, manager: str | None) -> Toolchain:
+    """The workspace's own `binary` from node_modules/.bin (or Yarn Plug'n'Play), never a global one."""
+    base = Path(root)
+    for folder in _upwards(base):
+        candidate = folder / "node_modules" / ".bin" / binary
+        if os.access(candidate, os.X_OK):
+            return Toolchain((str(candidate),))
+        if (folder / ".pnp.cjs").is_file():
+            return Toolchain(("yarn", binary), notes=(f"{binary} runs through Yarn Plug'n'Play",))
+    return Toolchain(
+        (binary,),
+        unavailable=(
+            f"{binary} is not installed in {root}: run `{_install_hint(manager, binary)}` "
+            f"(or `{manager or 'npm'} install` if package.json already lists it)"
+        ),
+    )
+
+
+def _venv_python(venv: Path) -> Path | None:
+    for rel in ("bin/python", "Scripts/python.exe"):
+        if (venv / rel).exists():
+            return venv / rel
+    return None
+
+
+def _venv_has(venv: Path, module: str) -> bool:
+    if any(venv.glob(f"lib/python*/site-packages/{module}")):
+        return True
+    return (venv / "Lib" / "site-packages" / module).exists()
+
+
+def python_runner(
+    root: str, env: Mapping[str, str], which: Which | None = None, *, interpreter: str | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """(argv that starts pytest, notes, unavailable reason) for a Python workspace.
+
+    Order: the workspace's `.venv`/`venv` (here or in a parent up to the repository root), the
+    active VIRTUAL_ENV, `uv run` with uv.lock, `poetry run` with poetry.lock, then this
+    interpreter.
+    """
+    which = which or shutil.which
+    base = Path(root)
+    for folder in _upwards(base):
+        for name in (".venv", "venv"):
+            venv = folder / name
+            venv_python = _venv_python(venv)
+            if venv_python is not None:
+                rel = os.path.relpath(venv, base)
+                argv = (str(venv_python), "-m", "pytest")
+                if not _venv_has(venv, "pytest"):
+                    why = f"pytest is not installed in {rel}: run `{argv[0]} -m pip install pytest`"
+                    return argv, (), why
+                return argv, (f"pytest runs in the workspace's virtualenv {rel}",), None
+    active = env.get("VIRTUAL_ENV")
+    if active:
+        active_python = _venv_python(Path(active))
+        if active_python is not None and _venv_has(Path(active), "pytest"):
+            note = f"pytest runs in the active virtualenv {active}"
+            return (str(active_python), "-m", "pytest"), (note,), None
+    notes: list[str] = []
+    for lockfile, tool in (("uv.lock", "uv"), ("poetry.lock", "poetry")):
+        if any((folder / lockfile).is_file() for folder in _upwards(base)):
+            if which(tool):
+                return (tool, "run", "pytest"), (f"pytest runs through `{tool} run` ({lockfile})",), None
+            notes.append(f"{lockfile} found but {tool} is not on PATH; using this interpreter")
+    python: str = interpreter or _current_python()
+    if interpreter is None and importlib.util.find_spec("pytest") is None:
+        return (python, "-m", "pytest"), tuple(notes), (
+            f"pytest is not installed for {python}: run `{python} -m pip install pytest` "
+            "or create the workspace's .venv with it"
+        )
+    return (python, "-m", "pytest"), tuple(notes), None
+
+
+def _current_python() -> str:
+    import sys
+
+    return sys.executable or "python3"
+
+
+def name_pattern(names: Sequence[str], *, anchored: bool = True) -> str:
+    """A regex matching any of `names`, where a ` > ` / ` › ` separator also matches a space.
+
+    vitest and jest match `-t` against the full name joined with spaces; greenloop shows it
+    joined with ` > `. Both forms match.
+    """
+    alts = []
+    for name in dict.fromkeys(names):
+        parts = _SEP.split(name)
+        alts.append("(?: > | › | )".join(re.escape(p) for p in parts))
+    body = "|".join(alts)
+    return f"^(?:{body})$" if anchored else f"(?:{body})"
+
+
+def _leaf(name: str) -> str:
+    leaf = name.rsplit("::", 1)[-1]
+    return _SEP.split(leaf)[-1]
+
+
+_K_SAFE = re.compile(r"^[\w.\-\[\]]+$")
+
+
+def _pytest_k(names: Sequence[str]) -> str:
+    """`-k` takes identifiers; a parametrised id with other characters falls back to its function."""
+    words: list[str] = []
+    for name in names:
+        leaf = _leaf(name)
+        if not _K_SAFE.match(leaf):
+            leaf = leaf.split("[", 1)[0]
+        if _K_SAFE.match(leaf) and leaf not in words:
+            words.append(leaf)
+    return " or ".join(words)
+
+
+def _failing_files(root: str, failures: Sequence[Failure]) -> list[str]:
+    files: list[str] = []
+    for f in failures:
+        if not f.file:
+            continue
+        path = f.file if os.path.isabs(f.file) else os.path.join(root, f.file)
+        if os.path.exists(path):
+            rel = os.path.relpath(path, root)
+            if rel not in files:
+                files.append(rel)
+    return files
+
+
+def _last_failed_args(
+    framework: str, root: str, previous: RunResult | None, notes: list[str]
+) -> tuple[list[str], bool]:
+    """(extra argv, whether a filter was applied) for a `last_failed` rerun."""
+    if previous is None:
+        notes.append("last_failed: no previous run is stored for this workspace; ran the full suite")
+        return [], False
+    failures = previous.failures
+    if not failures:
+        notes.append(f"last_failed: the previous run {previous.run_id} had no failures; ran the full suite")
+        return [], False
+    dialect = DIALECTS[framework]
+    if dialect.name_flag is None:
+        notes.append(f"last_failed: {framework} cannot filter tests by name; ran the full suite")
+        return [], False
+    files = _failing_files(root, failures)
+    names = [f.test for f in failures if f.kind != "load" and f.test]
+    args: list[str] = []
+    if framework in ("vitest", "jest"):
+        if names:
+            args += ["-t", name_pattern(names)]
+        args += files
+    elif framework == "pytest":
+        expr = _pytest_k(names)
+        if expr:
+            args += ["-k", expr]
+        args += files
+    elif framework == "node:test":
+        if names:
+            args.append(f"--test-name-pattern={name_pattern([_leaf(n) for n in names])}")
+        args += files
+    if not args:
+        notes.append("last_failed: the previous failures carry no names or files; ran the full suite")
+        return [], False
+    notes.append(f"last_failed: reran {len(failures)} failure(s) of {previous.run_id}")
+    return args, True
+
+
+def plan(
+    detection: Detection,
+    options: RunOptions,
+    *,
+    report_dir: str,
+    default_timeout_ms: int,
+    previous: RunResult | None = None,
+    env: Mapping[str, str] | None = None,
+    which: Which | None = None,
+    interpreter: str | None = None,
+) -> Plan:
+    """The Plan for one run. Raises UsageError when there is nothing to run."""
+    env = os.environ if env is None else env
+    which = which or shutil.which
+    framework = options.framework or detection.framework
+    timeout_ms = options.timeout_ms if options.timeout_ms is not None else default_timeout_ms
+    root = detection.root
+    notes: list[str] = []
+
+    if options.command is not None:
+        if options.target:
+            notes.append("target is ignored with a verbatim command")
+        if options.last_failed:
+            notes.append("last_failed is ignored with a verbatim command")
+        return Plan(
+            framework=framework or "",
+            argv=(options.command,),
+            cwd=root,
+            timeout_ms=timeout_ms,
+            shell=True,
+            notes=tuple(notes),
+        )
+    if framework is None:
+        hint = ""
+        if detection.suites:
+            first = detection.suites[0].root
+            hint = f" ({len(detection.suites)} test roots: run one, e.g. `greenloop run {first}`)"
+        raise UsageError(
+            f"nothing to test in {root}{hint}: no test runner, pytest marker or test files found; "
+            "add tests, or pass --framework NAME or --command CMD"
+        )
+    if framework not in FRAMEWORKS:
+        raise UsageError(f"unknown framework {framework!r}: use one of {', '.join(FRAMEWORKS)}")
+
+    dialect = DIALECTS[framework]
+    report_file = os.path.join(report_dir, dialect.report_name) if dialect.report_name else None
+    targets = shlex.split(options.target) if options.target else []
+    manager = detection.package_manager
+    unavailable: str | None = None
+    argv: list[str]
+
+    if framework in ("vitest", "jest"):
+        tool = js_runner(root, framework, manager)
+        notes += tool.notes
+        unavailable = tool.unavailable
+        if framework == "vitest":
+            argv = [*tool.argv, "run", "--reporter=default", "--reporter=json"]
+            argv.append(f"--outputFile.json={report_file}")
+        else:
+            argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+    elif framework == "pytest":
+        prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
+        notes += py_notes
+        argv = [*prefix, f"--junitxml={report_file}"]
+    elif framework == "node:test":
+        node = which("node")
+        if node is None:
+            unavailable = "node is not on PATH: install Node.js 20 or later"
+        argv = [
+            node or "node",
+            "--test",
+            "--test-reporter=spec",
+            "--test-reporter-destination=stdout",
+            "--test-reporter=junit",
+            f"--test-reporter-destination={report_file}",
+        ]
+    else:  # npm-test
+        pm = manager or "npm"
+        if which(pm) is None:
+            unavailable = f"{pm} is not on PATH: install it to run the package.json test script"
+        argv = {"yarn": ["yarn", "test"], "pnpm": ["pnpm", "test"], "bun": ["bun", "run", "test"]}.get(
+            pm, ["npm", "test"]
+        )
+        if targets:
+            argv += ["--", *targets] if pm == "npm" else targets
+            targets = []
+        notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
+
+    if options.last_failed:
+        extra, _ = _last_failed_args(framework, root, previous, notes)
+        argv += extra
+    argv += targets
+    return Plan(
+        framework=framework,
+        argv=tuple(argv),
+        cwd=root,
+        timeout_ms=timeout_ms,
+        report_file=report_file,
+        report_format=dialect.report_format,
+        notes=tuple(notes),
+        unavailable=unavailable,
+    )
+

@@ -1,0 +1,390 @@
+"""Which test framework does a workspace use? Reads files; never runs anything (DESIGN §3, Probe).
+
+First match wins, at the workspace root:
+  1. package.json declares vitest      4. pytest markers (pytest.ini, conftest.py, a
+  2. package.json declares jest           [tool.pytest…] or pytest dependency in pyproject.toml,
+  3. package.json has scripts.test        [tool:pytest] in setup.cfg, [pytest] in tox.ini)
+Then, when the root declares nothing, nested test roots (a monorepo's packages) are listed as
+`suites`; a single one answers for the workspace. Last comes rule 5: `.test.`/`.spec.` files or
+test/ folders answer node:test, and Python test files alone answer pytest, since node:test
+would collect none of them.
+
+The walk is breadth-first with an entry budget, never follows symlinked folders and skips
+node_modules, build output, caches and virtualenvs, so a tree of 100,000 files answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greenloop.model import Detection, Suite
+
+__all__ = [
+    "ENTRY_BUDGET",
+    "SKIP_DIRS",
+    "WalkResult",
+    "is_test_file",
+    "package_manager",
+    "probe",
+    "walk",
+]
+
+ENTRY_BUDGET = 20_000  # directory entries looked at before the walk stops (and says so)
+MAX_TEST_FILES = 500  # test files listed in a Detection
+MAX_DEPTH = 12
+
+SKIP_DIRS = frozenset(
+    {
+        "node_modules",
+        ".git",
+        ".hg",
+        ".svn",
+        ".greenloop",
+        "dist",
+        "build",
+        "out",
+        "coverage",
+        ".next",
+        ".nuxt",
+        ".svelte-kit",
+        ".output",
+        ".turbo",
+        ".parcel-cache",
+        ".vite",
+        ".cache",
+        "target",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".eggs",
+        "site-packages",
+        "bower_components",
+        "jspm_packages",
+        ".yarn",
+        ".pnpm-store",
+    }
+)
+
+_JS_EXT = r"(?:[cm]?[jt]sx?)"
+_JS_TEST = re.compile(rf"(?:[.\-_]|^)(?:test|spec)\.{_JS_EXT}$|^test-.*\.{_JS_EXT}$")
+_JS_FILE = re.compile(rf"\.{_JS_EXT}$")
+_PY_TEST = re.compile(r"^(?:test_.*|.*_test)\.py$")
+_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec"})
+
+_LOCKFILES: tuple[tuple[str, str], ...] = (
+    ("pnpm-lock.yaml", "pnpm"),
+    ("yarn.lock", "yarn"),
+    ("bun.lockb", "bun"),
+    ("bun.lock", "bun"),
+    ("package-lock.json", "npm"),
+    ("npm-shrinkwrap.json", "npm"),
+)
+_NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """What the breadth-first walk saw: test files (relative, /-separated) and nested roots."""
+
+    js_tests: tuple[str, ...]
+    py_tests: tuple[str, ...]
+    nested_roots: tuple[str, ...]  # folders below the root with a package.json or pytest marker
+    truncated: bool
+    entries: int
+
+
+def is_test_file(rel: str) -> str | None:
+    """'js' or 'py' when a relative path names a test file by the usual conventions."""
+    parts = rel.split("/")
+    name = parts[-1]
+    if _PY_TEST.match(name):
+        return "py"
+    if _JS_TEST.search(name) and not name.endswith(".d.ts"):
+        return "js"
+    if _JS_FILE.search(name) and any(p in _TEST_DIRS for p in parts[:-1]) and not name.endswith(".d.ts"):
+        return "js"
+    return None
+
+
+def _is_virtualenv(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+
+
+def walk(root: str, *, budget: int = ENTRY_BUDGET) -> WalkResult:
+    """Breadth-first walk of `root`; never follows symlinked folders, stops after `budget` entries."""
+    js: list[str] = []
+    py: list[str] = []
+    nested: list[str] = []
+    queue: deque[tuple[str, str, int]] = deque([(root, "", 0)])
+    entries = 0
+    truncated = False
+    while queue:
+        folder, rel, depth = queue.popleft()
+        try:
+            it = os.scandir(folder)
+        except OSError:
+            continue
+        with it:
+            subdirs: list[tuple[str, str]] = []
+            for entry in it:
+                entries += 1
+                if entries > budget:
+                    truncated = True
+                    break
+                name = entry.name
+                child_rel = f"{rel}/{name}" if rel else name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if name in SKIP_DIRS or (name.startswith(".") and name not in _TEST_DIRS):
+                            continue
+                        subdirs.append((entry.path, child_rel))
+                        continue
+                    if not entry.is_file():
+                        continue
+                except OSError:
+                    continue
+                if rel and name in ("package.json", "pytest.ini", "pyproject.toml"):
+                    nested.append(rel)
+                kind = is_test_file(child_rel)
+                if kind == "js" and len(js) < MAX_TEST_FILES:
+                    js.append(child_rel)
+                elif kind == "py" and len(py) < MAX_TEST_FILES:
+                    py.append(child_rel)
+        if truncated:
+            break
+        if depth < MAX_DEPTH:
+            for path, child_rel in sorted(subdirs, key=lambda t: t[1]):
+                if not _is_virtualenv(path):
+                    queue.append((path, child_rel, depth + 1))
+    return WalkResult(tuple(js), tuple(py), tuple(dict.fromkeys(nested)), truncated, entries)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _deps(pkg: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for key in ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies"):
+        block = pkg.get(key)
+        if isinstance(block, dict):
+            names.update(str(k) for k in block)
+    return names
+
+
+def _test_script(pkg: Mapping[str, Any]) -> str | None:
+    scripts = pkg.get("scripts")
+    if isinstance(scripts, dict):
+        script = scripts.get("test")
+        if isinstance(script, str) and script.strip() and script.strip() != _NPM_DEFAULT_TEST:
+            return script
+    return None
+
+
+def package_manager(root: Path, pkg: Mapping[str, Any] | None = None) -> str | None:
+    """npm, pnpm, yarn or bun: from `packageManager` in package.json, else the nearest lockfile.
+
+    Looks at the root and its parents up to the repository root (a monorepo keeps one lockfile
+    at the top).
+    """
+    declared = (pkg or {}).get("packageManager")
+    if isinstance(declared, str) and declared:
+        name = declared.split("@", 1)[0]
+        if name in ("npm", "pnpm", "yarn", "bun"):
+            return name
+    here = root
+    for _ in range(8):
+        for lockfile, manager in _LOCKFILES:
+            if (here / lockfile).is_file():
+                return manager
+        if (here / ".git").exists() or here.parent == here:
+            break
+        here = here.parent
+    return None
+
+
+def _first_existing(root: Path, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        if (root / name).is_file():
+            return name
+    return None
+
+
+_VITEST_CONFIGS = tuple(
+    f"{base}.config.{ext}" for base in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
+)
+_JEST_CONFIGS = tuple(f"jest.config.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
+
+
+def _pytest_marker(root: Path) -> str | None:
+    """The file that declares pytest at this folder, if any."""
+    if (root / "pytest.ini").is_file():
+        return "pytest.ini"
+    pyproject = _read_text(root / "pyproject.toml")
+    if re.search(r"^\[tool\.pytest", pyproject, re.M) or re.search(r"[\"']pytest\b", pyproject):
+        return "pyproject.toml"
+    if (root / "conftest.py").is_file():
+        return "conftest.py"
+    if re.search(r"^\[tool:pytest\]", _read_text(root / "setup.cfg"), re.M):
+        return "setup.cfg"
+    if re.search(r"^\[pytest\]", _read_text(root / "tox.ini"), re.M):
+        return "tox.ini"
+    return None
+
+
+@dataclass(frozen=True)
+class _Marker:
+    framework: str
+    config_path: str | None
+    pkg: dict[str, Any] | None
+
+
+def _declared(root: Path) -> _Marker | None:
+    """Rules 1-4 at one folder."""
+    pkg = _read_json(root / "package.json")
+    if pkg is not None:
+        deps = _deps(pkg)
+        script = _test_script(pkg) or ""
+        if "vitest" in deps or re.search(r"\bvitest\b", script):
+            return _Marker("vitest", _first_existing(root, _VITEST_CONFIGS) or "package.json", pkg)
+        if "jest" in deps or re.search(r"\bjest\b", script) or isinstance(pkg.get("jest"), dict):
+            return _Marker("jest", _first_existing(root, _JEST_CONFIGS) or "package.json", pkg)
+        if script:
+            return _Marker("npm-test", "package.json", pkg)
+    marker = _pytest_marker(root)
+    if marker:
+        return _Marker("pytest", marker, pkg)
+    return None
+
+
+def _filter_tests(framework: str, walked: WalkResult) -> tuple[str, ...]:
+    return walked.py_tests if framework == "pytest" else walked.js_tests
+
+
+def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
+    """The command a person would type; run.py plans the exact argv (with reporters) itself."""
+    runner = {"vitest": ("vitest", "run"), "jest": ("jest",)}
+    if framework in runner:
+        exec_prefix = {
+            "pnpm": ("pnpm", "exec"),
+            "yarn": ("yarn",),
+            "bun": ("bunx",),
+        }.get(manager or "npm", ("npx", "--no-install"))
+        return (*exec_prefix, *runner[framework])
+    if framework == "npm-test":
+        return {"yarn": ("yarn", "test"), "pnpm": ("pnpm", "test"), "bun": ("bun", "run", "test")}.get(
+            manager or "npm", ("npm", "test")
+        )
+    if framework == "pytest":
+        return ("python", "-m", "pytest")
+    if framework == "node:test":
+        return ("node", "--test")
+    return ()
+
+
+def probe(
+    path: str,
+    *,
+    budget: int = ENTRY_BUDGET,
+    env: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] | None = None,
+) -> Detection:
+    """Detect the framework of the workspace at `path` (see the module docstring).
+
+    `env` and `which` are seams for the toolchain part of the suggested command (the active
+    virtualenv, uv, poetry); they default to this process's.
+    """
+    root = Path(path).resolve()
+    notes: list[str] = []
+    walked = walk(str(root), budget=budget)
+    if walked.truncated:
+        notes.append(
+            f"the walk stopped after {budget} entries; test_files is incomplete "
+            "(pass a narrower PATH to see all of them)"
+        )
+    marker = _declared(root)
+    suites: list[Suite] = []
+    if marker is None or marker.framework == "npm-test":
+        for rel in walked.nested_roots:
+            sub = _declared(root / rel)
+            if sub is not None:
+                suites.append(Suite(root=rel, framework=sub.framework, config_path=sub.config_path))
+    framework: str | None = None
+    config_path: str | None = None
+    pkg: dict[str, Any] | None = None
+    answer_root = root
+    if marker is not None:
+        framework, config_path, pkg = marker.framework, marker.config_path, marker.pkg
+    elif len(suites) == 1:
+        only = suites[0]
+        answer_root = root / only.root
+        sub = _declared(answer_root)
+        assert sub is not None
+        framework, config_path, pkg = sub.framework, sub.config_path, sub.pkg
+        notes.append(f"the only test root is {only.root}/; greenloop runs the suite there")
+        walked = walk(str(answer_root), budget=budget)
+    elif suites:
+        notes.append(
+            f"{len(suites)} test roots found ({', '.join(s.root for s in suites)}); "
+            "run one with `greenloop run <root>`"
+        )
+    elif walked.js_tests:
+        framework = "node:test"
+        notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
+    elif walked.py_tests:
+        framework = "pytest"
+        notes.append("no runner is declared; only Python test files found, so pytest runs them")
+    if framework is None and not suites:
+        notes.append(
+            "nothing to test: no package.json test runner, pytest marker or test files "
+            "(add tests, or pass --framework / --command to greenloop run)"
+        )
+    manager: str | None = None
+    if framework in ("vitest", "jest", "npm-test", "node:test") or pkg is not None:
+        manager = package_manager(answer_root, pkg)
+    command: tuple[str, ...] = ()
+    if framework is not None:
+        command = _suggested(framework, manager)
+        if framework == "pytest":
+            from greenloop.plan import python_runner  # local: plan imports this module
+
+            command = (*python_runner(str(answer_root), env if env is not None else os.environ, which)[0],)
+    test_files = _filter_tests(framework, walked) if framework else walked.js_tests + walked.py_tests
+    return Detection(
+        framework=framework,
+        root=str(answer_root),
+        config_path=config_path,
+        test_files=test_files,
+        command=command,
+        package_manager=manager,
+        notes=tuple(notes),
+        suites=tuple(suites),
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - a quick manual check
+    print(json.dumps(probe(sys.argv[1] if len(sys.argv) > 1 else ".").to_json(), indent=2))

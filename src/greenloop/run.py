@@ -1,0 +1,328 @@
+"""execute(plan) -> RunResult: the one place where exceptions and exits become outcomes.
+
+The process layer (proc.py) reports what happened (exit code, deadline, interruption); the
+parsers (frameworks/) say what the runner reported; this module cross-checks the two and
+decides, in `classify`, between three outcomes that are never confused:
+
+- green:  exit 0, at least one test ran, none failed, not timed out, not interrupted;
+- red:    tests failed (next_action "retry_coder");
+- broken: the runner could not start or is not installed, crashed, timed out, was interrupted,
+          ran no tests, could not load the code under test (next_action "retry_tester"), left a
+          planned machine report missing or unreadable, or exited non-zero without any failing
+          test recognised.
+
+The machine report greenloop planned is the primary source; the runner's text output is the
+fallback (streamed from disk, never read whole into memory) and the notes say which was used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from greenloop import proc
+from greenloop.config import Config
+from greenloop.env import child_env
+from greenloop.model import (
+    Failure,
+    ParseResult,
+    Plan,
+    Progress,
+    RawRun,
+    RunResult,
+    SandboxInfo,
+)
+
+__all__ = ["Verdict", "classify", "execute", "output_tail"]
+
+ProgressCallback = Callable[[Progress], None]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)")
+
+
+def _sandboxed(
+    plan: Plan, sandbox_mode: str | None, workspace: str, *, base_env: Mapping[str, str] | None = None
+) -> tuple[tuple[str, ...], dict[str, str], SandboxInfo]:
+    """The seam where a run is wrapped for its sandbox mode: (argv, env, what to report).
+
+    Without a sandbox the plan runs as planned in the child environment of env.py.
+    """
+    env = child_env(os.environ if base_env is None else base_env, add=plan.env, drop=plan.drop_env)
+    return tuple(plan.argv), env, SandboxInfo(mode="full-access", enforced_by=None, workspace_root=workspace)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _lines(*paths: str) -> Iterator[str]:
+    """The lines of the output files, one at a time (a 100 MB log never sits in memory)."""
+    for path in paths:
+        try:
+            fh = open(path, encoding="utf-8", errors="replace", newline=None)  # noqa: SIM115
+        except OSError:
+            continue
+        with fh:
+            yield from (line.rstrip("\n") for line in fh)
+
+
+def _parse_text(framework: str, stdout_path: str, stderr_path: str) -> ParseResult:
+    from greenloop import frameworks
+
+    fw = framework if framework else "npm-test"  # npm-test sniffs which runner wrote the output
+    try:
+        return frameworks.parse_text(fw, _lines(stdout_path, stderr_path))
+    except Exception as exc:  # parsing is total by contract; a parser bug is still not a test failure
+        note = f"the {fw} text parser failed ({type(exc).__name__}: {exc}); counts are unknown"
+        return ParseResult(notes=(note,))
+
+
+def _parse_report(fmt: str, path: str) -> ParseResult:
+    from greenloop import frameworks
+
+    try:
+        return frameworks.parse_report(fmt, path)
+    except Exception as exc:
+        return ParseResult(notes=(f"the {fmt} report could not be read ({type(exc).__name__}: {exc})",))
+
+
+def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) -> tuple[Failure, ...]:
+    from greenloop import hints
+
+    try:
+        return hints.apply(failures, framework=framework or None, language=language)
+    except Exception as exc:  # a hint-table bug must not turn a red run into a crash
+        note = f"hints could not be built ({type(exc).__name__}: {exc})"
+        return tuple(replace(f, hint=f.hint or note) for f in failures)
+
+
+# ----------------------------------------------------------------------------- outcome
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `classify` decided from the process and the parse."""
+
+    ok: bool
+    outcome: str
+    crashed: bool
+    crash_reason: str | None
+    next_action: str | None
+    notes: tuple[str, ...]
+
+
+def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None) -> Verdict:
+    """Cross-check the process with the parse. `report_ok` None: no machine report was planned."""
+    notes: list[str] = []
+    failed = parsed.summary.failed or len(parsed.failures)
+    total = parsed.summary.total
+
+    def broken(reason: str | None, next_action: str | None = "retry_tester", crashed: bool = True) -> Verdict:
+        return Verdict(False, "broken", crashed, reason, next_action, tuple(notes))
+
+    if raw.spawn_error is not None:
+        return broken(f"the command could not start: {raw.spawn_error}", None)
+    if raw.timed_out:
+        reason = f"timed out after {plan.timeout_ms} ms; the whole process tree was stopped"
+        if failed:
+            notes.append(f"{failed} test(s) had failed before the timeout")
+        return broken(reason, None)
+    if raw.aborted:
+        return broken("interrupted before the run finished; the whole process tree was stopped", None)
+    if parsed.load_error:
+        return broken(f"the suite could not load the code under test: {parsed.load_error}")
+    if report_ok is False:
+        fmt = plan.report_format or "machine"
+        reason = f"the {fmt} report was missing or invalid after exit code {raw.exit_code}"
+        if raw.signal:
+            reason += f" (killed by signal {raw.signal})"
+        return broken(reason + "; the runner likely crashed before writing it (see stdout.txt/stderr.txt)")
+    if raw.signal:
+        return broken(f"the runner was killed by signal {raw.signal}")
+    if failed:
+        if raw.exit_code == 0:
+            notes.append(f"the runner exited 0 but reported {failed} failing test(s)")
+        return Verdict(False, "red", False, None, "retry_coder", tuple(notes))
+    if total == 0 and parsed.summary.passed == 0:
+        notes.append(
+            f"no tests ran (exit code {raw.exit_code}): check the target, the test file names "
+            "and the runner's include patterns"
+        )
+        return broken("no tests ran", "retry_tester", crashed=False)
+    if raw.exit_code != 0:
+        return broken(
+            f"the runner exited with code {raw.exit_code} but no failing test was recognised "
+            "(see stdout.txt/stderr.txt)"
+        )
+    return Verdict(True, "green", False, None, None, tuple(notes))
+
+
+def output_tail(stdout_path: str, stderr_path: str, chars: int) -> str:
+    """The last `chars` characters of the run's output (stdout, then stderr), without ANSI codes."""
+    if chars <= 0:
+        return ""
+    parts: list[str] = []
+    for path in (stdout_path, stderr_path):
+        try:
+            size = os.path.getsize(path)
+            with open(path, "rb") as fh:
+                fh.seek(max(0, size - chars * 4 - 64))
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        text = _ANSI.sub("", text).replace("\r\n", "\n")
+        if text.strip():
+            parts.append(text[-chars:])
+    return "\n".join(parts)[-chars:]
+
+
+# ----------------------------------------------------------------------------- execute
+
+
+class _Counter:
+    """Counts finished tests from output lines (frameworks.progress_event) for live progress."""
+
+    def __init__(self, framework: str, on_progress: ProgressCallback, started: float) -> None:
+        self.framework = framework or "npm-test"
+        self.on_progress = on_progress
+        self.started = started
+        self.counts = {"pass": 0, "fail": 0, "skip": 0}
+        self.lock = threading.Lock()
+        try:
+            from greenloop.frameworks import progress_event
+
+            self.event: Callable[[str, str], str | None] | None = progress_event
+        except ImportError:
+            self.event = None
+
+    def snapshot(self) -> Progress:
+        with self.lock:
+            c = dict(self.counts)
+        return Progress(
+            passed=c["pass"],
+            failed=c["fail"],
+            skipped=c["skip"],
+            elapsed_ms=int((time.monotonic() - self.started) * 1000),
+        )
+
+    def line(self, text: str) -> None:
+        if self.event is None:
+            return
+        kind = self.event(self.framework, text)
+        if kind in self.counts:
+            with self.lock:
+                self.counts[kind] += 1
+            self.on_progress(self.snapshot())
+
+
+def execute(
+    plan: Plan,
+    *,
+    run_id: str,
+    run_dir: Path,
+    config: Config,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    sandbox: str | None = None,
+    workspace: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> RunResult:
+    """Run `plan` with its output in `run_dir` and return the final RunResult (never raises for
+    anything the run does; KeyboardInterrupt still propagates after the tree is stopped)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path = str(run_dir / "stdout.txt")
+    stderr_path = str(run_dir / "stderr.txt")
+    workspace = workspace or plan.cwd
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))
+    notes = list(plan.notes)
+    framework = plan.framework or None
+
+    def result(raw: RawRun | None, verdict: Verdict, parsed: ParseResult, info: SandboxInfo) -> RunResult:
+        failures = parsed.failures
+        if failures:
+            failures = _with_hints(failures, plan.framework, config.hint_language)
+        return RunResult(
+            run_id=run_id,
+            ok=verdict.ok,
+            outcome=verdict.outcome,  # type: ignore[arg-type]
+            framework=framework,
+            command=plan.command_text,
+            exit_code=raw.exit_code if raw else None,
+            timed_out=raw.timed_out if raw else False,
+            aborted=raw.aborted if raw else False,
+            crashed=verdict.crashed,
+            crash_reason=verdict.crash_reason,
+            summary=parsed.summary,
+            failures=failures,
+            output_tail=output_tail(stdout_path, stderr_path, config.summary_tail_chars),
+            notes=tuple(dict.fromkeys([*notes, *parsed.notes, *verdict.notes])),
+            duration_ms=raw.duration_ms if raw else 0,
+            sandbox=info,
+            result_ref=str(run_dir / "result.json"),
+            workspace=str(workspace),
+            started_at=started_at,
+            next_action=verdict.next_action,
+        )
+
+    if plan.unavailable is not None:
+        for path in (stdout_path, stderr_path):
+            Path(path).touch()
+        verdict = Verdict(False, "broken", True, f"runner not installed: {plan.unavailable}", None, ())
+        return result(None, verdict, ParseResult(), SandboxInfo(mode="full-access"))
+
+    argv, env, info = _sandboxed(plan, sandbox, str(workspace), base_env=base_env)
+    started = time.monotonic()
+    counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
+    if plan.report_file:
+        with contextlib.suppress(OSError):
+            os.unlink(plan.report_file)  # a stale report must never pass for this run's
+    raw = proc.run_to_completion(
+        argv[0] if plan.shell else argv,
+        cwd=plan.cwd,
+        env=env,
+        timeout_s=plan.timeout_ms / 1000,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        shell=plan.shell,
+        on_line=counter.line if counter else None,
+        cancel=cancel,
+    )
+    if raw.survivors:
+        notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
+
+    report_ok: bool | None = None
+    parsed = ParseResult()
+    if plan.report_file and raw.spawn_error is None:
+        parsed = _parse_report(plan.report_format or "", plan.report_file)
+        report_ok = parsed.recognized
+        if not report_ok:
+            text = _parse_text(plan.framework, stdout_path, stderr_path)
+            notes.append(
+                f"the {plan.report_format} report was missing or invalid; counts come from the text output"
+            )
+            parsed = ParseResult(
+                summary=text.summary,
+                failures=text.failures,
+                notes=(*parsed.notes, *text.notes),
+                recognized=text.recognized,
+                duration_ms=text.duration_ms,
+                load_error=text.load_error,
+            )
+    elif raw.spawn_error is None:
+        parsed = _parse_text(plan.framework, stdout_path, stderr_path)
+        why = "a verbatim command" if plan.shell else f"{plan.framework} has no machine reporter here"
+        notes.append(f"results parsed from the text output ({why})")
+    if raw.timed_out or raw.aborted:
+        report_ok = None  # the missing report is a consequence, not the reason
+    verdict = classify(plan, raw, parsed, report_ok=report_ok)
+    if counter is not None:
+        with contextlib.suppress(Exception):
+            on_progress(counter.snapshot())  # type: ignore[misc]
+    return result(raw, verdict, parsed, info)
+
