@@ -176,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if len(args_list) == 2 and args_list[0] == "hook" and not args_list[1].startswith("-"):
+        # Fast path: `greenloop hook HARNESS` runs on every agent turn; skip building the tree.
+        from greenloop.commands.gate import hook_main
+
+        return hook_main(args_list[1])
     parser = build_parser()
     args = parser.parse_args(args_list)
     target = getattr(args, "_handler", None)

@@ -87,16 +87,20 @@ def _what_failed(run: RunRecord, zh: bool) -> str:
     s = run.summary
     if run.outcome == "broken" or (not run.ok and s.failed == 0):
         why = run.reason or ("没有完成" if zh else "did not complete")
-        return f"最近一次测试运行 {run.run_id} 未能完成（{why}）" if zh else (
-            f"the last test run ({run.run_id}) did not complete: {why}"
+        return (
+            f"最近一次测试运行 {run.run_id} 未能完成（{why}）"
+            if zh
+            else (f"the last test run ({run.run_id}) did not complete: {why}")
         )
     counts = (
         f"{s.failed} 个失败，{s.passed} 个通过，共 {s.total} 个"
         if zh
         else f"{s.failed} failed, {s.passed} passed of {s.total}"
     )
-    return f"最近一次测试运行 {run.run_id} 仍为红色：{counts}" if zh else (
-        f"the last test run ({run.run_id}) is red: {counts}"
+    return (
+        f"最近一次测试运行 {run.run_id} 仍为红色：{counts}"
+        if zh
+        else (f"the last test run ({run.run_id}) is red: {counts}")
     )
 
 

@@ -1,0 +1,154 @@
+"""`greenloop check | job | config show | hook | init`: one library call each, rendering, exit code.
+
+`hook` is on every agent turn's path: it imports only the hooks package (no argparse tree;
+cli.main routes `greenloop hook HARNESS` here directly) and always exits 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _folder(value: str, what: str = "PATH") -> str:
+    from greenloop.errors import UsageError
+
+    if not os.path.isdir(value):
+        raise UsageError(
+            f"{what} {value!r} is not an existing folder: pass the workspace folder (default: .)"
+        )
+    return value
+
+
+def hook_main(harness: str, stdin: Any = None, stdout: Any = None, stderr: Any = None) -> int:
+    """Read the harness's hook JSON on stdin, answer on stdout; exit 0 whatever happens."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        from greenloop.hooks import handle
+
+        try:
+            raw = stdin.read()
+        except (OSError, ValueError) as exc:
+            raw = ""
+            stderr.write(f"greenloop: could not read the hook input ({exc})\n")
+        answer = handle(harness, raw)
+        if answer.stdout:
+            stdout.write(answer.stdout)
+            stdout.flush()
+        if answer.stderr:
+            stderr.write(answer.stderr)
+    except BaseException as exc:  # never trap an agent, not even on an interrupt or a bug
+        with contextlib.suppress(Exception):
+            stderr.write(f"greenloop: the hook failed ({type(exc).__name__}: {exc}); allowing the stop.\n")
+    return 0
+
+
+def hook(args: Any) -> int:
+    return hook_main(args.harness)
+
+
+def check(args: Any) -> int:
+    """`greenloop check [PATH] [--session S] [--json]`: 0 satisfied, 1 not (the last run is red)."""
+    from greenloop.gate import closure_check
+    from greenloop.session import resolve
+
+    path = _folder(args.path)
+    result = closure_check(path, resolve(args.session))
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        data = result.to_json()
+        verdict = "satisfied" if result.satisfied else "NOT satisfied"
+        who = f"session {result.session_id}" if result.session_id else "workspace"
+        print(f"{who}: {verdict}")
+        run = data["last_run"]
+        if run:
+            s = run["summary"]
+            print(
+                f"  last run {run['run_id']} at {run['at']}: {run['outcome']} "
+                f"({s['failed']} failed, {s['passed']} passed of {s['total']})"
+            )
+        else:
+            print("  no recorded run")
+        print(f"  interceptions this turn: {result.intercepts_this_turn} of {result.budget}")
+        if result.unresolved:
+            print("  unresolved: a turn ended red after its interception budget")
+        for note in result.notes:
+            print(f"  note: {note}")
+    return 0 if result.satisfied else 1
+
+
+def job(args: Any) -> int:
+    """`greenloop job ID [PATH] [--wait]`: 0 running or green, 1 red, 3 broken/failed/lost."""
+    from greenloop import jobs
+
+    path = _folder(args.path)
+    status = jobs.status(path, args.job_id, wait=bool(args.wait))
+    if args.json:
+        _print_json(status.to_json())
+    else:
+        line = f"job {status.job_id}: {status.status}"
+        if status.run_id:
+            line += f" (run {status.run_id})"
+        print(line)
+        if status.result:
+            s = status.result.get("summary") or {}
+            print(
+                f"  {status.result.get('outcome')}: {s.get('failed', 0)} failed, "
+                f"{s.get('passed', 0)} passed of {s.get('total', 0)}"
+            )
+            for failure in (status.result.get("failures") or [])[:5]:
+                print(f"  FAILED {failure.get('test')}")
+        if status.error:
+            print(f"  error: {status.error}")
+        if not status.finished:
+            print(f"  follow it with `greenloop job {status.job_id} --wait`")
+    if not status.finished:
+        return 0
+    if status.status == "done" and status.result is not None:
+        return {"green": 0, "red": 1}.get(str(status.result.get("outcome")), 3)
+    return 130 if status.status == "cancelled" else 3
+
+
+def config_show(args: Any) -> int:
+    """`greenloop config show [PATH] [--json]`: the effective config and where each value came from."""
+    from greenloop.config import FIELDS, load_layers
+
+    path = _folder(args.path)
+    loaded = load_layers(path)
+    if args.json:
+        _print_json(loaded.to_json())
+        return 0
+    values = loaded.config.to_json()
+    width = max(len(name) for name in FIELDS)
+    for name in FIELDS:
+        print(f"{name.ljust(width)} = {json.dumps(values[name])}    # {loaded.source_of(name)}")
+    for note in loaded.notes:
+        print(f"# note: {note}")
+    return 0
+
+
+def init(args: Any) -> int:
+    """`greenloop init HARNESS [PATH] [--json]`."""
+    from greenloop.init import init as do_init
+
+    report = do_init(args.harness, args.path)
+    if args.json:
+        _print_json(report.to_json())
+        return 0
+    for change in report.files:
+        print(f"{change.action:9} {os.path.relpath(change.path)}  ({change.what})")
+    for note in report.notes:
+        print(f"note: {note}")
+    return 0

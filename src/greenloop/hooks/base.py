@@ -1,0 +1,186 @@
+"""What the hook adapters share: the context, the answer, the workspace, and recording a test
+command the agent ran itself (parsed from its output with the framework parsers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "HookAnswer",
+    "HookContext",
+    "detect_test_command",
+    "json_line",
+    "record_shell_run",
+    "text_of",
+]
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What the hook process prints (stdout is the harness's JSON, stderr is for people)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+def json_line(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """Seams for an adapter: the environment, the process's cwd and a clock."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = "."
+    clock: Callable[[], float] = time.time
+
+    def workspace(self, payload: Mapping[str, Any], project_var: str | None = None) -> str:
+        """The folder the agent works in: the harness's project variable, the payload's cwd
+        (or Cursor's workspace_roots), else this process's cwd. Raises if it does not exist."""
+        candidates: list[Any] = []
+        if project_var:
+            candidates.append(self.env.get(project_var))
+        candidates.append(payload.get("cwd"))
+        roots = payload.get("workspace_roots")
+        if isinstance(roots, list) and roots:
+            candidates.append(roots[0])
+        candidates.append(self.cwd)
+        for candidate in candidates:
+            if isinstance(candidate, str) and candidate:
+                if not os.path.isdir(candidate):
+                    raise FileNotFoundError(f"the workspace {candidate} does not exist")
+                return candidate
+        raise FileNotFoundError("no workspace folder in the hook input")
+
+    def gate(self, workspace: str, harness: str) -> Any:
+        from greenloop.gate import Gate
+
+        return Gate(workspace, clock=self.clock, harness=harness, warn=_warn_stderr)
+
+
+def _warn_stderr(message: str) -> None:
+    import sys
+
+    print(f"greenloop: warning: {message}", file=sys.stderr)
+
+
+_GREENLOOP = re.compile(r"(^|[\s;&|(/])greenloop(\s|$)")
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("pytest", re.compile(r"(^|[\s;&|(/])(py\.test|pytest)(\s|$)|-m\s+pytest\b")),
+    ("vitest", re.compile(r"(^|[\s;&|(/])vitest(\s|$)")),
+    ("jest", re.compile(r"(^|[\s;&|(/])jest(\s|$)")),
+    ("node:test", re.compile(r"(^|[\s;&|(])node\s+(.*\s)?--test(\s|$|=)")),
+    ("npm-test", re.compile(r"(^|[\s;&|(])(npm|pnpm|yarn|bun)\s+(run\s+)?(test|t)(\s|$|:)")),
+)
+
+
+def detect_test_command(command: str) -> str | None:
+    """Which runner a shell command runs, or None. `greenloop run` records itself: None."""
+    if _GREENLOOP.search(command):
+        return None
+    for framework, pattern in _RULES:
+        if pattern.search(command):
+            return framework
+    return None
+
+
+def text_of(response: Any) -> tuple[str, int | None]:
+    """The output text and exit code (when the harness gives one) of a shell tool's response."""
+    if isinstance(response, str):
+        code_match = re.search(r"^Exit Code: (-?\d+)\s*$", response, re.M)
+        return response, int(code_match.group(1)) if code_match else None
+    if not isinstance(response, Mapping):
+        return "", None
+    parts: list[str] = []
+    for key in ("stdout", "stderr", "output", "aggregated_output", "llmContent", "returnDisplay"):
+        value = response.get(key)
+        if isinstance(value, str) and value and value not in parts:
+            parts.append(value)
+    code: int | None = None
+    for key in ("exit_code", "exitCode", "returncode", "return_code"):
+        value = response.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            code = value
+            break
+    text = "\n".join(parts)
+    if code is None:
+        code_match = re.search(r"^Exit Code: (-?\d+)\s*$", text, re.M)
+        code = int(code_match.group(1)) if code_match else None
+    return text, code
+
+
+def record_shell_run(
+    ctx: HookContext,
+    workspace: str,
+    session_id: str | None,
+    command: str,
+    output: str,
+    exit_code: int | None,
+) -> str:
+    """Parse a test command's output and record it as a run of the session.
+
+    Returns a line for stderr saying what happened ("" when the command is not a test run).
+    A run is recorded only when the parser recognised the runner's summary: the gate holds a
+    turn on evidence, never on a guess.
+    """
+    framework = detect_test_command(command)
+    if framework is None:
+        return ""
+    from greenloop.config import load
+
+    if not load(workspace).enabled:
+        return ""
+    from greenloop import frameworks
+    from greenloop.closure import RunRecord
+    from greenloop.fingerprint import working_tree
+    from greenloop.layout import new_run_id
+    from greenloop.store import Store
+
+    parse_text: Any = getattr(frameworks, "parse_text")  # noqa: B009 - written in parallel; typed there
+    parsed = parse_text(framework, iter(output.splitlines()))
+    if not parsed.recognized:
+        return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
+    s = parsed.summary
+    reason: str | None = None
+    if parsed.load_error:
+        outcome, reason = "broken", f"the suite could not load: {parsed.load_error}"
+    elif s.failed > 0 or (exit_code not in (None, 0)):
+        outcome = "red"
+    elif s.total == 0:
+        outcome, reason = "broken", "no tests ran"
+    else:
+        outcome = "green"
+    seen: dict[str, None] = {}
+    for failure in parsed.failures:
+        seen.setdefault(failure.test, None)
+    now = ctx.clock()
+    record = RunRecord(
+        run_id=new_run_id(now),
+        ok=outcome == "green",
+        at=now,
+        outcome=outcome,
+        session_id=session_id,
+        summary=s,
+        failing=tuple(seen),
+        fingerprint=working_tree(workspace),
+        framework=framework,
+        command=command,
+        source="hook",
+        exit_code=exit_code,
+        reason=reason,
+    )
+    with Store(workspace, clock=ctx.clock, warn=_warn_stderr) as store:
+        store.record_run(record)
+    return (
+        f"greenloop: recorded {record.run_id} ({outcome}: {s.failed} failed, {s.passed} passed) "
+        f"from {command!r}\n"
+    )

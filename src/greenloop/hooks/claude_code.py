@@ -1,0 +1,50 @@
+"""Claude Code hooks (`.claude/settings.json`): Stop, SubagentStop, UserPromptSubmit, PostToolUse.
+
+- Stop / SubagentStop (input: session_id, transcript_path, cwd, hook_event_name,
+  stop_hook_active, last_assistant_message): steer with exit 0 and
+  `{"decision": "block", "reason": "…"}`; on release a `systemMessage` telling the user the
+  session is unresolved; allow prints nothing. Never `continue: false`.
+- UserPromptSubmit starts a new turn (a new interception budget); it prints nothing, since
+  this event's stdout would be added to the model's context.
+- PostToolUse on Bash records a test run the agent made itself, parsed from its output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+
+__all__ = ["HARNESS", "handle"]
+
+HARNESS = "claude-code"
+
+
+def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    event = payload.get("hook_event_name")
+    session_id = payload.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        return HookAnswer(stderr=f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
+    if event in ("Stop", "SubagentStop"):
+        workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
+        decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id)
+        if decision.kind == "steer":
+            return HookAnswer(stdout=json_line({"decision": "block", "reason": decision.message}))
+        if decision.kind == "release":
+            return HookAnswer(stdout=json_line({"systemMessage": decision.message}))
+        return HookAnswer()
+    if event == "UserPromptSubmit":
+        workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
+        ctx.gate(workspace, HARNESS).on_turn_start(session_id)
+        return HookAnswer()
+    if event == "PostToolUse":
+        if payload.get("tool_name") != "Bash":
+            return HookAnswer()
+        tool_input = payload.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if not isinstance(command, str):
+            return HookAnswer(stderr="greenloop: PostToolUse(Bash) input has no tool_input.command.\n")
+        output, code = text_of(payload.get("tool_response"))
+        workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
+        return HookAnswer(stderr=record_shell_run(ctx, workspace, session_id, command, output, code))
+    return HookAnswer(stderr=f"greenloop: ignoring Claude Code event {event!r}; allowing.\n")

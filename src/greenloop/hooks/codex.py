@@ -1,0 +1,55 @@
+"""Codex hooks (`.codex/hooks.json`): Stop, UserPromptSubmit, PostToolUse.
+
+- Stop (input: session_id, transcript_path, cwd, hook_event_name, turn_id, model,
+  permission_mode, stop_hook_active, last_assistant_message): the turn is `turn_id`, so a
+  new turn id starts a new budget. Steer with exactly `{"decision":"block","reason":"…"}`
+  and no other key (Codex rejects unknown keys); on release a `systemMessage` (one of its
+  universal output fields); allow prints nothing.
+- UserPromptSubmit (with turn_id) starts that turn.
+- PostToolUse on Bash records a test run the agent made itself, parsed from its output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+
+__all__ = ["HARNESS", "handle"]
+
+HARNESS = "codex"
+
+
+def _turn(payload: dict[str, Any]) -> str | None:
+    turn = payload.get("turn_id")
+    return turn if isinstance(turn, str) and turn else None
+
+
+def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    event = payload.get("hook_event_name")
+    session_id = payload.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        return HookAnswer(stderr=f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
+    if event in ("Stop", "SubagentStop"):
+        workspace = ctx.workspace(payload)
+        decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id, _turn(payload))
+        if decision.kind == "steer":
+            return HookAnswer(stdout=json_line({"decision": "block", "reason": decision.message}))
+        if decision.kind == "release":
+            return HookAnswer(stdout=json_line({"systemMessage": decision.message}))
+        return HookAnswer()
+    if event == "UserPromptSubmit":
+        workspace = ctx.workspace(payload)
+        ctx.gate(workspace, HARNESS).on_turn_start(session_id, _turn(payload))
+        return HookAnswer()
+    if event == "PostToolUse":
+        tool_input = payload.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if isinstance(command, list):
+            command = " ".join(str(part) for part in command)
+        if payload.get("tool_name") not in ("Bash", "shell", "exec_command") or not isinstance(command, str):
+            return HookAnswer()
+        output, code = text_of(payload.get("tool_response"))
+        workspace = ctx.workspace(payload)
+        return HookAnswer(stderr=record_shell_run(ctx, workspace, session_id, command, output, code))
+    return HookAnswer(stderr=f"greenloop: ignoring Codex event {event!r}; allowing.\n")

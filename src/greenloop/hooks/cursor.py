@@ -1,0 +1,50 @@
+"""Cursor hooks (`.cursor/hooks.json`, version 1): stop, afterShellExecution.
+
+- stop (input: conversation_id, generation_id, status, loop_count, hook_event_name,
+  workspace_roots): steer with `{"followup_message":"…"}`, which Cursor submits as the next
+  message; allow and release print `{}` (Cursor's stop has no user-facing message field; the
+  release is recorded and shown by `greenloop check`). `loop_count` 0 means the stop ends a
+  fresh user turn, so a new budget starts; a stop that was aborted or errored is allowed.
+- afterShellExecution (command, output) records a test run the agent made itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+
+__all__ = ["HARNESS", "handle"]
+
+HARNESS = "cursor"
+ALLOW = "{}\n"
+
+
+def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    event = payload.get("hook_event_name") or "stop"
+    session_id = payload.get("conversation_id") or payload.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        return HookAnswer(ALLOW, f"greenloop: {event} input has no conversation_id; allowing.\n")
+    if event == "stop":
+        status = payload.get("status", "completed")
+        if status != "completed":
+            return HookAnswer(ALLOW, f"greenloop: the agent stopped with status {status!r}; allowing.\n")
+        loop_count = payload.get("loop_count", 0)
+        workspace = ctx.workspace(payload, "CURSOR_PROJECT_DIR")
+        gate = ctx.gate(workspace, HARNESS)
+        if not isinstance(loop_count, int) or loop_count == 0:
+            gate.on_turn_start(session_id)
+        decision = gate.on_turn_stopping(session_id)
+        if decision.kind == "steer":
+            return HookAnswer(json_line({"followup_message": decision.message}))
+        if decision.kind == "release":
+            return HookAnswer(ALLOW, decision.message + "\n")
+        return HookAnswer(ALLOW)
+    if event == "afterShellExecution":
+        command = payload.get("command")
+        if not isinstance(command, str):
+            return HookAnswer(ALLOW)
+        output, code = text_of({"output": payload.get("output"), "exit_code": payload.get("exit_code")})
+        workspace = ctx.workspace(payload, "CURSOR_PROJECT_DIR")
+        return HookAnswer(ALLOW, record_shell_run(ctx, workspace, session_id, command, output, code))
+    return HookAnswer(ALLOW, f"greenloop: ignoring Cursor event {event!r}; allowing.\n")

@@ -1,0 +1,329 @@
+"""`greenloop init HARNESS [PATH]`: write or merge a harness's hook config and register the MCP server.
+
+| harness     | hooks                                                  | MCP server                         |
+|-------------|--------------------------------------------------------|------------------------------------|
+| claude-code | `.claude/settings.json`: Stop, SubagentStop,           | `.mcp.json` `mcpServers.greenloop` |
+|             | UserPromptSubmit, PostToolUse (Bash)                   |                                    |
+| codex       | `.codex/hooks.json`: Stop, UserPromptSubmit,           | `.codex/config.toml`               |
+|             | PostToolUse (Bash)                                     | `[mcp_servers.greenloop]`          |
+| gemini      | `.gemini/settings.json`: AfterAgent, AfterTool         | `.gemini/settings.json`            |
+|             | (run_shell_command)                                    | `mcpServers.greenloop`             |
+| cursor      | `.cursor/hooks.json`: stop, afterShellExecution        | `.cursor/mcp.json`                 |
+
+Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
+replaced in place, never duplicated; every other hook, server and key is kept as it was.
+A file that is not valid JSON (or TOML) is refused with a message naming it, and nothing is
+written. Writes are atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from greenloop.errors import UsageError
+
+__all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
+
+HARNESSES = ("claude-code", "codex", "gemini", "cursor")
+SERVER_NAME = "greenloop"
+MCP_COMMAND = "greenloop"
+MCP_ARGS = ("mcp",)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    action: str  # "created" | "updated" | "unchanged"
+    what: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "action": self.action, "what": self.what}
+
+
+@dataclass(frozen=True)
+class InitReport:
+    harness: str
+    root: str
+    files: tuple[FileChange, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "harness": self.harness,
+            "root": self.root,
+            "files": [f.to_json() for f in self.files],
+            "notes": list(self.notes),
+        }
+
+
+def _hook_command(harness: str) -> str:
+    return f"greenloop hook {harness}"
+
+
+def _is_ours(command: Any, harness: str) -> bool:
+    return isinstance(command, str) and bool(
+        re.search(rf"greenloop\S*\s+hook\s+{re.escape(harness)}\b", command)
+    )
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}; fix its permissions") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand, then run init again") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold a JSON object; fix it by hand, then run init again")
+    return data
+
+
+def _write_atomic(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".greenloop-", suffix=".tmp", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# A pending write: the change to report and the new text (None: leave the file as it is).
+Pending = tuple[FileChange, str | None]
+
+
+def _save_json(path: str, before: dict[str, Any], after: dict[str, Any], what: str) -> Pending:
+    existed = os.path.exists(path)
+    if existed and before == after:
+        return FileChange(path, "unchanged", what), None
+    text = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+    return FileChange(path, "updated" if existed else "created", what), text
+
+
+def _section(hooks: dict[str, Any], event: str, path: str) -> list[Any]:
+    entries = hooks.setdefault(event, [])
+    if not isinstance(entries, list):
+        raise UsageError(f"{path}: hooks.{event} must be a list; fix it by hand, then run init again")
+    return entries
+
+
+def _merge_matcher_hooks(
+    data: dict[str, Any], path: str, harness: str, events: dict[str, str | None], extra: dict[str, Any]
+) -> None:
+    """Claude Code / Codex / Gemini shape: hooks.EVENT = [{matcher?, hooks: [{type, command, …}]}]."""
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
+    command = _hook_command(harness)
+    for event, matcher in events.items():
+        groups = _section(hooks, event, path)
+        placed = False
+        for group in groups:
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            kept = []
+            for handler in group["hooks"]:
+                if isinstance(handler, dict) and _is_ours(handler.get("command"), harness):
+                    if placed:
+                        continue  # a duplicate from an older init: drop it
+                    handler.update({"type": "command", "command": command, **extra})
+                    placed = True
+                kept.append(handler)
+            group["hooks"] = kept
+            if placed and matcher is not None and group.get("matcher") != matcher and len(kept) == 1:
+                group["matcher"] = matcher
+        groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+        if not placed:
+            group_new: dict[str, Any] = {}
+            if matcher is not None:
+                group_new["matcher"] = matcher
+            group_new["hooks"] = [{"type": "command", "command": command, **extra}]
+            groups.append(group_new)
+
+
+def _merge_mcp_json(data: dict[str, Any], path: str) -> None:
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: 'mcpServers' must be an object; fix it by hand, then run init again")
+    current = servers.get(SERVER_NAME)
+    wanted = {"command": MCP_COMMAND, "args": list(MCP_ARGS)}
+    if isinstance(current, dict):
+        merged = {**current, **wanted}  # keep the user's env / cwd / timeout additions
+        servers[SERVER_NAME] = merged
+    else:
+        servers[SERVER_NAME] = wanted
+
+
+def _claude(root: str) -> list[Pending]:
+    settings = os.path.join(root, ".claude", "settings.json")
+    before = _read_json(settings)
+    after = json.loads(json.dumps(before))
+    _merge_matcher_hooks(
+        after,
+        settings,
+        "claude-code",
+        {"Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"},
+        {"timeout": 30},
+    )
+    changes = [
+        _save_json(settings, before, after, "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)")
+    ]
+    mcp = os.path.join(root, ".mcp.json")
+    before = _read_json(mcp)
+    after = json.loads(json.dumps(before))
+    _merge_mcp_json(after, mcp)
+    changes.append(_save_json(mcp, before, after, "MCP server 'greenloop' (greenloop mcp)"))
+    return changes
+
+
+def _codex(root: str) -> list[Pending]:
+    hooks_path = os.path.join(root, ".codex", "hooks.json")
+    before = _read_json(hooks_path)
+    after = json.loads(json.dumps(before))
+    _merge_matcher_hooks(
+        after,
+        hooks_path,
+        "codex",
+        {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"},
+        {"timeout": 30},
+    )
+    changes = [_save_json(hooks_path, before, after, "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)")]
+    changes.append(_codex_mcp(os.path.join(root, ".codex", "config.toml")))
+    return changes
+
+
+_TOML_TABLE = f"[mcp_servers.{SERVER_NAME}]"
+_TOML_BODY = f'command = "{MCP_COMMAND}"\nargs = [{", ".join(json.dumps(a) for a in MCP_ARGS)}]\n'
+
+
+def _codex_mcp(path: str) -> Pending:
+    """Add or refresh `[mcp_servers.greenloop]` in config.toml, leaving every other line as it is."""
+    from greenloop.config import parse_toml
+
+    what = "MCP server 'greenloop' ([mcp_servers.greenloop])"
+    text = ""
+    if os.path.exists(path):
+        try:
+            data = parse_toml(path)
+        except Exception as exc:
+            raise UsageError(f"{exc}; fix {path} by hand, then run init again") from None
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        server = (data.get("mcp_servers") or {}).get(SERVER_NAME)
+        if (
+            isinstance(server, dict)
+            and server.get("command") == MCP_COMMAND
+            and server.get("args") == list(MCP_ARGS)
+        ):
+            return FileChange(path, "unchanged", what), None
+        if isinstance(server, dict):
+            # Replace our table's own lines (header to the next header), keep everything else.
+            lines = text.splitlines(keepends=True)
+            out: list[str] = []
+            inside = False
+            for line in lines:
+                stripped = line.strip()
+                if stripped.startswith("["):
+                    inside = stripped.replace(" ", "") == _TOML_TABLE
+                    if inside:
+                        out.append(_TOML_TABLE + "\n" + _TOML_BODY)
+                        continue
+                if not inside:
+                    out.append(line)
+            new_text = "".join(out)
+            if _TOML_TABLE not in new_text:
+                raise UsageError(
+                    f"{path} defines mcp_servers.{SERVER_NAME} inline; replace it with a "
+                    f"{_TOML_TABLE} table by hand, then run init again"
+                )
+            return FileChange(path, "updated", what), new_text
+    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    return FileChange(
+        path, "updated" if text else "created", what
+    ), text + sep + _TOML_TABLE + "\n" + _TOML_BODY
+
+
+def _gemini(root: str) -> list[Pending]:
+    settings = os.path.join(root, ".gemini", "settings.json")
+    before = _read_json(settings)
+    after = json.loads(json.dumps(before))
+    _merge_matcher_hooks(
+        after,
+        settings,
+        "gemini",
+        {"AfterAgent": None, "AfterTool": "run_shell_command"},
+        {"name": "greenloop", "timeout": 30000},
+    )
+    _merge_mcp_json(after, settings)
+    return [
+        _save_json(settings, before, after, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server")
+    ]
+
+
+def _cursor(root: str) -> list[Pending]:
+    hooks_path = os.path.join(root, ".cursor", "hooks.json")
+    before = _read_json(hooks_path)
+    after = json.loads(json.dumps(before))
+    after.setdefault("version", 1)
+    hooks = after.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"{hooks_path}: 'hooks' must be an object; fix it by hand, then run init again")
+    command = _hook_command("cursor")
+    for event in ("stop", "afterShellExecution"):
+        entries = _section(hooks, event, hooks_path)
+        ours = [
+            i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
+        ]
+        if ours:
+            entries[ours[0]]["command"] = command
+            for i in reversed(ours[1:]):
+                del entries[i]
+        else:
+            entries.append({"command": command})
+    changes = [_save_json(hooks_path, before, after, "hooks: stop, afterShellExecution")]
+    mcp = os.path.join(root, ".cursor", "mcp.json")
+    before = _read_json(mcp)
+    after = json.loads(json.dumps(before))
+    _merge_mcp_json(after, mcp)
+    changes.append(_save_json(mcp, before, after, "MCP server 'greenloop' (greenloop mcp)"))
+    return changes
+
+
+_WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor}
+_NOTES = {
+    "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
+    "codex": ("Codex asks you to review and trust new hooks (/hooks) before they run",),
+    "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
+    "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
+}
+
+
+def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
+    """Write or merge `harness`'s hook configuration and MCP registration under `path`."""
+    if harness not in _WRITERS:
+        raise UsageError(f"unknown harness {harness!r}: use one of {', '.join(HARNESSES)}")
+    root = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(root):
+        raise UsageError(f"{root} is not a folder; pass the project folder to init")
+    pending = _WRITERS[harness](root)  # every file is read and checked before any is written
+    for change, text in pending:
+        if text is not None:
+            _write_atomic(change.path, text)
+    return InitReport(harness, root, tuple(change for change, _ in pending), _NOTES[harness])
