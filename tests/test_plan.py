@@ -1,0 +1,209 @@
+"""Plan: the per-framework command table, last_failed dialects, toolchains. Pure: nothing runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from greenloop.env import child_env
+from greenloop.errors import UsageError
+from greenloop.model import Detection, Failure, Plan, RunResult
+from greenloop.plan import RunOptions, name_pattern, plan, python_runner
+
+
+def det(root: Path, framework: str | None, manager: str | None = None) -> Detection:
+    return Detection(framework=framework, root=str(root), package_manager=manager)
+
+
+def fake_bin(root: Path, name: str) -> Path:
+    path = root / "node_modules" / ".bin" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def previous(*failures: Failure) -> RunResult:
+    return RunResult(run_id="run-prev", ok=not failures, outcome="red" if failures else "green",
+                     framework=None, command="x", exit_code=1 if failures else 0, failures=failures)
+
+
+def mk(root: Path, framework: str | None, **opts: object) -> Plan:
+    prev = opts.pop("previous", None)
+    return plan(
+        det(root, framework, opts.pop("manager", None)),  # type: ignore[arg-type]
+        RunOptions(**opts),  # type: ignore[arg-type]
+        report_dir=str(root / ".greenloop" / "runs" / "r1"),
+        default_timeout_ms=120_000,
+        previous=prev,  # type: ignore[arg-type]
+        env={},
+        which=lambda name: f"/usr/bin/{name}",
+        interpreter="/py/bin/python",
+    )
+
+
+def test_vitest_runs_its_own_binary_with_default_and_json_reporters(tmp_path: Path) -> None:
+    binary = fake_bin(tmp_path, "vitest")
+    p = mk(tmp_path, "vitest", target="src/a.test.ts  src/b.test.ts", timeout_ms=5000)
+    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.json")
+    assert p.argv == (str(binary), "run", "--reporter=default", "--reporter=json",
+                      f"--outputFile.json={report}", "src/a.test.ts", "src/b.test.ts")
+    assert (p.report_file, p.report_format, p.timeout_ms) == (report, "vitest-json", 5000)
+    assert p.unavailable is None and p.cwd == str(tmp_path)
+
+
+def test_hoisted_binary_in_a_parent_is_found(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    binary = fake_bin(tmp_path, "jest")
+    (tmp_path / "packages" / "a").mkdir(parents=True)
+    p = mk(tmp_path / "packages" / "a", "jest")
+    assert p.argv[:2] == (str(binary), "--json")
+    assert p.argv[2].startswith("--outputFile=") and p.report_format == "jest-json"
+
+
+@pytest.mark.parametrize(("framework", "manager", "install"), [
+    ("vitest", None, "npm install -D vitest"),
+    ("jest", "pnpm", "pnpm add -D jest"),
+    ("vitest", "yarn", "yarn add -D vitest"),
+])
+def test_runner_not_installed_is_unavailable_with_the_install_command(
+    tmp_path: Path, framework: str, manager: str | None, install: str
+) -> None:
+    (tmp_path / ".git").mkdir()
+    p = mk(tmp_path, framework, manager=manager)
+    assert p.unavailable is not None and install in p.unavailable
+
+
+def test_pytest_uses_junitxml_and_the_given_interpreter(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    p = mk(tmp_path, "pytest", target="tests/test_a.py::test_x")
+    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
+    assert p.argv == ("/py/bin/python", "-m", "pytest", f"--junitxml={report}",
+                      "tests/test_a.py::test_x")
+    assert p.report_format == "junit"
+
+
+def test_pytest_prefers_the_workspace_virtualenv(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text("")
+    argv, _, unavailable = python_runner(str(tmp_path), {}, lambda n: None)
+    assert argv == (str(tmp_path / ".venv" / "bin" / "python"), "-m", "pytest")
+    assert unavailable is not None and "pytest is not installed in .venv" in unavailable
+    (tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "pytest").mkdir(parents=True)
+    argv, notes, unavailable = python_runner(str(tmp_path), {}, lambda n: None)
+    assert unavailable is None and "virtualenv .venv" in notes[0]
+
+
+def test_pytest_active_virtualenv_then_uv_then_poetry(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    active = tmp_path / "elsewhere"
+    (active / "bin").mkdir(parents=True)
+    (active / "bin" / "python").write_text("")
+    (active / "lib" / "python3.12" / "site-packages" / "pytest").mkdir(parents=True)
+    argv, _, _ = python_runner(str(tmp_path), {"VIRTUAL_ENV": str(active)}, lambda n: None)
+    assert argv[0] == str(active / "bin" / "python")
+    (tmp_path / "uv.lock").write_text("")
+    argv, _, _ = python_runner(str(tmp_path), {}, lambda n: "/bin/uv" if n == "uv" else None)
+    assert argv == ("uv", "run", "pytest")
+    (tmp_path / "uv.lock").unlink()
+    (tmp_path / "poetry.lock").write_text("")
+    argv, _, _ = python_runner(str(tmp_path), {}, lambda n: "/bin/poetry" if n == "poetry" else None)
+    assert argv == ("poetry", "run", "pytest")
+    argv, notes, _ = python_runner(str(tmp_path), {}, lambda n: None)
+    assert argv[1:] == ("-m", "pytest") and "poetry is not on PATH" in notes[0]
+
+
+def test_node_test_writes_spec_to_stdout_and_junit_to_the_run_folder(tmp_path: Path) -> None:
+    p = mk(tmp_path, "node:test")
+    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
+    assert p.argv == ("/usr/bin/node", "--test", "--test-reporter=spec",
+                      "--test-reporter-destination=stdout", "--test-reporter=junit",
+                      f"--test-reporter-destination={report}")
+
+
+def test_npm_test_has_no_machine_report_and_passes_targets_after_dashes(tmp_path: Path) -> None:
+    p = mk(tmp_path, "npm-test", target="a b")
+    assert p.argv == ("npm", "test", "--", "a", "b")
+    assert p.report_file is None and any("parsed as text" in n for n in p.notes)
+    assert mk(tmp_path, "npm-test", manager="yarn").argv == ("yarn", "test")
+
+
+def test_verbatim_command_ignores_target_and_last_failed_with_notes(tmp_path: Path) -> None:
+    p = mk(tmp_path, "pytest", command="make test | tee log", target="x", last_failed=True)
+    assert p.argv == ("make test | tee log",) and p.shell
+    assert p.command_text == "make test | tee log"
+    assert len(p.notes) == 2
+
+
+def test_nothing_to_test_and_unknown_framework_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="nothing to test"):
+        mk(tmp_path, None)
+    with pytest.raises(UsageError, match="unknown framework 'mocha'"):
+        mk(tmp_path, "mocha")
+
+
+def test_last_failed_vitest_and_jest_use_t_with_the_failing_files(tmp_path: Path) -> None:
+    fake_bin(tmp_path, "vitest")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.test.ts").write_text("")
+    prev = previous(Failure(test="math > adds [x] > y", file="src/a.test.ts", line=3),
+                    Failure(test="top", file=str(tmp_path / "src" / "a.test.ts")))
+    p = mk(tmp_path, "vitest", last_failed=True, previous=prev)
+    i = p.argv.index("-t")
+    pattern = p.argv[i + 1]
+    assert p.argv[i + 2:] == ("src/a.test.ts",)
+    assert re.search(pattern, "math adds [x] > y") and re.search(pattern, "math > adds [x] > y")
+    assert re.search(pattern, "top") and not re.search(pattern, "top two")
+    assert any("reran 2 failure(s) of run-prev" in n for n in p.notes)
+
+
+def test_last_failed_pytest_uses_k_and_node_test_a_name_pattern(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    prev = previous(Failure(test="tests/test_a.py::TestX::test_one[1-2]", file="tests/test_a.py"),
+                    Failure(test="tests/test_a.py::test_two[a b]", file="tests/test_a.py"),
+                    Failure(test="tests/test_gone.py", file="tests/test_gone.py", kind="load"))
+    p = mk(tmp_path, "pytest", last_failed=True, previous=prev)
+    assert p.argv[-3:] == ("-k", "test_one[1-2] or test_two", "tests/test_a.py")
+    p = mk(tmp_path, "node:test", last_failed=True, previous=previous(Failure(test="suite > leaf name")))
+    flag = [a for a in p.argv if a.startswith("--test-name-pattern=")]
+    assert flag and re.search(flag[0].split("=", 1)[1], "leaf name")
+
+
+def test_last_failed_without_previous_failures_runs_the_full_suite_with_a_note(tmp_path: Path) -> None:
+    full = mk(tmp_path, "node:test").argv
+    p = mk(tmp_path, "node:test", last_failed=True, previous=None)
+    assert p.argv == full and any("no previous run" in n for n in p.notes)
+    p = mk(tmp_path, "node:test", last_failed=True, previous=previous())
+    assert p.argv == full and any("had no failures" in n for n in p.notes)
+    p = mk(tmp_path, "npm-test", last_failed=True, previous=previous(Failure(test="x")))
+    assert p.argv == ("npm", "test") and any("cannot filter" in n for n in p.notes)
+
+
+def test_name_pattern_escapes_regex_characters() -> None:
+    pat = name_pattern(["a (b) * c? > d.e"])
+    assert re.search(pat, "a (b) * c? d.e")
+    assert not re.search(pat, "a (b) * c? dXe")
+
+
+def test_child_env_drops_agent_markers_and_adds_ci() -> None:
+    base = {"PATH": "/bin", "CLAUDECODE": "1", "AI_AGENT": "x", "CURSOR_AGENT": "1", "GITHUB_ACTIONS": "true",
+            "FORCE_COLOR": "3", "PYTEST_CURRENT_TEST": "t", "HOME": "/h", "KEEP": "me"}
+    env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
+    expected = {"PATH": "/bin", "HOME": "/h", "CI": "1", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    expected["EXTRA"] = "1"
+    assert env == expected
+    assert base["CLAUDECODE"] == "1"  # the caller's mapping is untouched
+
+
+def test_default_interpreter_is_this_one(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    argv, _, unavailable = python_runner(str(tmp_path), {}, lambda n: None)
+    assert argv == (sys.executable, "-m", "pytest") and unavailable is None
+    assert os.path.isabs(argv[0])
