@@ -1,0 +1,119 @@
+"""`greenloop integrate`: run a DevLoop project's integration cases; a summary or --json.
+
+Exit codes: 0 every case passed; 1 cases failed; 2 bad spec or arguments (nothing started);
+3 infrastructure (a unit crashed on start, never became healthy, no free port, the run timed
+out, or a process survived teardown); 130 interrupted (after a full teardown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from greenloop.errors import UsageError
+from greenloop.integration.run import IntegrationResult
+
+__all__ = ["integrate", "summary_text"]
+
+
+def _one_line(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_text(r: IntegrationResult) -> str:
+    """The human summary of a run: verdict, counts, each failure with its evidence, file paths."""
+    if r.interrupted:
+        head = "INTERRUPTED"
+    elif r.crashed:
+        head = "BROKEN"
+    else:
+        head = "PASSED" if r.ok else "FAILED"
+    lines = [
+        f"integration {head}: {r.cases_passed}/{r.cases_total} cases passed"
+        + (f", {r.cases_failed} failed" if r.cases_failed else "")
+        + (f", {r.cases_timeout} timed out" if r.cases_timeout else "")
+        + f" in {r.duration_ms / 1000:.1f} s  (run {r.run_id})"
+    ]
+    if r.ports_used:
+        lines.append("units: " + ", ".join(f"{u} on :{p}" for u, p in r.ports_used.items()))
+    if r.startup_failure:
+        sf = r.startup_failure
+        lines.append(f"startup failed ({sf.get('reason')}): {sf.get('message')}")
+        if sf.get("stderr_excerpt"):
+            lines.extend("    " + ln for ln in str(sf["stderr_excerpt"]).splitlines()[-10:])
+    for f in r.failures:
+        if f.case_id.startswith("startup:"):
+            continue
+        step = "" if f.failed_step is None else f" step {f.failed_step}"
+        lines.append(f"✗ {f.case_id}{step} [{f.reason}] {f.message}")
+        lines.append(f"    expected: {_one_line(f.expected)}")
+        lines.append(f"    got:      {_one_line(f.got)}")
+        if f.stderr_excerpt:
+            lines.append("    stderr:")
+            lines.extend("      " + ln for ln in f.stderr_excerpt.splitlines()[-8:])
+        if f.bug_id:
+            lines.append(f"    bug: {f.bug_id}")
+    for c in r.cases:
+        if c.get("status") == "passed":
+            lines.append(f"✓ {c.get('id')} ({int(c.get('duration_ms') or 0)} ms)")
+        elif c.get("status") == "not_run":
+            lines.append(f"- {c.get('id')} (not run)")
+    if r.surviving_processes:
+        lines.append(
+            f"! {len(r.surviving_processes)} processes survived teardown: "
+            + ", ".join(str(p.get("pid")) for p in r.surviving_processes)
+        )
+    if r.category_hint:
+        lines.append(f"category hint: {r.category_hint}")
+    lines.extend(f"note: {n}" for n in r.notes)
+    lines.append(f"result: {r.result_ref}  log: {r.process_log}  trace: {r.http_trace}")
+    if r.junit:
+        lines.append(f"junit: {r.junit}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A SIGTERM to greenloop itself tears the units down like Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def integrate(args: argparse.Namespace) -> int:
+    from greenloop.integration.run import integrate as run_integration
+
+    project = args.project
+    if not os.path.isdir(project):
+        raise UsageError(f"PROJECT {project!r} is not a folder: pass the DevLoop project folder (default: .)")
+    as_json = bool(getattr(args, "json", False))
+
+    def progress(message: str) -> None:
+        if not as_json:
+            print(f"greenloop: {message}", file=sys.stderr, flush=True)
+
+    with _sigterm_as_interrupt():
+        result = run_integration(project, cases=tuple(args.case or ()), junit=args.junit, on_event=progress)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        print(summary_text(result))
+    return result.exit_code

@@ -1,0 +1,510 @@
+"""`integrate()`: validate, pick ports, start the units, run the cases, tear down, record.
+
+The one place where the run's exceptions become outcomes: a bad spec raises SpecError before
+anything starts or is written; everything after the run folder exists ends in a result.json,
+a process.log and a teardown that leaves no process behind (also on Ctrl-C, which is re-raised
+after the teardown so the CLI can exit 130).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from greenloop.errors import UsageError
+from greenloop.integration.cases import CASE_TIMEOUT_S, CaseOutcome, Transport, http_transport, run_case
+from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
+from greenloop.integration.processes import (
+    GRACE_S,
+    HEALTH_INTERVAL_S,
+    HEALTH_TIMEOUT_S,
+    LOG_CAP_BYTES,
+    ProcessLog,
+    StartFailure,
+    Supervisor,
+)
+from greenloop.integration.spec import Spec, load_spec
+from greenloop.integration.trace import TraceWriter, bound_body
+from greenloop.layout import new_run_id
+
+__all__ = [
+    "RUN_TIMEOUT_S",
+    "IntegrationFailure",
+    "IntegrationResult",
+    "integrate",
+    "runs_dir",
+    "write_junit",
+]
+
+RUN_TIMEOUT_S = 300.0
+
+
+def runs_dir(project: str | os.PathLike[str]) -> Path:
+    return Path(project) / "integration" / "runs"
+
+
+@dataclass(frozen=True)
+class IntegrationFailure:
+    """One failed case (or a unit that failed to start, as case `startup:<unit>`)."""
+
+    case_id: str
+    failed_step: int | None
+    reason: str
+    expected: Any
+    got: Any
+    involves: tuple[str, ...]
+    stderr_excerpt: str
+    message: str = ""
+    unit: str | None = None
+    bug_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "failed_step": self.failed_step,
+            "reason": self.reason,
+            "expected": self.expected,
+            "got": self.got,
+            "involves": list(self.involves),
+            "stderr_excerpt": self.stderr_excerpt,
+            "message": self.message,
+            "unit": self.unit,
+            "bug_id": self.bug_id,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> IntegrationFailure:
+        step = d.get("failed_step")
+        return cls(
+            case_id=str(d.get("case_id", "")),
+            failed_step=None if step is None else int(step),
+            reason=str(d.get("reason", "")),
+            expected=d.get("expected"),
+            got=d.get("got"),
+            involves=tuple(str(u) for u in d.get("involves") or ()),
+            stderr_excerpt=str(d.get("stderr_excerpt") or ""),
+            message=str(d.get("message") or ""),
+            unit=None if d.get("unit") is None else str(d["unit"]),
+            bug_id=None if d.get("bug_id") is None else str(d["bug_id"]),
+        )
+
+
+@dataclass(frozen=True)
+class IntegrationResult:
+    """DESIGN §3 Integration result, plus where the evidence is and what happened per case."""
+
+    ok: bool
+    run_id: str
+    result_ref: str
+    cases_total: int
+    cases_passed: int
+    cases_failed: int
+    cases_timeout: int
+    failures: tuple[IntegrationFailure, ...]
+    ports_used: Mapping[str, int]
+    surviving_processes: tuple[Mapping[str, Any], ...]
+    category_hint: str | None
+    crashed: bool
+    duration_ms: int
+    project: str = ""
+    started_at: str = ""
+    cases: tuple[Mapping[str, Any], ...] = ()
+    startup_failure: Mapping[str, Any] | None = None
+    interrupted: bool = False
+    process_log: str = ""
+    http_trace: str = ""
+    env_ref: str = ""
+    junit: str | None = None
+    notes: tuple[str, ...] = ()
+    bugs_opened: tuple[str, ...] = ()
+    bugs_transitioned: tuple[Mapping[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all passed; 1 cases failed; 3 infrastructure, crash or survivors; 130 interrupted."""
+        if self.interrupted:
+            return 130
+        if self.crashed or self.surviving_processes:
+            return 3
+        return 0 if self.ok else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "run_id": self.run_id,
+            "result_ref": self.result_ref,
+            "cases_total": self.cases_total,
+            "cases_passed": self.cases_passed,
+            "cases_failed": self.cases_failed,
+            "cases_timeout": self.cases_timeout,
+            "failures": [f.to_json() for f in self.failures],
+            "ports_used": dict(self.ports_used),
+            "surviving_processes": [dict(p) for p in self.surviving_processes],
+            "category_hint": self.category_hint,
+            "crashed": self.crashed,
+            "duration_ms": self.duration_ms,
+            "project": self.project,
+            "started_at": self.started_at,
+            "cases": [dict(c) for c in self.cases],
+            "startup_failure": None if self.startup_failure is None else dict(self.startup_failure),
+            "interrupted": self.interrupted,
+            "process_log": self.process_log,
+            "http_trace": self.http_trace,
+            "env_ref": self.env_ref,
+            "junit": self.junit,
+            "notes": list(self.notes),
+            "bugs_opened": list(self.bugs_opened),
+            "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> IntegrationResult:
+        return cls(
+            ok=bool(d.get("ok", False)),
+            run_id=str(d.get("run_id", "")),
+            result_ref=str(d.get("result_ref", "")),
+            cases_total=int(d.get("cases_total") or 0),
+            cases_passed=int(d.get("cases_passed") or 0),
+            cases_failed=int(d.get("cases_failed") or 0),
+            cases_timeout=int(d.get("cases_timeout") or 0),
+            failures=tuple(IntegrationFailure.from_json(f) for f in d.get("failures") or ()),
+            ports_used={str(k): int(v) for k, v in (d.get("ports_used") or {}).items()},
+            surviving_processes=tuple(dict(p) for p in d.get("surviving_processes") or ()),
+            category_hint=None if d.get("category_hint") is None else str(d["category_hint"]),
+            crashed=bool(d.get("crashed", False)),
+            duration_ms=int(d.get("duration_ms") or 0),
+            project=str(d.get("project") or ""),
+            started_at=str(d.get("started_at") or ""),
+            cases=tuple(dict(c) for c in d.get("cases") or ()),
+            startup_failure=None if d.get("startup_failure") is None else dict(d["startup_failure"]),
+            interrupted=bool(d.get("interrupted", False)),
+            process_log=str(d.get("process_log") or ""),
+            http_trace=str(d.get("http_trace") or ""),
+            env_ref=str(d.get("env_ref") or ""),
+            junit=None if d.get("junit") is None else str(d["junit"]),
+            notes=tuple(str(n) for n in d.get("notes") or ()),
+            bugs_opened=tuple(str(b) for b in d.get("bugs_opened") or ()),
+            bugs_transitioned=tuple(
+                {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
+            ),
+        )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_env(path: Path, ports: Mapping[str, int]) -> None:
+    data = {uid: {"port": port, "url": f"http://{HOST}:{port}"} for uid, port in ports.items()}
+    _atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_junit(result: IntegrationResult, path: str | os.PathLike[str]) -> None:
+    """JUnit XML for CI: one testcase per case, a failure element for each failed one."""
+    failures = {f.case_id: f for f in result.failures}
+    suite = ET.Element(
+        "testsuite",
+        name="greenloop.integration",
+        tests=str(result.cases_total),
+        failures=str(result.cases_failed + result.cases_timeout),
+        errors="1" if result.crashed else "0",
+        time=f"{result.duration_ms / 1000:.3f}",
+        timestamp=result.started_at,
+    )
+    for case in result.cases:
+        cid = str(case.get("id"))
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname="integration",
+            name=cid,
+            time=f"{int(case.get('duration_ms') or 0) / 1000:.3f}",
+        )
+        status = case.get("status")
+        if status == "not_run":
+            ET.SubElement(tc, "skipped", message="not run: the run stopped before this case")
+        elif status != "passed":
+            f = failures.get(cid)
+            el = ET.SubElement(
+                tc, "failure", message=(f.message if f else str(status)), type=str(f.reason if f else status)
+            )
+            if f is not None:
+                el.text = (
+                    f"expected: {json.dumps(f.expected, ensure_ascii=False)}\n"
+                    f"got: {json.dumps(f.got, ensure_ascii=False)}\n"
+                    + (f"stderr:\n{f.stderr_excerpt}\n" if f.stderr_excerpt else "")
+                )
+    if result.startup_failure is not None:
+        tc = ET.SubElement(suite, "testcase", classname="integration", name="startup")
+        el = ET.SubElement(
+            tc,
+            "error",
+            message=str(result.startup_failure.get("message")),
+            type=str(result.startup_failure.get("reason")),
+        )
+        el.text = str(result.startup_failure.get("stderr_excerpt") or "")
+    root = ET.Element("testsuites", name="greenloop")
+    root.append(suite)
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    tree.write(str(path), encoding="utf-8", xml_declaration=True)
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _case_failure(o: CaseOutcome, sup: Supervisor) -> IntegrationFailure:
+    excerpts = []
+    for uid in o.involves:
+        up = sup.units.get(uid)
+        if up is not None and up.excerpt():
+            excerpts.append(f"[{uid}]\n{up.excerpt()}")
+    return IntegrationFailure(
+        case_id=o.case_id,
+        failed_step=o.failed_step,
+        reason=o.reason or "assertion_failed",
+        expected=o.expected,
+        got=bound_body(o.got, 2000) if not isinstance(o.got, (dict, list)) else o.got,
+        involves=o.involves,
+        stderr_excerpt="\n".join(excerpts),
+        message=o.message,
+        unit=o.unit,
+    )
+
+
+def integrate(
+    project: str | os.PathLike[str],
+    *,
+    cases: Sequence[str] = (),
+    junit: str | os.PathLike[str] | None = None,
+    case_timeout_s: float = CASE_TIMEOUT_S,
+    run_timeout_s: float = RUN_TIMEOUT_S,
+    health_timeout_s: float = HEALTH_TIMEOUT_S,
+    health_interval_s: float = HEALTH_INTERVAL_S,
+    grace_s: float = GRACE_S,
+    log_cap_bytes: int = LOG_CAP_BYTES,
+    env: Mapping[str, str] | None = None,
+    port_picker: PortPicker | None = None,
+    transport: Transport = http_transport,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+    run_id: str | None = None,
+    record_bugs: bool = True,
+    on_event: Callable[[str], None] | None = None,
+) -> IntegrationResult:
+    """Run a DevLoop project's integration cases against its real units on loopback ports.
+
+    Raises SpecError (exit 2) when units.json, integration/spec.json or a contract is wrong;
+    then nothing was started and no run folder written. Otherwise always returns a result
+    (written to integration/runs/<run_id>/result.json) after a full teardown; a Ctrl-C is
+    re-raised after the teardown and the result are written.
+    """
+    spec: Spec = load_spec(project, cases)
+    root = Path(spec.root)
+    junit_path = Path(junit).resolve() if junit is not None else None
+    if junit_path is not None and not junit_path.parent.is_dir():
+        raise UsageError(
+            f"--junit {str(junit)!r}: folder {str(junit_path.parent)!r} does not exist; create it first"
+        )
+    say = on_event or (lambda _m: None)
+    t_start = clock()
+    started_at = _iso(wall())
+    run_id = run_id or new_run_id(wall())
+    folder = runs_dir(root) / run_id
+    folder.mkdir(parents=True, exist_ok=False)
+    rel = f"integration/runs/{run_id}"
+    env_path = folder / "env.json"
+    _write_env(env_path, {})
+    log = ProcessLog(folder / "process.log", cap_bytes=log_cap_bytes, wall=wall)
+    trace = TraceWriter(folder / "http-trace.ndjson")
+    scratch = Path(tempfile.mkdtemp(prefix=f"greenloop-{run_id}-"))
+    picker = port_picker or PortPicker()
+    units = [u for u in spec.needed_units() if u.kind == "be"]
+    notes: list[str] = []
+    skipped_fe = [u.id for u in spec.needed_units() if u.kind != "be"]
+    if skipped_fe:
+        notes.append(f"frontend units are not started by this version: {', '.join(skipped_fe)}")
+    outcomes: dict[str, CaseOutcome] = {}
+    failures: list[IntegrationFailure] = []
+    startup: StartFailure | None = None
+    crashed = interrupted = False
+    category: str | None = None
+    survivors: list[dict[str, Any]] = []
+    sup = Supervisor(
+        log,
+        scratch,
+        base_env=dict(os.environ if env is None else env),
+        picker=picker,
+        clock=clock,
+        on_ports=lambda ports: _write_env(env_path, ports),
+    )
+    deadline = t_start + run_timeout_s
+    log.note(
+        f"integration run {run_id} in {root}: {len(spec.cases)} cases, units {', '.join(u.id for u in units)}"
+    )
+    try:
+        with sup:
+            try:
+                sup.assign_ports(units)
+            except PortUnavailable as exc:
+                startup = StartFailure("", "port_unavailable", str(exc))
+            if startup is None:
+                say(f"starting {len(units)} units")
+                startup = sup.start_all(
+                    units,
+                    health_timeout_s=health_timeout_s,
+                    health_interval_s=health_interval_s,
+                    deadline=deadline,
+                )
+            if startup is None:
+                urls = {uid: up.url for uid, up in sup.units.items()}
+                log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")
+                for case in spec.cases:
+                    remaining = deadline - clock()
+                    if remaining <= 0:
+                        crashed, category = True, "infra_flake"
+                        notes.append(f"the run exceeded {run_timeout_s:g} s; later cases were not run")
+                        break
+                    say(f"case {case.id}")
+                    o = run_case(
+                        case,
+                        urls=urls,
+                        timeout_s=min(case_timeout_s, remaining),
+                        trace=trace,
+                        crashed=sup.crashed,
+                        transport=transport,
+                        clock=clock,
+                        wall=wall,
+                    )
+                    sup.pump()
+                    outcomes[case.id] = o
+                    log.note(f"case {case.id}: {o.status}" + (f" ({o.message})" if o.message else ""))
+                    if o.status == "timeout" and clock() >= deadline:
+                        crashed, category = True, "infra_flake"
+                        notes.append(f"the run exceeded {run_timeout_s:g} s during case {case.id}")
+                        break
+            survivors = sup.teardown(grace_s)
+    except KeyboardInterrupt:
+        interrupted = True
+        notes.append("interrupted; every unit was stopped")
+        with contextlib.suppress(KeyboardInterrupt):
+            survivors = sup.teardown(grace_s)
+    finally:
+        log.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    if startup is not None:
+        crashed = True
+        category = "infra_flake" if startup.infra else "unit_crash"
+        involves = tuple(startup.unit.split(", ")) if startup.unit else ()
+        if not startup.infra:
+            failures.append(
+                IntegrationFailure(
+                    case_id=f"startup:{startup.unit}",
+                    failed_step=None,
+                    reason="unit_crashed",
+                    expected="healthy",
+                    got={"exit_code": startup.exit_code, "reason": startup.reason},
+                    involves=involves,
+                    stderr_excerpt=startup.stderr_excerpt,
+                    message=startup.message,
+                    unit=startup.unit,
+                )
+            )
+    for o in outcomes.values():
+        if not o.passed:
+            failures.append(_case_failure(o, sup))
+    if failures and category is None:
+        category = (
+            "unit_crash"
+            if any(f.reason == "unit_crashed" for f in failures)
+            else ("timeout" if all(f.reason == "timeout" for f in failures) else "integration_bug")
+        )
+    if survivors and category is None:
+        category = "infra_flake"
+    case_rows: list[dict[str, Any]] = []
+    for case in spec.cases:
+        o2 = outcomes.get(case.id)
+        case_rows.append(
+            o2.to_json()
+            if o2
+            else {
+                "id": case.id,
+                "status": "not_run",
+                "duration_ms": 0,
+                "steps_run": 0,
+                "failed_step": None,
+                "reason": None,
+                "message": "",
+            }
+        )
+    passed = [o.case_id for o in outcomes.values() if o.passed]
+    n_timeout = sum(1 for o in outcomes.values() if o.status == "timeout")
+    n_failed = sum(1 for o in outcomes.values() if o.status == "failed")
+    ok = not crashed and not interrupted and not survivors and len(passed) == len(spec.cases)
+
+    bugs_opened: tuple[str, ...] = ()
+    moved: tuple[Mapping[str, str], ...] = ()
+    if record_bugs and not interrupted and not (startup is not None and startup.infra):
+        try:
+            from greenloop import bugs
+
+            bridged = bugs.bridge_integration_run(
+                str(root),
+                [f.to_json() for f in failures],
+                run_id=run_id,
+                ok=ok,
+                covered_units=[u.id for u in spec.needed_units()],
+                passed_cases=passed,
+            )
+            bugs_opened, moved = bridged.bugs_opened, bridged.bugs_transitioned
+            notes.extend(bridged.notes)
+            failures = [replace(f, bug_id=bridged.bug_ids.get(f.case_id)) for f in failures]
+        except Exception as exc:  # the bug log must never hide the run's own result
+            notes.append(f"bugs: could not record this run: {type(exc).__name__}: {exc}")
+
+    result = IntegrationResult(
+        ok=ok,
+        run_id=run_id,
+        result_ref=f"{rel}/result.json",
+        cases_total=len(spec.cases),
+        cases_passed=len(passed),
+        cases_failed=n_failed,
+        cases_timeout=n_timeout,
+        failures=tuple(failures),
+        ports_used=sup.ports(),
+        surviving_processes=tuple(survivors),
+        category_hint=category,
+        crashed=crashed,
+        duration_ms=int((clock() - t_start) * 1000),
+        project=str(root),
+        started_at=started_at,
+        cases=tuple(case_rows),
+        startup_failure=None if startup is None else startup.to_json(),
+        interrupted=interrupted,
+        process_log=f"{rel}/process.log",
+        http_trace=f"{rel}/http-trace.ndjson",
+        env_ref=f"{rel}/env.json",
+        junit=None if junit_path is None else str(junit_path),
+        notes=tuple(notes),
+        bugs_opened=bugs_opened,
+        bugs_transitioned=moved,
+    )
+    _atomic_write(folder / "result.json", json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    if junit_path is not None:
+        write_junit(result, junit_path)
+    if interrupted:
+        raise KeyboardInterrupt
+    return result

@@ -1,0 +1,666 @@
+"""Load and validate a DevLoop project's units.json, integration/spec.json and contracts.
+
+Everything is checked before anything starts: the loader either returns a typed `Spec` or
+raises one `SpecError` that lists every violation, each naming the file, case, step and field
+and saying how to fix it. Nothing here starts a process or writes a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonpath
+
+from greenloop.errors import SpecError
+
+__all__ = [
+    "DEFAULT_HEALTH",
+    "DEFAULT_START",
+    "HTTP_METHODS",
+    "UNIT_KINDS",
+    "Assertion",
+    "Case",
+    "Contract",
+    "Endpoint",
+    "Expect",
+    "Spec",
+    "Step",
+    "Unit",
+    "env_var_name",
+    "jsonpath_env",
+    "load_spec",
+    "load_units",
+    "placeholders_in",
+]
+
+DEFAULT_START: tuple[str, ...] = ("node", "code/server.js")
+DEFAULT_HEALTH = "/api/health"
+UNIT_KINDS = ("be", "fe")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+COMPARE_OPS = ("==", "!=", ">=", "<=", ">", "<")
+
+_UNIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# {{step0.token}}, {{step1.items.0.id}}, {{step1.items[0].id}}, {{step2}} (the whole body)
+PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+_PLACEHOLDER_BODY = re.compile(r"^step(\d+)((?:\.[A-Za-z0-9_$-]+|\[\d+\])*)$")
+_STEP_KEYS = {"unit", "call", "headers", "body", "expect", "name"}
+_EXPECT_KEYS = {"status", "json", "assert"}
+_CASE_KEYS = {"id", "involves", "steps", "description", "name"}
+_UNIT_KEYS = {"id", "kind", "path", "start", "health", "depends_on", "env", "name", "description", "calls"}
+
+
+def jsonpath_env() -> jsonpath.JSONPathEnvironment:
+    """The RFC 9535 (strict) JSONPath environment used for every expectation."""
+    return jsonpath.JSONPathEnvironment(strict=True)
+
+
+def env_var_name(unit_id: str) -> str:
+    """`todo-be` -> `TODO_BE_URL`: upper-cased, every other character turned into `_`."""
+    return re.sub(r"[^A-Z0-9]", "_", unit_id.upper()) + "_URL"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One `METHOD /path` a contract declares; `:name` segments are path parameters."""
+
+    method: str
+    path: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def matches(self, method: str, path: str) -> bool:
+        """Does a step's path (query dropped, placeholders allowed in whole segments) fit?"""
+        if method != self.method:
+            return False
+        want = [s for s in self.path.split("/")]
+        got = [s for s in path.split("?", 1)[0].split("/")]
+        if len(want) != len(got):
+            return False
+        for w, g in zip(want, got, strict=True):
+            if w.startswith(":") and len(w) > 1:
+                if not g:
+                    return False
+                continue
+            if PLACEHOLDER.search(g) or w != g:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Contract:
+    source: str  # the contract file, relative to the project
+    endpoints: tuple[Endpoint, ...]
+
+    def find(self, method: str, path: str) -> Endpoint | None:
+        for ep in self.endpoints:
+            if ep.matches(method, path):
+                return ep
+        return None
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    kind: str
+    path: str  # absolute folder the unit starts in
+    start: tuple[str, ...]
+    health: str
+    depends_on: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    contract: Contract | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "path": self.path,
+            "start": list(self.start),
+            "health": self.health,
+            "depends_on": list(self.depends_on),
+            "env": dict(self.env),
+        }
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """`<jsonpath> <op> <JSON literal>` or `<jsonpath> exists`; `.length` ends a path for a size."""
+
+    text: str
+    path: str  # the JSONPath without a trailing `.length`
+    op: str  # one of COMPARE_OPS or "exists"
+    value: Any = None
+    length: bool = False
+
+
+@dataclass(frozen=True)
+class Expect:
+    status: tuple[int, ...] = ()
+    json: tuple[tuple[str, Any], ...] = ()
+    asserts: tuple[Assertion, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.status:
+            out["status"] = self.status[0] if len(self.status) == 1 else list(self.status)
+        if self.json:
+            out["json"] = dict(self.json)
+        if self.asserts:
+            out["assert"] = [a.text for a in self.asserts]
+        return out
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a case. An HTTP step has `call`; other kinds (browser pages) may follow."""
+
+    index: int
+    unit: str
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    has_body: bool = False
+    expect: Expect = Expect()
+
+    @property
+    def call(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    involves: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Spec:
+    root: str
+    units: tuple[Unit, ...]
+    cases: tuple[Case, ...]
+
+    def unit(self, unit_id: str) -> Unit:
+        for u in self.units:
+            if u.id == unit_id:
+                return u
+        raise KeyError(unit_id)
+
+    def needed_units(self) -> tuple[Unit, ...]:
+        """The units the selected cases use, plus everything they depend on, in file order."""
+        want: set[str] = set()
+        todo = [s.unit for c in self.cases for s in c.steps] + [u for c in self.cases for u in c.involves]
+        while todo:
+            uid = todo.pop()
+            if uid in want:
+                continue
+            want.add(uid)
+            todo.extend(self.unit(uid).depends_on)
+        return tuple(u for u in self.units if u.id in want)
+
+
+class _Problems:
+    """Collects violations so that one error can name all of them."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.items.append(f"{where}: {message}")
+
+    def raise_if_any(self, what: str) -> None:
+        if not self.items:
+            return
+        if len(self.items) == 1:
+            raise SpecError(f"{what} is invalid: {self.items[0]}")
+        lines = "\n".join(f"  - {p}" for p in self.items)
+        raise SpecError(f"{what} is invalid ({len(self.items)} problems):\n{lines}")
+
+
+def _read_json(path: Path, rel: str, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{rel} not found in {path.parent}: {what}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {rel}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(
+            f"{rel} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); fix the syntax"
+        ) from None
+
+
+def _q(s: object) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _load_contract(root: Path, unit_rel: str, unit_id: str, problems: _Problems) -> Contract | None:
+    path = root / unit_rel / "contract.json"
+    rel = f"{unit_rel}/contract.json"
+    if not path.is_file():
+        return None
+    try:
+        data = _read_json(path, rel, "")
+    except SpecError as exc:
+        problems.add(f"unit {_q(unit_id)}", exc.message)
+        return None
+    http = (
+        data.get("exports", {}).get("http")
+        if isinstance(data, dict) and isinstance(data.get("exports"), dict)
+        else None
+    )
+    if http is None:
+        # A contract without HTTP exports declares nothing to check against.
+        return Contract(rel, ())
+    if not isinstance(http, dict):
+        problems.add(rel, 'field "exports.http" must be an object of "METHOD /path" keys')
+        return None
+    endpoints: list[Endpoint] = []
+    for key in http:
+        parts = str(key).split()
+        if len(parts) != 2 or parts[0].upper() not in HTTP_METHODS or not parts[1].startswith("/"):
+            problems.add(rel, f'endpoint {_q(key)} in "exports.http" must look like "GET /api/items/:id"')
+            continue
+        endpoints.append(Endpoint(parts[0].upper(), parts[1]))
+    return Contract(rel, tuple(endpoints))
+
+
+def load_units(project: str | Path) -> tuple[Unit, ...]:
+    """Read and validate `units.json` (and each unit's contract.json, where present)."""
+    root = Path(project).resolve()
+    data = _read_json(
+        root / "units.json", "units.json", "run this in a DevLoop project (the folder holding units.json)"
+    )
+    problems = _Problems()
+    raw_units = data.get("units") if isinstance(data, dict) else None
+    if not isinstance(raw_units, list) or not raw_units:
+        raise SpecError(
+            'units.json is invalid: field "units" must be a non-empty list of {id, kind, path, start, ...}'
+        )
+    seen: set[str] = set()
+    units: list[Unit] = []
+    for i, raw in enumerate(raw_units):
+        where = f"units.json units[{i}]"
+        if not isinstance(raw, dict):
+            problems.add(where, "must be an object with at least an id")
+            continue
+        uid = raw.get("id")
+        if not isinstance(uid, str) or not _UNIT_ID.match(uid):
+            problems.add(
+                where, f'field "id" must be a name of letters, digits, ".", "_" or "-" (got {_q(uid)})'
+            )
+            continue
+        where = f"units.json unit {_q(uid)}"
+        if uid in seen:
+            problems.add(where, 'field "id": the id is used twice; give each unit its own id')
+            continue
+        seen.add(uid)
+        for key in raw:
+            if key not in _UNIT_KEYS:
+                problems.add(where, f"unknown field {_q(key)} (known: {', '.join(sorted(_UNIT_KEYS))})")
+        kind = raw.get("kind", "be")
+        if kind not in UNIT_KINDS:
+            problems.add(where, f'field "kind" must be one of {", ".join(UNIT_KINDS)} (got {_q(kind)})')
+            kind = "be"
+        rel = raw.get("path", f"units/{uid}")
+        if not isinstance(rel, str) or not rel:
+            problems.add(where, 'field "path" must be a folder relative to the project')
+            rel = f"units/{uid}"
+        folder = (root / rel).resolve()
+        if not folder.is_dir():
+            problems.add(where, f'field "path": folder {_q(rel)} does not exist; create it or fix the path')
+        start = raw.get("start", list(DEFAULT_START))
+        if not isinstance(start, list) or not start or not all(isinstance(a, str) and a for a in start):
+            problems.add(
+                where,
+                'field "start" must be a non-empty argv list of strings, e.g. ["node", "code/server.js"]',
+            )
+            start = list(DEFAULT_START)
+        health = raw.get("health", DEFAULT_HEALTH)
+        if not isinstance(health, str) or not health.startswith("/"):
+            problems.add(where, f'field "health" must be a path starting with "/" (got {_q(health)})')
+            health = DEFAULT_HEALTH
+        deps = raw.get("depends_on", [])
+        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            problems.add(where, 'field "depends_on" must be a list of unit ids')
+            deps = []
+        env = raw.get("env", {})
+        env_pairs: list[tuple[str, str]] = []
+        if not isinstance(env, dict):
+            problems.add(where, 'field "env" must be an object of NAME: "value"')
+        else:
+            for k, v in env.items():
+                if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                    problems.add(where, f'field "env.{k}" must be a string (got {_q(v)})')
+                    continue
+                env_pairs.append((str(k), str(v)))
+        contract = _load_contract(root, rel if isinstance(rel, str) else f"units/{uid}", uid, problems)
+        units.append(
+            Unit(
+                id=uid,
+                kind=str(kind),
+                path=str(folder),
+                start=tuple(start),
+                health=health,
+                depends_on=tuple(deps),
+                env=tuple(env_pairs),
+                contract=contract,
+            )
+        )
+    ids = {u.id for u in units}
+    for u in units:
+        for d in u.depends_on:
+            if d not in ids:
+                problems.add(
+                    f"units.json unit {_q(u.id)}",
+                    f'field "depends_on": unknown unit {_q(d)} (units: {", ".join(sorted(ids))})',
+                )
+            elif d == u.id:
+                problems.add(
+                    f"units.json unit {_q(u.id)}", 'field "depends_on": a unit cannot depend on itself'
+                )
+    problems.raise_if_any("units.json")
+    cycle = _find_cycle(units)
+    if cycle:
+        raise SpecError(
+            f'units.json is invalid: field "depends_on" has a cycle: {" -> ".join(cycle)}; '
+            "remove one of these dependencies"
+        )
+    return tuple(units)
+
+
+def _find_cycle(units: Sequence[Unit]) -> list[str] | None:
+    graph = {u.id: u.depends_on for u in units}
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for d in graph.get(n, ()):
+            if state.get(d) == 1:
+                return [*stack[stack.index(d) :], d]
+            if d not in state:
+                found = visit(d)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in graph:
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def placeholders_in(value: Any) -> list[str]:
+    """The placeholder expressions (`step0.token`) anywhere in a JSON value, in order."""
+    found: list[str] = []
+    if isinstance(value, str):
+        found.extend(m.group(1) for m in PLACEHOLDER.finditer(value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found.extend(placeholders_in(k))
+            found.extend(placeholders_in(v))
+    elif isinstance(value, list):
+        for v in value:
+            found.extend(placeholders_in(v))
+    return found
+
+
+def _parse_assertion(text: str, env: jsonpath.JSONPathEnvironment) -> Assertion:
+    """Parse `<jsonpath> <op> <JSON literal>` / `<jsonpath> exists`; raises ValueError with the fix."""
+    s = text.strip()
+    if s.endswith(" exists") or s == "exists":
+        path = s[: -len("exists")].strip()
+        length = False
+        if path.endswith(".length"):
+            path, length = path[: -len(".length")], True
+        _compile(path, env)
+        return Assertion(text, path, "exists", None, length)
+    # Try each operator occurrence from the right: the literal is what follows, and must parse.
+    for m in reversed(list(re.finditer(r"\s(==|!=|>=|<=|>|<)\s", s))):
+        left, op, right = s[: m.start()].strip(), m.group(1), s[m.end() :].strip()
+        try:
+            value = json.loads(right)
+        except json.JSONDecodeError:
+            continue
+        length = False
+        if left.endswith(".length"):
+            left, length = left[: -len(".length")], True
+        _compile(left, env)
+        if op in (">", ">=", "<", "<=") and (
+            isinstance(value, bool) or not isinstance(value, (int, float, str))
+        ):
+            raise ValueError(f"{op} compares numbers or strings, not {_q(value)}")
+        return Assertion(text, left, op, value, length)
+    raise ValueError(
+        'must be "<jsonpath> <op> <JSON literal>" with op one of == != > >= < <= '
+        '(e.g. "$.items.length > 0", "$.title == \\"buy milk\\"") or "<jsonpath> exists"'
+    )
+
+
+def _compile(path: str, env: jsonpath.JSONPathEnvironment) -> None:
+    if not path.startswith("$"):
+        raise ValueError(f"JSONPath {_q(path)} must start with $")
+    try:
+        env.compile(path)
+    except jsonpath.JSONPathError as exc:
+        first = str(exc).splitlines()[0]
+        raise ValueError(f"JSONPath {_q(path)} is not valid RFC 9535 syntax ({first})") from None
+
+
+def _check_placeholders(value: Any, index: int, where: str, field: str, problems: _Problems) -> None:
+    for expr in placeholders_in(value):
+        m = _PLACEHOLDER_BODY.match(expr)
+        if not m:
+            problems.add(
+                where,
+                f'field "{field}": placeholder {{{{{expr}}}}} must look like {{{{stepN.key}}}} '
+                "(e.g. {{step0.token}}, {{step1.items.0.id}})",
+            )
+            continue
+        n = int(m.group(1))
+        if n >= index:
+            problems.add(
+                where,
+                f'field "{field}": placeholder {{{{{expr}}}}} refers to step {n}, not an earlier step '
+                f"(this is step {index}); placeholders can only use responses of earlier steps",
+            )
+
+
+def _parse_step(
+    raw: Any,
+    index: int,
+    case_id: str,
+    units: Mapping[str, Unit],
+    env: jsonpath.JSONPathEnvironment,
+    problems: _Problems,
+) -> Step | None:
+    where = f"integration/spec.json case {_q(case_id)}, step {index}"
+    if not isinstance(raw, dict):
+        problems.add(where, "must be an object {unit, call, headers, body, expect}")
+        return None
+    for key in raw:
+        if key not in _STEP_KEYS:
+            problems.add(where, f"unknown field {_q(key)} (known: {', '.join(sorted(_STEP_KEYS))})")
+    uid = raw.get("unit")
+    unit = units.get(uid) if isinstance(uid, str) else None
+    if unit is None:
+        problems.add(
+            where, f'field "unit": unknown unit {_q(uid)} (units.json has: {", ".join(sorted(units))})'
+        )
+    elif unit.kind != "be":
+        problems.add(
+            where, f'field "unit": unit {_q(uid)} is a {unit.kind} unit; HTTP steps ("call") go to be units'
+        )
+    call = raw.get("call")
+    method = path = ""
+    if not isinstance(call, str) or len(call.split()) != 2:
+        problems.add(where, f'field "call" must be "METHOD /path", e.g. "POST /api/todos" (got {_q(call)})')
+    else:
+        method, path = call.split()
+        method = method.upper()
+        if method not in HTTP_METHODS:
+            problems.add(
+                where, f'field "call": unknown method {_q(method)} (one of {", ".join(HTTP_METHODS)})'
+            )
+        if not path.startswith("/"):
+            problems.add(where, f'field "call": path {_q(path)} must start with "/"')
+        _check_placeholders(path, index, where, "call", problems)
+        contract = unit.contract if unit is not None else None
+        if contract is not None and method in HTTP_METHODS and contract.find(method, path) is None:
+            declared = ", ".join(ep.text for ep in contract.endpoints) or "nothing"
+            problems.add(
+                where,
+                f'field "call": unit {_q(uid)} does not declare {_q(method + " " + path)} in '
+                f"{contract.source} (declared: {declared}); add it to the contract or fix the step",
+            )
+    headers_raw = raw.get("headers", {})
+    headers: list[tuple[str, str]] = []
+    if not isinstance(headers_raw, dict):
+        problems.add(where, 'field "headers" must be an object of "Name": "value"')
+    else:
+        for k, v in headers_raw.items():
+            if not isinstance(v, str):
+                problems.add(where, f'field "headers.{k}" must be a string (got {_q(v)})')
+                continue
+            headers.append((str(k), v))
+        _check_placeholders(headers_raw, index, where, "headers", problems)
+    has_body = "body" in raw
+    body = raw.get("body")
+    _check_placeholders(body, index, where, "body", problems)
+    expect = _parse_expect(raw.get("expect", {}), where, env, problems)
+    return Step(
+        index=index,
+        unit=uid if isinstance(uid, str) else "",
+        method=method,
+        path=path,
+        headers=tuple(headers),
+        body=body,
+        has_body=has_body,
+        expect=expect,
+    )
+
+
+def _parse_expect(raw: Any, where: str, env: jsonpath.JSONPathEnvironment, problems: _Problems) -> Expect:
+    if not isinstance(raw, dict):
+        problems.add(where, 'field "expect" must be an object {status, json, assert}')
+        return Expect()
+    for key in raw:
+        if key not in _EXPECT_KEYS:
+            problems.add(where, f'unknown field "expect.{key}" (known: status, json, assert)')
+    status: tuple[int, ...] = ()
+    st = raw.get("status")
+    if st is not None:
+        codes = st if isinstance(st, list) else [st]
+        ok = bool(codes) and all(
+            isinstance(c, int) and not isinstance(c, bool) and 100 <= c <= 599 for c in codes
+        )
+        if not ok:
+            problems.add(
+                where, f'field "expect.status" must be an HTTP status code or a list of them (got {_q(st)})'
+            )
+        else:
+            status = tuple(codes)
+    pairs: list[tuple[str, Any]] = []
+    js = raw.get("json")
+    if js is not None:
+        if not isinstance(js, dict):
+            problems.add(
+                where, 'field "expect.json" must be an object mapping a JSONPath to the expected value'
+            )
+        else:
+            for p, v in js.items():
+                try:
+                    _compile(p, env)
+                except ValueError as exc:
+                    problems.add(where, f'field "expect.json": {exc}')
+                    continue
+                pairs.append((p, v))
+    asserts: list[Assertion] = []
+    ax = raw.get("assert")
+    if ax is not None:
+        if not isinstance(ax, list) or not all(isinstance(a, str) for a in ax):
+            problems.add(where, 'field "expect.assert" must be a list of strings like "$.items.length > 0"')
+        else:
+            for i, text in enumerate(ax):
+                try:
+                    asserts.append(_parse_assertion(text, env))
+                except ValueError as exc:
+                    problems.add(where, f'field "expect.assert[{i}]" {_q(text)}: {exc}')
+    return Expect(status, tuple(pairs), tuple(asserts))
+
+
+def load_spec(project: str | os.PathLike[str], cases: Sequence[str] = ()) -> Spec:
+    """Validate the whole project; return the Spec restricted to `cases` (all when empty)."""
+    root = Path(project).resolve()
+    if not root.is_dir():
+        raise SpecError(f"project folder {str(project)!r} does not exist; pass a DevLoop project folder")
+    units = load_units(root)
+    by_id = {u.id: u for u in units}
+    data = _read_json(
+        root / "integration" / "spec.json",
+        "integration/spec.json",
+        'write the integration cases there: {"cases": [{"id", "involves", "steps": [...]}]}',
+    )
+    problems = _Problems()
+    raw_cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise SpecError('integration/spec.json is invalid: field "cases" must be a non-empty list of cases')
+    env = jsonpath_env()
+    parsed: list[Case] = []
+    seen: set[str] = set()
+    for ci, raw in enumerate(raw_cases):
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw.get("id"):
+            problems.add(f"integration/spec.json cases[{ci}]", 'field "id" must be a non-empty string')
+            continue
+        cid = raw["id"]
+        where = f"integration/spec.json case {_q(cid)}"
+        if cid in seen:
+            problems.add(where, 'field "id": two cases share this id; give each case its own id')
+        seen.add(cid)
+        for key in raw:
+            if key not in _CASE_KEYS:
+                problems.add(where, f"unknown field {_q(key)} (known: {', '.join(sorted(_CASE_KEYS))})")
+        involves = raw.get("involves", [])
+        if not isinstance(involves, list) or not all(isinstance(u, str) for u in involves):
+            problems.add(where, 'field "involves" must be a list of unit ids')
+            involves = []
+        for u in involves:
+            if u not in by_id:
+                problems.add(
+                    where,
+                    f'field "involves": unknown unit {_q(u)} (units.json has: {", ".join(sorted(by_id))})',
+                )
+        steps_raw = raw.get("steps")
+        if not isinstance(steps_raw, list) or not steps_raw:
+            problems.add(where, 'field "steps" must be a non-empty list of steps')
+            continue
+        steps = [_parse_step(s, i, cid, by_id, env, problems) for i, s in enumerate(steps_raw)]
+        step_units = [s.unit for s in steps if s is not None and s.unit in by_id]
+        all_involved = tuple(dict.fromkeys([*[u for u in involves if u in by_id], *step_units]))
+        parsed.append(Case(cid, all_involved, tuple(s for s in steps if s is not None)))
+    problems.raise_if_any("integration/spec.json")
+    if cases:
+        unknown = [c for c in cases if c not in seen]
+        if unknown:
+            raise SpecError(
+                f"--case {', '.join(_q(c) for c in unknown)}: no such case in integration/spec.json "
+                f"(cases: {', '.join(c.id for c in parsed)})"
+            )
+        parsed = [c for c in parsed if c.id in set(cases)]
+    return Spec(str(root), units, tuple(parsed))
