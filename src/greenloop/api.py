@@ -121,6 +121,10 @@ def test_run(
     ws = _workspace(workspace)
     mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
     cfg = config_mod.load(ws)
+    # The sandbox policy: this call's mode > the session's latest mode event > config default.
+    from greenloop.sandbox import resolve_for
+
+    mode = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox).mode
     detection = probe(str(ws))
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from greenloop import proc
 from greenloop.config import Config
-from greenloop.env import child_env
 from greenloop.model import (
     Failure,
     ParseResult,
@@ -48,13 +47,27 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)")
 
 def _sandboxed(
     plan: Plan, sandbox_mode: str | None, workspace: str, *, base_env: Mapping[str, str] | None = None
-) -> tuple[tuple[str, ...], dict[str, str], SandboxInfo]:
-    """The seam where a run is wrapped for its sandbox mode: (argv, env, what to report).
+) -> tuple[tuple[str, ...], dict[str, str], SandboxInfo, bool]:
+    """The seam where a run is wrapped for its sandbox mode: (argv, env, what to report, shell).
 
-    Without a sandbox the plan runs as planned in the child environment of env.py.
+    greenloop.sandbox builds both: the bubblewrap argv (a verbatim command then runs as
+    `/bin/sh -c` inside it, so `shell` is False) and the child environment (an allow-list when
+    sandboxed). Raises SandboxUnavailable when the mode needs bwrap and bwrap cannot start; an
+    unknown mode is a UsageError (nothing started).
     """
-    env = child_env(os.environ if base_env is None else base_env, add=plan.env, drop=plan.drop_env)
-    return tuple(plan.argv), env, SandboxInfo(mode="full-access", enforced_by=None, workspace_root=workspace)
+    from greenloop import sandbox
+
+    policy = sandbox.resolve(workspace, explicit=sandbox_mode)
+    launch = sandbox.launch(plan, policy, base_env=os.environ if base_env is None else base_env)
+    return launch.argv, launch.env_dict, launch.info, launch.shell
+
+
+def _head(path: str, limit: int = 4096) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -247,6 +260,10 @@ def execute(
         failures = parsed.failures
         if failures:
             failures = _with_hints(failures, plan.framework, config.hint_language)
+        if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
+            from greenloop.sandbox import apply_denial_hints
+
+            failures = apply_denial_hints(failures, info, language=config.hint_language)
         return RunResult(
             run_id=run_id,
             ok=verdict.ok,
@@ -276,25 +293,39 @@ def execute(
         verdict = Verdict(False, "broken", True, f"runner not installed: {plan.unavailable}", None, ())
         return result(None, verdict, ParseResult(), SandboxInfo(mode="full-access"))
 
-    argv, env, info = _sandboxed(plan, sandbox, str(workspace), base_env=base_env)
+    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial
+
+    mode = sandbox or config.sandbox
+    try:
+        argv, env, info, shell = _sandboxed(plan, mode, str(workspace), base_env=base_env)
+    except SandboxUnavailable as exc:  # refused before anything started: a denial, not a failure
+        for path in (stdout_path, stderr_path):
+            Path(path).touch()
+        verdict = Verdict(False, "broken", True, DENIED_PREFIX + exc.message, None, ())
+        return result(None, verdict, ParseResult(), SandboxInfo(mode, None, str(workspace)))
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
     if plan.report_file:
         with contextlib.suppress(OSError):
             os.unlink(plan.report_file)  # a stale report must never pass for this run's
     raw = proc.run_to_completion(
-        argv[0] if plan.shell else argv,
+        argv[0] if shell else argv,
         cwd=plan.cwd,
         env=env,
         timeout_s=plan.timeout_ms / 1000,
         stdout_path=stdout_path,
         stderr_path=stderr_path,
-        shell=plan.shell,
+        shell=shell,
         on_line=counter.line if counter else None,
         cancel=cancel,
     )
     if raw.survivors:
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
+    denied = bwrap_denial(raw, _head(stderr_path)) if info.enforced_by else None
+    if denied is not None:  # bwrap refused before the command ran: a denial, not a test failure
+        refusal = ("the sandbox refused to start the command; no test ran",)
+        refused = Verdict(False, "broken", True, DENIED_PREFIX + denied, None, refusal)
+        return result(raw, refused, ParseResult(), info)
 
     report_ok: bool | None = None
     parsed = ParseResult()
