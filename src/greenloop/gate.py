@@ -356,7 +356,7 @@ def closure_check(
         if run.source == "hook":
             notes.append(f"run {run.run_id} was parsed from a test command the agent ran itself")
         if not run.ok:
-            failing = ", ".join(run.failing[:MAX_NAMED]) or "see the run's result"
+            failing = ", ".join(run.failing[:MAX_NAMED]) or run.reason or "see the run's result"
             notes.append(f"the last run is {run.outcome}: {failing}")
         now = fingerprint(ws) if run.fingerprint else None
         if run.fingerprint and now and now != run.fingerprint:

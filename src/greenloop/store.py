@@ -587,6 +587,6 @@ def record_result(
     try:
         with Store(workspace, clock=clock, warn=warn) as store:
             store.record_run(record)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         warn(f"could not record run {result.run_id} in the state database: {exc}")
     return record
