@@ -540,3 +540,54 @@ def test_a_client_that_goes_away_mid_run_leaves_no_process_behind(tmp_path: Path
         for pid in _marked_pids(marker):
             os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-term-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import pathlib, subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    pathlib.Path('started.flag').write_text('x')\n"
+        "    time.sleep(300)\n"
+    )
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_run", "arguments": {}}},
+    ]
+    params = _params(ws, home)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=params.env,
+        cwd=str(ws),
+    )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        proc.stdin.flush()  # stdin stays open: this is not a disconnect
+        deadline = time.monotonic() + 60
+        while not ((ws / "started.flag").exists() and _marked_pids(marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _marked_pids(marker), "the hung test never started"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        left = _marked_pids(marker)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []  # gone by the time the server exited
+    assert code == 0

@@ -23,10 +23,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -56,6 +58,7 @@ __all__ = [
     "JobOutput",
     "ProbeOutput",
     "RunOutput",
+    "Running",
     "ServerState",
     "build_server",
     "new_session_id",
@@ -270,6 +273,36 @@ class IntegrationOutput(_Out):
 # --------------------------------------------------------------------------- plumbing
 
 
+class Running:
+    """The cancellable calls in flight (their cancel and finished events), so that a shutdown
+    can stop their process trees before the server exits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
+
+    def add(self, cancel: threading.Event, finished: threading.Event) -> int:
+        with self._lock:
+            key = id(cancel)
+            self._calls[key] = (cancel, finished)
+            return key
+
+    def discard(self, key: int) -> None:
+        with self._lock:
+            self._calls.pop(key, None)
+
+    def stop_all(self, wait_s: float) -> int:
+        """Set every cancel event, then wait (up to `wait_s` in all) for the calls to end."""
+        with self._lock:
+            calls = list(self._calls.values())
+        for cancel, _ in calls:
+            cancel.set()
+        deadline = time.monotonic() + wait_s
+        for _, finished in calls:
+            finished.wait(max(0.0, deadline - time.monotonic()))
+        return len(calls)
+
+
 @dataclass(frozen=True)
 class ServerState:
     """What every tool of one server needs: where, for whom, under which config."""
@@ -277,6 +310,7 @@ class ServerState:
     workspace: Path
     session_id: str
     config: Config
+    running: Running = field(default_factory=Running)
 
     def session(self, named: str | None) -> str:
         return named if named else self.session_id
@@ -300,19 +334,31 @@ def _plain(value: Any) -> Any:
 class _Stopwatch:
     """Runs one blocking library call in a worker thread under a limit, honouring cancellation."""
 
-    def __init__(self, tool: str, limit_s: float, cancel: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        tool: str,
+        limit_s: float,
+        cancel: threading.Event | None = None,
+        running: Running | None = None,
+    ) -> None:
         self.tool = tool
         self.limit_s = limit_s
         self.cancel = cancel
+        self.running = running
 
     async def call(self, fn: Callable[[], T]) -> T:
         finished = threading.Event()
+        key = None
+        if self.cancel is not None and self.running is not None:
+            key = self.running.add(self.cancel, finished)
 
         def work() -> T:
             try:
                 return fn()
             finally:
                 finished.set()
+                if key is not None and self.running is not None:
+                    self.running.discard(key)
 
         try:
             with anyio.fail_after(self.limit_s):
@@ -508,7 +554,7 @@ def _tools(state: ServerState) -> list[Tool]:
         limit_s = (timeout_ms or state.config.default_timeout_ms) / 1000 + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
-        watch = _Stopwatch("test_run", limit_s, cancel)
+        watch = _Stopwatch("test_run", limit_s, cancel, state.running)
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.forward)
             try:
@@ -614,7 +660,7 @@ def _tools(state: ServerState) -> list[Tool]:
     ) -> IntegrationOutput:
         """Start the project's services, run the integration cases, tear everything down."""
         cancel = threading.Event()
-        result = await _Stopwatch("integration_run", INTEGRATION_TIMEOUT_S, cancel).call(
+        result = await _Stopwatch("integration_run", INTEGRATION_TIMEOUT_S, cancel, state.running).call(
             lambda: _lib("integration.run").integrate(ws, cases=case or None)
         )
         return IntegrationOutput.model_validate({**_plain(result), "session_id": state.session_id})
@@ -669,9 +715,15 @@ def build_server(
     *,
     config: Config,
     session_id: str | None = None,
+    running: Running | None = None,
 ) -> MCPServer[Any]:
-    """The MCP server for one workspace and one session. With `enabled = false`: no tools."""
-    state = ServerState(Path(workspace).resolve(), session_id or new_session_id(), config)
+    """The MCP server for one workspace and one session. With `enabled = false`: no tools.
+
+    `running` is shared with `serve_stdio` so that a signal stops the calls in flight.
+    """
+    state = ServerState(
+        Path(workspace).resolve(), session_id or new_session_id(), config, running or Running()
+    )
     tools = _tools(state) if config.enabled else []
     if config.enabled:
         instructions = (
@@ -702,25 +754,28 @@ def _version() -> str:
         return "0"
 
 
-def serve_stdio(server: MCPServer[Any]) -> None:
+def serve_stdio(server: MCPServer[Any], running: Running | None = None) -> None:
     """Serve over stdin/stdout until the client closes the connection or signals the server.
 
-    SIGTERM and SIGHUP (what a client sends when the server does not exit after stdin
-    closes) cancel the server like a client's cancellation would: every running tool stops
-    its process tree before the server exits, instead of dying with its runs orphaned.
+    On stdin's end the SDK cancels the calls in flight, and each stops its process tree. On
+    SIGTERM or SIGHUP (what a client sends when the server does not leave on its own) the
+    calls in flight are cancelled the same way and waited for, then the process exits at
+    once: the transport's reader is blocked on stdin and cannot be cancelled.
     """
-    anyio.run(_serve_until_signalled, server)
+    anyio.run(_serve_until_signalled, server, running or Running())
 
 
-async def _serve_until_signalled(server: MCPServer[Any]) -> None:
+async def _serve_until_signalled(server: MCPServer[Any], running: Running) -> None:
     async with anyio.create_task_group() as tg:
 
         async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
                 async for signum in signals:
-                    log.info("%s: stopping the running tools, then exiting", signal.Signals(signum).name)
-                    tg.cancel_scope.cancel()
-                    return
+                    name = signal.Signals(signum).name
+                    stopped = await anyio.to_thread.run_sync(running.stop_all, STOP_WAIT_S)
+                    log.warning("%s: stopped %d running call(s); exiting", name, stopped)
+                    sys.stderr.flush()
+                    os._exit(0)
 
         tg.start_soon(watch_signals)
         await server.run_stdio_async()

@@ -21,11 +21,12 @@ def serve(args: argparse.Namespace) -> int:
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
     from greenloop import session
-    from greenloop.mcp_server import build_server, new_session_id, serve_stdio
+    from greenloop.mcp_server import Running, build_server, new_session_id, serve_stdio
 
     # One connection is one session, unless the environment names the agent's session
     # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
     sid = session.resolve(None, env=os.environ, mcp_context=new_session_id())
-    server = build_server(workspace, config=cfg, session_id=sid)
-    serve_stdio(server)
+    running = Running()
+    server = build_server(workspace, config=cfg, session_id=sid, running=running)
+    serve_stdio(server, running)
     return 0
