@@ -37,6 +37,7 @@ import fcntl
 import gc
 import json
 import logging
+import operator
 import os
 import re
 import secrets
@@ -110,7 +111,8 @@ TITLE_LIMIT = 200
 INFRA_TEST_NAME = "(test run broken)"  # the test_name of a unit's infrastructure bug
 UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
-ID_PREFIX = '{"id": "'  # every line greenloop writes starts like this (id is the first key)
+ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
+_PREFIX_LEN = len(ID_PREFIX)
 
 
 # --------------------------------------------------------------------------- errors
@@ -158,6 +160,18 @@ def _choice(d: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: s
 
 def dedup_key(unit_id: str, test_name: str) -> str:
     return f"{unit_id}:{test_name}"
+
+
+_KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity", "title",
+         "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by")
+_STR_FIELDS = operator.itemgetter(
+    "id", "unit_id", "test_name", "title", "category", "detail", "created_at", "updated_at", "dedup_key"
+)
+_LIST_FIELDS = operator.itemgetter("affected_units", "fix_refs")
+_OPT_FIELDS = operator.itemgetter("run_id", "by")
+_CHOICE_FIELDS = operator.itemgetter("status", "source", "severity")
+_STR_ONLY: frozenset[type] = frozenset({str})
+_OPT_TYPES: frozenset[type] = frozenset({str, type(None)})
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,37 @@ class Bug:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Bug:
         """Read a record back; missing optional keys get defaults. Raises ValueError naming the bad key."""
+        if type(d) is dict and len(d) == len(_KEYS):  # a line as greenloop writes it: checked in bulk
+            try:
+                strs = _STR_FIELDS(d)
+                lists = _LIST_FIELDS(d)
+                opts = _OPT_FIELDS(d)
+                choices = _CHOICE_FIELDS(d)
+            except KeyError:
+                pass
+            else:
+                if (
+                    set(map(type, strs)) == _STR_ONLY
+                    and strs[0]
+                    and all(type(x) is list and set(map(type, x)) <= _STR_ONLY for x in lists)
+                    and set(map(type, opts)) <= _OPT_TYPES
+                    and choices[0] in STATUSES
+                    and choices[1] in SOURCES
+                    and choices[2] in SEVERITIES
+                ):
+                    # Every field is present and checked: fill the instance directly, skipping
+                    # the frozen __init__ (a fold builds tens of thousands of these).
+                    fields = dict(d)
+                    fields["affected_units"] = tuple(lists[0])
+                    fields["fix_refs"] = tuple(lists[1])
+                    bug = object.__new__(cls)
+                    object.__setattr__(bug, "__dict__", fields)
+                    return bug
+        return cls._read(d)
+
+    @classmethod
+    def _read(cls, d: Mapping[str, Any]) -> Bug:
+        """The careful reader: any key may be missing; every value is checked and named."""
         if not isinstance(d, Mapping):
             raise ValueError("the line is not a JSON object")
         bug_id = d.get("id")
@@ -319,7 +364,7 @@ def _bounded(text: str, limit: int) -> str:
 
 
 _FIVE_XX = re.compile(r"(?<![0-9])5[0-9]{2}(?![0-9])")
-_SECURITY = re.compile(r"secur|auth(?!or)", re.IGNORECASE)
+_SECURITY = re.compile(r"secur|auth(?!or(?!i[sz]))", re.IGNORECASE)  # not "author", yes "authorize"
 
 
 def guess_severity(test_name: str, got: object = None) -> Severity:
@@ -354,6 +399,33 @@ def _choices(value: str | Sequence[str] | None, name: str, allowed: tuple[str, .
 
 
 # --------------------------------------------------------------------------- the log
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _loads(raw: bytes) -> Any:
+    """json.loads for one line, minus its wrappers on the common path (a clean line)."""
+    try:
+        text = raw.decode("utf-8")
+        obj, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(raw)  # raises the precise error
+    if end != len(text) and text[end:].strip():
+        return json.loads(raw)
+    return obj
+
+
+def _read_range(fd: int, start: int, end: int) -> bytes:
+    chunks = []
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(end - pos, 1 << 26), pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class BugLog:
@@ -399,78 +471,85 @@ class BugLog:
         if bug.status in ACTIVE:
             self._active[bug.dedup_key] = bug.id
 
-    def _parse(self, lineno: int, text: str, expect_id: str | None = None) -> Bug | None:
+    def _parse(self, lineno: int, raw: bytes, expect_id: bytes | None = None) -> Bug | None:
         try:
-            bug = Bug.from_json(json.loads(text))
+            bug = Bug.from_json(_loads(raw))
+        except UnicodeDecodeError:
+            self._warn(lineno, "not valid UTF-8")
+            return None
         except json.JSONDecodeError:
-            why = ("incomplete (no closing brace: a torn write?)" if not text.rstrip().endswith("}")
-                   else "not valid JSON")
+            torn = raw.lstrip().startswith(b"{") and not raw.rstrip().endswith(b"}")
+            why = "incomplete (no closing brace: a torn write?)" if torn else "not valid JSON"
             self._warn(lineno, why)
             return None
         except ValueError as exc:  # a JSON value that is not a bug record
             self._warn(lineno, f"not a bug record ({exc})")
             return None
-        if expect_id is not None and bug.id != expect_id:
-            self._warn(lineno, f"its id prefix {expect_id!r} disagrees with its id {bug.id!r}")
+        if expect_id is not None and bug.id.encode() != expect_id:
+            self._warn(lineno, f"its id prefix {expect_id.decode(errors='replace')!r} disagrees "
+                               f"with its id {bug.id!r}")
             return None
         return bug
 
     @staticmethod
-    def _prefix_id(text: str) -> str | None:
-        if not text.startswith(ID_PREFIX):
+    def _prefix_id(raw: bytes) -> bytes | None:
+        """The id of a line as greenloop writes it, read from its prefix (None: parse it)."""
+        if not raw.startswith(ID_PREFIX):
             return None
-        end = text.find('"', len(ID_PREFIX))
-        if end < 0:
-            return None
-        bug_id = text[len(ID_PREFIX) : end]
-        return None if (not bug_id or "\\" in bug_id) else bug_id
+        end = raw.find(b'"', _PREFIX_LEN)
+        key = raw[_PREFIX_LEN:end]
+        return None if (end < 0 or not key or b"\\" in key) else key
 
-    def _lines_of(self, data: bytes, first_lineno: int, partial: bool) -> Iterator[tuple[int, str]]:
-        """(line number, text) of each non-blank line in `data`, which starts after `first_lineno`."""
-        parts = data.decode("utf-8", errors="replace").split("\n")
-        lineno = first_lineno
-        if partial:  # the first part continues a line that had no newline
-            cont = parts.pop(0)
-            if cont.strip():
-                self._warn(lineno, "text appended to a line that had no newline")
-        for text in parts:
-            lineno += 1
-            if text.strip():
-                yield lineno, text
+    def _split(self, data: bytes, start: int, partial: bool) -> tuple[list[bytes], int]:
+        """The lines of `data` and the line number of the first one. With `partial`, the first
+        part ends a line that had no newline; it is blanked (and reported if not empty)."""
+        parts = data.split(b"\n")
+        if partial:
+            if parts[0].strip():
+                self._warn(start, "text appended to a line that had no newline")
+            parts[0] = b""
+            return parts, start
+        return parts, start + 1
 
     def _ingest(self, data: bytes) -> None:
         """Fold new bytes (which follow everything read so far) into the current states."""
         if not data:
             return
         ends_clean = data.endswith(b"\n")
-        body = data[:-1] if ends_clean else data
-        start = self._lines
-        # Pass 1: each id's last line in this chunk; parse only lines without our prefix.
-        last: dict[str, tuple[int, str | Bug]] = {}
-        seen: list[tuple[int, str, str | Bug]] = []
-        for lineno, text in self._lines_of(body, start, self._partial):
-            bug_id = self._prefix_id(text)
-            got: str | Bug = text
-            if bug_id is None:
-                parsed = self._parse(lineno, text)
-                if parsed is None:
-                    continue
-                got, bug_id = parsed, parsed.id
-            last[bug_id] = (lineno, got)
-            seen.append((lineno, bug_id, got))
-        self._lines = start + body.count(b"\n") + (0 if self._partial else 1)
+        parts, first = self._split(data[:-1] if ends_clean else data, self._lines, self._partial)
+        # Pass 1: each id's last line in this chunk. A line greenloop wrote gives its id from
+        # its prefix and is parsed only if it is the last; any other line is parsed now.
+        last: dict[bytes, int | Bug] = {}
+        prefix_id = self._prefix_id
+        n = _PREFIX_LEN
+        for idx, raw in enumerate(parts):
+            if raw.startswith(ID_PREFIX):  # _prefix_id, inlined: this loop runs once a line
+                end = raw.find(b'"', n)
+                if end > n:
+                    key = raw[n:end]
+                    if b"\\" not in key:
+                        last[key] = idx
+                        continue
+            if raw.strip():
+                bug = self._parse(first + idx, raw)
+                if bug is not None:
+                    last[bug.id.encode()] = bug
+        self._lines = first + len(parts) - 1
         self._partial = not ends_clean
         # Pass 2: parse each id's last line; if it is bad, fall back to an earlier one.
-        for bug_id, (lineno, got) in last.items():
-            bug = got if isinstance(got, Bug) else self._parse(lineno, got, bug_id)
-            if bug is None:
-                for earlier, other, item in reversed(seen):
-                    if other == bug_id and earlier < lineno:
-                        bug = item if isinstance(item, Bug) else self._parse(earlier, item, bug_id)
-                        if bug is not None:
-                            break
-            if bug is not None:
-                self._apply(bug)
+        for key, got in last.items():
+            if isinstance(got, Bug):
+                self._apply(got)
+                continue
+            idx = got
+            while idx >= 0:
+                found = self._parse(first + idx, parts[idx], key)
+                if found is not None:
+                    self._apply(found)
+                    break
+                idx -= 1
+                while idx >= 0 and prefix_id(parts[idx]) != key:
+                    idx -= 1
 
     def _catch_up(self, fd: int) -> None:
         st = os.fstat(fd)
@@ -480,22 +559,15 @@ class BugLog:
             self._ident = ident
         if st.st_size == self._offset:
             return
-        chunks = []
-        pos = self._offset
-        while pos < st.st_size:
-            chunk = os.pread(fd, min(st.st_size - pos, 1 << 24), pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
+        data = _read_range(fd, self._offset, st.st_size)
         gc_was = gc.isenabled()
         gc.disable()  # folding creates many small objects and no cycles; the collector only slows it
         try:
-            self._ingest(b"".join(chunks))
+            self._ingest(data)
         finally:
             if gc_was:
                 gc.enable()
-        self._offset = pos
+        self._offset += len(data)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int | None]:
@@ -559,17 +631,18 @@ class BugLog:
         with self._reading() as fd:
             current = self._require(bug_id)
             assert fd is not None
-            data = os.pread(fd, self._offset, 0)
+            data = _read_range(fd, 0, self._offset)
+        key = bug_id.encode()
+        quoted = json.dumps(bug_id).encode()
         entries: list[HistoryEntry] = []
-        for lineno, text in self._lines_of(data, 0, False):
-            pid = self._prefix_id(text)
-            if pid is not None and pid != bug_id:
+        parts, first = self._split(data, 0, False)
+        for idx, raw in enumerate(parts):
+            pid = self._prefix_id(raw)
+            if pid != key and (pid is not None or quoted not in raw):
                 continue
-            if pid is None and f'"{bug_id}"' not in text:
-                continue
-            bug = self._parse(lineno, text, pid)
+            bug = self._parse(first + idx, raw, pid)
             if bug is not None and bug.id == bug_id:
-                entries.append(HistoryEntry(lineno, bug))
+                entries.append(HistoryEntry(first + idx, bug))
         return BugHistory(current, tuple(entries), str(self.path), self.warnings)
 
     # -- writing ---------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""`greenloop bugs list` on a 100,000-line bug log, as a fresh process (target: under 0.5 s).
+
+Builds a log the way greenloop writes one (bugs opened by runs, most of them moved on
+through fixing, fixed and verified; stack traces in `detail`), then times, in the same run,
+a bare `python -c pass` and the list commands, each as a new process, and prints the
+medians side by side. Usage: python bench/bugs_list.py [--lines N] [--repeat K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STATUSES = ("open", "fixing", "fixed", "verified")
+
+
+def build_log(path: Path, lines: int, seed: int = 7) -> int:
+    """Write `lines` records; return how many bugs they describe."""
+    rnd = random.Random(seed)
+    units = [f"unit-{i:02d}" for i in range(12)]
+    out = []
+    n = 0
+    while len(out) < lines:
+        n += 1
+        unit = rnd.choice(units)
+        test = f"POST /api/things/{n} rejects a bad payload with 400"
+        stamp = f"2026-11-{1 + n % 28:02d}T{n % 24:02d}:{n % 60:02d}:00Z"
+        rec = {
+            "id": f"bug-202611{1 + n % 28:02d}-{n % 24:02d}{n % 60:02d}-{n & 0xFFFF:04x}{n >> 16:x}",
+            "source": rnd.choice(("unit_test", "unit_test", "unit_test", "integration_test")),
+            "unit_id": unit, "run_id": f"run-20261101-120000-{n:06x}", "test_name": test,
+            "dedup_key": f"{unit}:{test}", "category": "unknown",
+            "severity": rnd.choice(("medium", "medium", "high", "critical")),
+            "title": f"{test}: expected 400, got 500",
+            "detail": "AssertionError: expected 500 to be 400 // Object.is equality\n"
+                      + "".join(f"    at frame{k} (tests/things.spec.ts:{k * 7}:13)\n" for k in range(5)),
+            "affected_units": [unit], "status": "open", "fix_refs": [],
+            "created_at": stamp, "updated_at": stamp, "by": "greenloop run",
+        }
+        for status in STATUSES[: rnd.choice((1, 2, 3, 4, 4, 4))]:
+            rec = {**rec, "status": status}
+            if status != "open":
+                rec["fix_refs"] = [*rec["fix_refs"], f"run-{status}-{n}"]
+            out.append(json.dumps(rec, ensure_ascii=False))
+    path.write_text("\n".join(out[:lines]) + "\n", encoding="utf-8")
+    return n
+
+
+def timed(argv: list[str], repeat: int) -> tuple[float, int]:
+    times = []
+    size = 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+        times.append(time.perf_counter() - t0)
+        size = len(done.stdout)
+    return statistics.median(times), size
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    opts = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="greenloop-bench-") as tmp:
+        log = Path(tmp) / "bugs.ndjson"
+        bugs = build_log(log, opts.lines)
+        print(f"log: {opts.lines} lines, {bugs} bugs, {log.stat().st_size / 1e6:.1f} MB")
+        gl = [sys.executable, "-m", "greenloop", "bugs", "list", "--project", tmp]
+        cases = [
+            ("python -c pass", [sys.executable, "-c", "pass"]),
+            ("python -m greenloop --version", [sys.executable, "-m", "greenloop", "--version"]),
+            ("greenloop bugs list", gl),
+            ("greenloop bugs list --status open", [*gl, "--status", "open"]),
+            ("greenloop bugs list --json", [*gl, "--json"]),
+        ]
+        base = None
+        for name, argv in cases:
+            t, size = timed(argv, opts.repeat)
+            base = base or t
+            print(f"{name:<36} {t * 1000:8.1f} ms  ({t / base:5.1f}x python -c pass, {size / 1e6:.1f} MB out)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
