@@ -23,7 +23,6 @@ __all__ = [
     "LineParser",
     "bounded_join",
     "dedupe",
-    "summary_of",
     "diff_sides",
     "expected_got",
     "first_user_frame",
@@ -31,6 +30,7 @@ __all__ = [
     "relativize",
     "run_parser",
     "strip_ansi",
+    "summary_of",
     "trim_stack",
 ]
 
@@ -62,7 +62,8 @@ _FOREIGN = (
     "node:process",
     "(internal/",
     " internal/",
-    "<anonymous>",
+    "(<anonymous>)",
+    "Promise.all (index",
     "site-packages",
     "dist-packages",
     "/_pytest/",
@@ -189,7 +190,8 @@ def expected_got(body: list[str]) -> tuple[str | None, str | None]:
         if m and got is None:
             got = m.group(1).strip()
             continue
-        if line.startswith("- Expected") and i + 1 < len(body) and body[i + 1].strip().startswith("+ Received"):
+        nxt = body[i + 1].strip() if i + 1 < len(body) else ""
+        if line.startswith("- Expected") and nxt.startswith("+ Received"):
             # The diff starts after a blank line following the legend.
             j = i + 2
             while j < len(body) and body[j].strip() == "":

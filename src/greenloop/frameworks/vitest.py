@@ -93,15 +93,15 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
             if s:
                 msg_lines.append(s)
     exp, got = expected_got(body)
-    file, line = d.file, d.line
+    file, lineno = d.file, d.line
     ufile, uline = first_user_frame("\n".join(stack_lines))
     if uline is not None:
-        file, line = ufile, uline
+        file, lineno = ufile, uline
     stack = trim_stack("\n".join(stack_lines), root)
     return Failure(
         test=d.test,
         file=relativize(file, root) if file else None,
-        line=line,
+        line=lineno,
         message=bounded_join(msg_lines[:20]),
         expected=exp,
         got=got,
@@ -146,7 +146,8 @@ class TextParser:
             return
         self.names.add(key)
         if f.kind == "load":
-            self.load_errors.append(f"{f.file}: {f.message.splitlines()[0] if f.message else 'failed to load'}")
+            first = f.message.splitlines()[0] if f.message else "failed to load"
+            self.load_errors.append(f"{f.file}: {first}")
         if len(self.failures) >= MAX_DETAILED_FAILURES:
             f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
         self.failures.append(f)

@@ -1,0 +1,70 @@
+"""One module per test runner, listed in one plain dict (no registration magic).
+
+The entry points other modules call:
+
+- `parse_text(framework, lines)`: streaming, total parse of a runner's human output;
+- `parse_report(report_format, path)`: the machine report greenloop plans
+  ("vitest-json", "jest-json", "junit");
+- `progress_event(framework, line)`: "pass" / "fail" / "skip" for one finished-test line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from greenloop.frameworks import jest, junit, node_test, npm_test, pytest, vitest
+from greenloop.frameworks.common import Event
+from greenloop.model import ParseResult
+
+__all__ = ["MODULES", "REPORT_FORMATS", "parse_report", "parse_text", "progress_event"]
+
+MODULES: dict[str, ModuleType] = {
+    "vitest": vitest,
+    "jest": jest,
+    "npm-test": npm_test,
+    "pytest": pytest,
+    "node:test": node_test,
+}
+
+REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit")
+
+
+def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
+    """Parse a runner's text output, one line at a time. Never raises.
+
+    `root` (optional) shortens absolute paths under it to workspace-relative ones.
+    """
+    mod = MODULES.get(framework)
+    if mod is None:
+        return ParseResult(notes=(f"unknown framework {framework!r}; known: {', '.join(MODULES)}",))
+    result: ParseResult = mod.parse_text(lines, root=root)
+    return result
+
+
+def parse_report(report_format: str, path: str, root: str | None = None) -> ParseResult:
+    """Parse a runner's machine report. Missing or invalid: recognized=False with a note."""
+    try:
+        if report_format == "vitest-json":
+            return vitest.parse_report(path, root)
+        if report_format == "jest-json":
+            return jest.parse_report(path, root)
+        if report_format == "junit":
+            return junit.parse_junit(path, root)
+    except Exception as exc:  # totality: a report never crashes the caller
+        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
+    known = ", ".join(REPORT_FORMATS)
+    return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
+
+
+def progress_event(framework: str, line: str) -> Event | None:
+    """The event of one finished-test line of the runner's default reporter, else None."""
+    mod = MODULES.get(framework)
+    if mod is None:
+        return None
+    try:
+        ev: Event | None = mod.progress_event(line)
+        return ev
+    except Exception:
+        return None

@@ -1,0 +1,312 @@
+"""jest 30: the default and verbose reporters (with and without colour, `--ci`), and the JSON
+report (`--json --outputFile=…`).
+
+Counting (issue 2): `Tests:       8 failed, 1 skipped, 1 todo, 3 passed, 13 total` gives the
+test counts (todo counts as skipped). A file that cannot run ("● Test suite failed to run") is
+left out of that line by jest; each is added as one failure named after the file. When a
+beforeAll throws, jest itself fails every test of that describe and counts each, so the
+count stays the runner's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from greenloop.frameworks.common import (
+    MAX_DETAILED_FAILURES,
+    Event,
+    FailureDraft,
+    bounded_join,
+    dedupe,
+    expected_got,
+    first_user_frame,
+    relativize,
+    run_parser,
+    strip_ansi,
+    trim_stack,
+)
+from greenloop.frameworks.vitest import _load_json
+from greenloop.model import Failure, ParseResult, Summary
+
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
+
+_FILE = re.compile(r"^\s*(PASS|FAIL)\s+(\S.*?)(?:\s+\([\d.]+ m?s\))?\s*$")
+_BLOCK = re.compile(r"^  ● (.+?)\s*$")
+_TESTS = re.compile(r"^Tests:\s+(.+?)\s*$")
+_SUITES = re.compile(r"^Test Suites:\s+(.+?)\s*$")
+_TIME = re.compile(r"^Time:\s+([\d.]+)\s*(ms|s|m)\b")
+_PART = re.compile(r"(\d+) (failed|passed|skipped|todo|pending|total)")
+_TREE = re.compile(r"^\s+([✓✕○✎√×])\s+(.+?)\s*$")
+_CODE = re.compile(r"^\s*>?\s*\d+ \|")
+_LOAD_HEADER = "Test suite failed to run"
+
+
+def _finish(d: FailureDraft, root: str | None) -> Failure:
+    # Jest indents a block's body by four spaces.
+    body = [b[4:] if b.startswith("    ") else b.strip() for b in d.body]
+    msg: list[str] = []
+    stack: list[str] = []
+    extra: list[str] = []
+    state = "msg"
+    for line in body:
+        s = line.strip()
+        if s.startswith("at "):
+            stack.append(s)
+            state = "stack"
+            continue
+        if state == "msg":
+            if (s == "" and msg) or _CODE.match(line) or s.startswith(("Expected:", "- Expected")):
+                state = "rest"
+                continue
+            if s:
+                msg.append(s)
+        elif re.match(r"^(SyntaxError|TypeError|ReferenceError|Error)\b.*:", s) and len(extra) < 3:
+            extra.append(s)
+    if d.kind == "load":
+        msg.extend(e for e in extra if e not in msg)
+    exp, got = expected_got(body)
+    file: str | None = d.file
+    lineno: int | None = None
+    ufile, uline = first_user_frame("\n".join(stack))
+    if uline is not None:
+        file, lineno = ufile, uline
+    return Failure(
+        test=d.test,
+        file=relativize(file, root) if file else None,
+        line=lineno,
+        message=bounded_join(msg[:20]),
+        expected=exp,
+        got=got,
+        stack=trim_stack("\n".join(stack), root),
+        kind=d.kind,
+    )
+
+
+@dataclass
+class TextParser:
+    root: str | None = None
+    file: str | None = None
+    draft: FailureDraft | None = None
+    console: bool = False
+    failures: list[Failure] = field(default_factory=list)
+    names: set[tuple[str, str, str]] = field(default_factory=set)
+    tests_line: dict[str, int] | None = None
+    duration_ms: int | None = None
+    tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
+    load_errors: list[str] = field(default_factory=list)
+    suites_failed_to_run: int = 0
+
+    def _close(self) -> None:
+        if self.draft is not None:
+            f = _finish(self.draft, self.root)
+            key = (f.test, f.kind, f.file or "" if f.kind == "load" else "")
+            if key not in self.names:
+                self.names.add(key)
+                if f.kind == "load":
+                    self.load_errors.append(f"{f.test}: {f.message.splitlines()[0] if f.message else ''}")
+                if len(self.failures) >= MAX_DETAILED_FAILURES:
+                    f = Failure(test=f.test, file=f.file, kind=f.kind, message=f.message[:200])
+                self.failures.append(f)
+        self.draft = None
+
+    def feed(self, raw: str) -> None:
+        line = strip_ansi(raw)
+        m = _FILE.match(line)
+        if m and ("/" in m.group(2) or "." in m.group(2)):
+            self._close()
+            self.console = False
+            self.file = m.group(2)[2:] if m.group(2).startswith("./") else m.group(2)
+            return
+        m = _BLOCK.match(line)
+        if m:
+            self._close()
+            title = m.group(1)
+            if title == "Console":
+                self.console = True
+                return
+            self.console = False
+            if title == _LOAD_HEADER:
+                name = self.file or "(unknown test file)"
+                self.draft = FailureDraft(test=name, file=self.file, kind="load")
+            else:
+                self.draft = FailureDraft(test=title, file=self.file)
+            return
+        if line.startswith("Tests:") or line.startswith("Test Suites:") or line.startswith("Time:") \
+                or line.startswith("Summary of all failing tests"):
+            self._close()
+            self.console = False
+            self._summary(line)
+            return
+        if self.draft is not None:
+            self.draft.add(line)
+            return
+        if self.console:
+            return
+        t = _TREE.match(line)
+        if t:
+            sym = t.group(1)
+            self.tree["pass" if sym in "✓√" else "fail" if sym in "✕×" else "skip"] += 1
+
+    def _summary(self, line: str) -> None:
+        m = _TESTS.match(line)
+        if m:
+            counts: dict[str, int] = {}
+            for n, what in _PART.findall(m.group(1)):
+                counts[what] = int(n)
+            self.tests_line = counts
+            return
+        m = _TIME.match(line)
+        if m:
+            self.duration_ms = int(float(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000}[m.group(2)])
+
+    def finish(self) -> ParseResult:
+        self._close()
+        loads = sum(1 for f in self.failures if f.kind == "load")
+        notes: list[str] = []
+        if self.tests_line is not None:
+            c = self.tests_line
+            failed = c.get("failed", 0) + loads
+            passed = c.get("passed", 0)
+            skipped = c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0)
+            recognized = True
+        else:
+            failed = max(self.tree["fail"], sum(1 for f in self.failures if f.kind != "load")) + loads
+            passed, skipped = self.tree["pass"], self.tree["skip"]
+            recognized = False
+            if failed or passed or skipped:
+                notes.append("jest's closing 'Tests:' line was not found; counts come from the lines seen")
+            else:
+                notes.append("no jest output was recognised (no 'Tests:' summary, no test lines)")
+        return ParseResult(
+            summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+            failures=dedupe(self.failures),
+            notes=tuple(notes),
+            recognized=recognized,
+            duration_ms=self.duration_ms,
+            load_error="; ".join(self.load_errors[:5]) if self.load_errors else None,
+        )
+
+
+def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    return run_parser(lambda: TextParser(root=root), lines, "jest")
+
+
+def progress_event(line: str) -> Event | None:
+    if not line or not any(c in line for c in "✓✕○✎"):
+        return None
+    m = _TREE.match(strip_ansi(line))
+    if not m:
+        return None
+    sym = m.group(1)
+    return "pass" if sym in "✓√" else "fail" if sym in "✕×" else "skip"
+
+
+def _render(v: Any) -> str:
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    try:
+        return json.dumps(v, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def parse_report(path: str, root: str | None = None) -> ParseResult:
+    """Parse jest's `--json` report. Missing or invalid gives recognized=False and a note."""
+    data, problem = _load_json(path)
+    if data is None:
+        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
+    try:
+        return _parse_data(data, root)
+    except Exception as exc:
+        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
+
+
+def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
+    failures: list[Failure] = []
+    passed = failed = skipped = 0
+    load_errors: list[str] = []
+    end: float | None = None
+    for r in data["testResults"]:
+        if not isinstance(r, dict):
+            continue
+        file = str(r.get("name") or "")
+        rel = relativize(file, root) if root else file
+        if isinstance(r.get("endTime"), int | float):
+            end = max(end or 0.0, float(r["endTime"]))
+        assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
+        for a in assertions:
+            st = a.get("status")
+            if st == "passed":
+                passed += 1
+            elif st == "failed":
+                failed += 1
+                failures.append(_assertion_failure(a, file, root))
+            else:
+                skipped += 1
+        if r.get("status") == "failed" and not assertions:
+            failed += 1
+            text = strip_ansi(str(r.get("message") or r.get("failureMessage") or ""))
+            lines = [ln[4:] if ln.startswith("    ") else ln.strip() for ln in text.splitlines()]
+            lines = [ln for ln in lines if ln.strip() and _LOAD_HEADER not in ln]
+            msg: list[str] = []
+            for ln in lines:
+                if _CODE.match(ln) or ln.strip().startswith("at "):
+                    break
+                msg.append(ln.strip())
+            syntax = [ln.strip() for ln in lines if ln.strip().startswith("SyntaxError")][:2]
+            msg = msg[:1] + [s for s in syntax if s not in msg[:1]]
+            load_errors.append(f"{rel}: {msg[0] if msg else 'failed to run'}")
+            failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
+                                    stack=trim_stack(text, root)))
+    start = data.get("startTime")
+    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
+    return ParseResult(
+        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        failures=tuple(failures),
+        recognized=True,
+        duration_ms=max(duration, 0) if duration is not None else None,
+        load_error="; ".join(load_errors[:5]) if load_errors else None,
+    )
+
+
+def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:
+    name = " › ".join([*(str(x) for x in a.get("ancestorTitles") or ()), str(a.get("title") or "")])
+    text = strip_ansi(str((a.get("failureMessages") or [""])[0]))
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines) and not lines[i].lstrip().startswith("at "):
+        i += 1
+    message_lines = lines[:i]
+    stack = "\n".join(lines[i:])
+    exp, got = None, None
+    details = a.get("failureDetails") or []
+    mr = details[0].get("matcherResult") if details and isinstance(details[0], dict) else None
+    if isinstance(mr, dict) and ("expected" in mr or "actual" in mr):
+        exp, got = _render(mr.get("expected")), _render(mr.get("actual"))
+    else:
+        exp, got = expected_got(message_lines)
+    first = [ln.strip() for ln in message_lines if ln.strip()]
+    if first and first[0].startswith("Error: expect("):
+        first[0] = first[0][len("Error: "):]
+    msg: list[str] = []
+    for ln in first:
+        if ln.startswith("Expected") or ln.startswith("- Expected"):
+            break
+        msg.append(ln)
+    kind: Literal["test", "hook"] = "hook" if "_callCircusHook" in stack else "test"
+    ufile, uline = first_user_frame(stack)
+    loc = a.get("location") if isinstance(a.get("location"), dict) else None
+    line = int(loc["line"]) if loc and isinstance(loc.get("line"), int) else uline
+    return Failure(
+        test=name,
+        file=relativize(ufile or file, root),
+        line=line,
+        message=bounded_join(msg[:20]),
+        expected=exp,
+        got=got,
+        stack=trim_stack(stack, root),
+        kind=kind,
+    )

@@ -1,0 +1,214 @@
+"""JUnit XML reports: pytest's `--junitxml` and node:test's junit reporter (Node 20).
+
+Read with iterparse so a large report stays in bounded memory. Two dialects:
+
+- pytest: `<testsuite name="pytest" tests= failures= errors= skipped=>` carries the same
+  counts as pytest's closing line; each `<testcase classname="pkg.test_mod.TestClass"
+  name="test_x[id]">` becomes the node id `pkg/test_mod.py::TestClass::test_x[id]`.
+- node:test: nested `<testsuite>` for describes and tests with subtests, `<testcase>` for
+  leaves. Leaves are counted (a parent whose subtests failed is not a second failure); a
+  leaf cancelled by its parent counts as skipped; a suite whose every test was cancelled
+  had a failing before-hook and counts as one failure named after it; a top-level case
+  named after a file that failed outside any test is a load failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import xml.etree.ElementTree as ET
+from typing import Literal
+
+from greenloop.frameworks.common import (
+    MAX_DETAILED_FAILURES,
+    bounded_join,
+    expected_got,
+    first_user_frame,
+    relativize,
+    strip_ansi,
+    trim_stack,
+)
+from greenloop.model import Failure, ParseResult, Summary
+
+__all__ = ["parse_junit"]
+
+_TEST_FILE = re.compile(r"\.(?:[cm]?[jt]s|tsx|jsx)$")
+_ACTUAL = re.compile(r"^\s*actual: (.*?),?$")
+_EXPECTED = re.compile(r"^\s*expected: (.*?),?$")
+
+
+def _pytest_nodeid(classname: str, name: str) -> tuple[str, str]:
+    parts = [p for p in classname.split(".") if p]
+    mod: list[str] = []
+    cls: list[str] = []
+    for p in parts:
+        (cls if cls or p[:1].isupper() else mod).append(p)
+    if not mod:
+        # collection errors: classname="" and name is the dotted module path
+        path = name.replace(".", "/") + ".py"
+        return path, path
+    path = "/".join(mod) + ".py"
+    return "::".join([path, *cls, name]), path
+
+
+def _node_expected_got(text: str) -> tuple[str | None, str | None]:
+    exp = got = None
+    for line in text.splitlines():
+        if got is None and (m := _ACTUAL.match(line)):
+            got = m.group(1)
+        elif exp is None and (m := _EXPECTED.match(line)):
+            exp = m.group(1)
+    return exp, got
+
+
+def parse_junit(path: str, root: str | None = None) -> ParseResult:
+    try:
+        return _parse(path, root)
+    except FileNotFoundError:
+        return ParseResult(notes=(f"report {path} is missing: the runner never wrote it "
+                                  "(it crashed or was killed)",))
+    except (ET.ParseError, OSError, ValueError) as exc:
+        return ParseResult(notes=(f"report {path} is not valid JUnit XML ({type(exc).__name__}: {exc})",))
+
+
+def _parse(path: str, root: str | None) -> ParseResult:
+    failures: list[Failure] = []
+    passed = failed = skipped = 0
+    suites: list[dict[str, object]] = []  # open <testsuite> stack: name, counts
+    pytest_totals: dict[str, int] | None = None
+    dialect: Literal["pytest", "node", "generic"] | None = None
+    load_errors: list[str] = []
+    duration = 0.0
+    saw_root = False
+    for event, el in ET.iterparse(path, events=("start", "end")):
+        tag = el.tag
+        if event == "start":
+            if tag in ("testsuites", "testsuite"):
+                saw_root = True
+            if tag == "testsuite":
+                if dialect is None and el.get("name") == "pytest":
+                    dialect = "pytest"
+                suites.append({"name": el.get("name") or "", "cases": 0, "cancelled": 0})
+            continue
+        if tag == "testcase":
+            classname = el.get("classname") or ""
+            name = el.get("name") or ""
+            if dialect is None:
+                dialect = "node" if classname == "test" else "generic"
+            with contextlib.suppress(ValueError):
+                duration += float(el.get("time") or 0)
+            bad = [c for c in el if c.tag in ("failure", "error")]
+            skip = next((c for c in el if c.tag == "skipped"), None)
+            names = [str(s["name"]) for s in suites if s["name"] and s["name"] != "pytest"]
+            if suites:
+                suites[-1]["cases"] = int(str(suites[-1]["cases"])) + 1
+            if dialect == "pytest":
+                test, file = _pytest_nodeid(classname, name)
+            else:
+                test, file = " > ".join([*names, name]), None
+            if bad:
+                c = bad[0]
+                ftype = c.get("type") or ""
+                message = strip_ansi(c.get("message") or "")
+                text = strip_ansi(c.text or "")
+                if dialect == "node" and ftype == "cancelledByParent":
+                    skipped += 1
+                    if suites:
+                        suites[-1]["cancelled"] = int(str(suites[-1]["cancelled"])) + 1
+                    el.clear()
+                    continue
+                failed += 1
+                kind: Literal["test", "load", "hook"] = "test"
+                if dialect == "pytest":
+                    if message == "collection failure":
+                        kind = "load"
+                    elif message.startswith("failed on setup") or message.startswith("failed on teardown"):
+                        kind = "hook"
+                elif dialect == "node":
+                    if not names and _TEST_FILE.search(name) and message == "test failed":
+                        kind = "load"
+                        test = relativize(name, root) if root else name
+                        file = test
+                    elif ftype == "hookFailed":
+                        kind = "hook"
+                f = _failure(test, file, kind, message, text, dialect, root)
+                if kind == "load":
+                    last = f.message.splitlines()[-1] if f.message else "failed to load"
+                    load_errors.append(f"{test}: {last}")
+                if len(failures) >= MAX_DETAILED_FAILURES:
+                    f = Failure(test=f.test, file=f.file, kind=f.kind, message=f.message[:200])
+                failures.append(f)
+            elif skip is not None:
+                skipped += 1
+            else:
+                passed += 1
+            el.clear()
+        elif tag == "testsuite":
+            s = suites.pop() if suites else {"name": "", "cases": 0, "cancelled": 0}
+            if dialect == "pytest" and el.get("tests") is not None:
+                tot = pytest_totals or {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+                for k in tot:
+                    tot[k] += int(el.get(k) or 0)
+                pytest_totals = tot
+            cases, cancelled = int(str(s["cases"])), int(str(s["cancelled"]))
+            if dialect == "node" and cases > 0 and cases == cancelled:
+                # every test cancelled by its parent: a before hook of this suite failed
+                failed += 1
+                path_names = [str(x["name"]) for x in suites if x["name"]] + [str(s["name"])]
+                failures.append(Failure(
+                    test=" > ".join(path_names), kind="hook",
+                    message="a before/after hook of this suite failed, so every test in it was cancelled "
+                    "(the junit report carries no detail; the text output has it)",
+                ))
+            el.clear()
+    if not saw_root:
+        return ParseResult(notes=(f"report {path} has no <testsuites>/<testsuite> element: not JUnit XML",))
+    if pytest_totals is not None:
+        t = pytest_totals
+        failed = t["failures"] + t["errors"]
+        skipped = t["skipped"]
+        passed = max(t["tests"] - failed - skipped, 0)
+    return ParseResult(
+        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        failures=tuple(failures),
+        recognized=True,
+        duration_ms=int(duration * 1000),
+        load_error="; ".join(load_errors[:5]) if load_errors else None,
+    )
+
+
+def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"], message: str, text: str,
+             dialect: str | None, root: str | None) -> Failure:
+    exp: str | None
+    got: str | None
+    if dialect == "pytest":
+        lines = text.splitlines()
+        e_lines = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+        exp, got = expected_got(e_lines)
+        msg = [e for e in e_lines if e] or [message]
+        locs = [ln for ln in lines if re.match(r"^\S[^:]*\.py:\d+: ", ln)]
+        stack = "\n".join(locs)
+        ufile, uline = None, None
+        for ln in reversed(locs):
+            m = re.match(r"^(\S[^:]*\.py):(\d+): ", ln)
+            if m and "site-packages" not in ln and "<frozen" not in ln:
+                ufile, uline = m.group(1), int(m.group(2))
+                break
+    else:
+        # node: "Error [ERR_TEST_FAILURE]: message … cause: AssertionError … actual/expected"
+        exp, got = _node_expected_got(text)
+        first = message or (text.strip().splitlines() or [""])[0]
+        msg = [first]
+        stack = text
+        ufile, uline = first_user_frame(text)
+    where = ufile or file
+    return Failure(
+        test=test,
+        file=relativize(where, root) if where else None,
+        line=uline,
+        message=bounded_join(msg[:20]),
+        expected=exp,
+        got=got,
+        stack=trim_stack(stack, root),
+        kind=kind,
+    )

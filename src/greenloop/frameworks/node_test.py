@@ -1,0 +1,360 @@
+"""node:test (Node 20): the TAP reporter (nested subtests, YAML diagnostics) and the spec
+reporter (`▶`/`✔`/`✖`, `ℹ tests 2`, `✖ failing tests:`), with and without colour.
+
+Counting: leaves are counted. A describe or a test whose subtests failed is not a second
+failure; a test cancelled because its parent's before-hook failed counts as skipped and the
+suite counts once, as a hook failure named after it; todo counts as skipped; a test file
+that fails outside any test (import error, syntax error) is one load failure named after
+the file. Node's own `# tests`/`ℹ tests` line marks the output as recognised.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from greenloop.frameworks.common import (
+    MAX_DETAILED_FAILURES,
+    MAX_NAMED_FAILURES,
+    Event,
+    bounded_join,
+    first_user_frame,
+    relativize,
+    run_parser,
+    strip_ansi,
+    trim_stack,
+)
+from greenloop.model import Failure, ParseResult, Summary
+
+__all__ = ["TextParser", "parse_text", "progress_event"]
+
+_SUBTEST = re.compile(r"^(\s*)# Subtest: (.*)$")
+_RESULT = re.compile(r"^(\s*)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$")
+_TAP_SUMMARY = re.compile(r"^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$")
+_SPEC_SUMMARY = re.compile(r"^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$")
+_GROUP = re.compile(r"^(\s*)▶ (.*)$")
+_SPEC_RESULT = re.compile(r"^(\s*)([✔✖﹣])\s+(.*?)(?: \([\d.]+m?s\))?(?: # (SKIP|TODO)\b.*)?$")
+_SPEC_AT = re.compile(r"^test at (\S+):(\d+):(\d+)$")
+_ERROR_LINE = re.compile(r"^\s*(?:# )?([A-Z]\w*Error|Error)\b.*?:\s")
+_YAML_KEY = re.compile(r"^(\s*)([A-Za-z_]+):(?: (.*))?$")
+_FILE_NAME = re.compile(r"(?:^|/)[^/\s]+\.(?:[cm]?[jt]s|tsx|jsx)$")
+_SUBTESTS_FAILED = re.compile(r"^'?\d+ subtests? failed'?$")
+_CANCELLED = "test did not finish before its parent and was cancelled"
+
+
+def _unquote(v: str) -> str:
+    v = v.strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return v[1:-1].replace("''", "'")
+    return v
+
+
+@dataclass
+class _Open:
+    indent: int
+    name: str
+    children: bool = False
+
+
+@dataclass
+class _Result:
+    indent: int
+    ok: bool
+    name: str
+    directive: str | None
+    path: list[str]
+    parent: bool
+    yaml: dict[str, list[str]] = field(default_factory=dict)
+    body: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TextParser:
+    root: str | None = None
+    stack: list[_Open] = field(default_factory=list)
+    pending: _Result | None = None
+    in_yaml: bool = False
+    yaml_indent: int = 0
+    yaml_key: str = ""
+    counts: dict[str, float] = field(default_factory=dict)
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    recent_errors: list[str] = field(default_factory=list)
+    load_errors: list[str] = field(default_factory=list)
+    repeat: bool = False  # inside the spec reporter's "✖ failing tests:" recap
+    recap_loc: tuple[str, int] | None = None
+    mode: Literal["tap", "spec", ""] = ""
+
+    # -- shared
+    def _classify(self, r: _Result) -> None:
+        full = " > ".join([*r.path, r.name])
+        y = {k: "\n".join(v) for k, v in r.yaml.items()}
+        ftype = _unquote(y.get("failureType", ""))
+        error = y.get("error", "")
+        if "\n" not in error:
+            error = _unquote(error)
+        body_text = "\n".join(s.strip() for s in r.body if s.strip())
+        if r.parent:
+            first = body_text.split("\n")[0]
+            hook = ftype == "hookFailed" or (
+                self.mode == "spec" and not r.ok and bool(body_text) and not _SUBTESTS_FAILED.match(first)
+            )
+            if not r.ok and hook:
+                self.failed += 1
+                self._add(full, "hook", r, error or body_text)
+            elif not r.ok and ftype and ftype not in ("subtestsFailed", "hookFailed"):
+                self.failed += 1
+                self._add(full, "test", r, error or body_text)
+            return
+        if r.directive in ("SKIP", "TODO"):
+            self.skipped += 1
+            return
+        if r.ok:
+            self.passed += 1
+            return
+        if ftype == "cancelledByParent" or _CANCELLED in error or _CANCELLED in body_text:
+            self.skipped += 1
+            return
+        self.failed += 1
+        is_file = not r.path and bool(_FILE_NAME.search(r.name)) and (
+            "test failed" in error or "test failed" in body_text
+        )
+        if is_file:
+            name = relativize(r.name, self.root) if self.root else r.name
+            detail = "\n".join(self.recent_errors[-3:]) or "the test file failed outside any test"
+            self.load_errors.append(f"{name}: {self.recent_errors[-1] if self.recent_errors else 'failed'}")
+            self.failures.append(Failure(test=name, file=name, message=detail, kind="load"))
+            self.recent_errors = []
+            return
+        self._add(full, "hook" if ftype == "hookFailed" else "test", r, error or body_text)
+
+    def _add(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, message: str) -> None:
+        if len(self.failures) >= MAX_NAMED_FAILURES:
+            return
+        if len(self.failures) >= MAX_DETAILED_FAILURES:
+            self.failures.append(Failure(test=name, kind=kind))
+            return
+        y = {k: "\n".join(v) for k, v in r.yaml.items()}
+        stack_text = y.get("stack", "") or "\n".join(r.body)
+        exp = got = None
+        if "expected" in y or "actual" in y:
+            exp = _unquote(y["expected"]) if "expected" in y else None
+            got = _unquote(y["actual"]) if "actual" in y else None
+        else:
+            for body_line in r.body:
+                s = body_line.strip()
+                if s.startswith("actual: ") and got is None:
+                    got = s[8:].rstrip(",")
+                elif s.startswith("expected: ") and exp is None:
+                    exp = s[10:].rstrip(",")
+        msg_lines: list[str] = []
+        for text in message.splitlines():
+            s = text.strip()
+            if s.startswith("at ") or s == "{":
+                break
+            if s.endswith(" {") and s.startswith("at "):
+                break
+            msg_lines.append(s)
+        while msg_lines and not msg_lines[-1]:
+            msg_lines.pop()
+        if "name" in y and msg_lines and not msg_lines[0].startswith(_unquote(y["name"])):
+            msg_lines[0] = f"{_unquote(y['name'])}: {msg_lines[0]}"
+        ufile, uline = first_user_frame(stack_text)
+        loc = _unquote(y.get("location", ""))
+        file: str | None = ufile
+        line: int | None = uline
+        if file is None and loc:
+            m = re.match(r"^(.*):(\d+):(\d+)$", loc)
+            if m:
+                file, line = m.group(1), int(m.group(2))
+        self.failures.append(Failure(
+            test=name,
+            file=relativize(file, self.root) if file else None,
+            line=line,
+            message=bounded_join([m for m in msg_lines if m][:20]),
+            expected=exp,
+            got=got,
+            stack=trim_stack(stack_text, self.root),
+            kind=kind,
+        ))
+
+    def _flush(self) -> None:
+        if self.pending is not None:
+            self._classify(self.pending)
+        self.pending = None
+        self.in_yaml = False
+
+    def feed(self, raw: str) -> None:
+        line = strip_ansi(raw)
+        if self.in_yaml:
+            self._yaml(line)
+            return
+        if self.mode != "spec":
+            m = _SUBTEST.match(line)
+            if m:
+                self._flush()
+                self.mode = "tap"
+                ind = len(m.group(1))
+                self.stack = [o for o in self.stack if o.indent < ind]
+                self.stack.append(_Open(ind, m.group(2)))
+                return
+            m = _RESULT.match(line)
+            if m:
+                self._flush()
+                self.mode = "tap"
+                self._result(len(m.group(1)), m.group(2) == "ok", m.group(3) or "", m.group(4))
+                return
+            if self.pending is not None and line.strip() == "---":
+                self.in_yaml = True
+                self.yaml_indent = len(line) - len(line.lstrip()) + 0
+                self.yaml_key = ""
+                return
+            m = _TAP_SUMMARY.match(line)
+            if m:
+                self._flush()
+                self.counts[m.group(1)] = float(m.group(2))
+                return
+            if self.mode == "tap" and line.startswith("#"):
+                self._remember_error(line[1:].strip())
+                return
+        if self.mode != "tap":
+            self._spec(line)
+
+    def _result(self, ind: int, ok: bool, name: str, directive: str | None) -> None:
+        # entries opened at this indent are this test (its "# Subtest:" line); deeper ones are done
+        own = [o for o in self.stack if o.indent == ind and o.name == name]
+        parent_flag = bool(own and own[-1].children)
+        self.stack = [o for o in self.stack if o.indent < ind]
+        if self.stack:
+            self.stack[-1].children = True
+        path = [o.name for o in self.stack]
+        self.pending = _Result(ind, ok, name.replace("\\#", "#"), directive, path, parent_flag)
+
+    def _yaml(self, line: str) -> None:
+        s = line.strip()
+        if s == "...":
+            self._flush()
+            return
+        assert self.pending is not None
+        ind = len(line) - len(line.lstrip())
+        m = _YAML_KEY.match(line)
+        if m and ind == self.yaml_indent:
+            self.yaml_key = m.group(2)
+            val = m.group(3)
+            vals = self.pending.yaml.setdefault(self.yaml_key, [])
+            if val and val not in ("|-", "|", ">-"):
+                vals.append(val)
+            return
+        if self.yaml_key and len(self.pending.yaml.get(self.yaml_key, ())) < 60:
+            self.pending.yaml.setdefault(self.yaml_key, []).append(line[self.yaml_indent + 2 :])
+
+    def _remember_error(self, text: str) -> None:
+        text = text[2:] if text.startswith("# ") else text
+        if _ERROR_LINE.match(text):
+            self.recent_errors.append(text)
+            del self.recent_errors[:-5]
+
+    # -- spec reporter
+    def _spec(self, line: str) -> None:
+        if line.startswith("✖ failing tests:"):
+            self._flush()
+            self.repeat = True
+            return
+        m = _SPEC_SUMMARY.match(line)
+        if m:
+            self._flush()
+            self.mode = "spec"
+            self.counts[m.group(1)] = float(m.group(2))
+            return
+        if self.repeat:
+            a = _SPEC_AT.match(line.strip())
+            if a:
+                self.recap_loc = (a.group(1), int(a.group(2)))
+                return
+            r = _SPEC_RESULT.match(line)
+            if r and self.recap_loc is not None:
+                self._recap(r.group(3))
+            return
+        g = _GROUP.match(line)
+        if g:
+            self._flush()
+            self.mode = "spec"
+            ind = len(g.group(1))
+            self.stack = [o for o in self.stack if o.indent < ind]
+            if self.stack:
+                self.stack[-1].children = True
+            self.stack.append(_Open(ind, g.group(2)))
+            return
+        r = _SPEC_RESULT.match(line)
+        if r:
+            self._flush()
+            ind = len(r.group(1))
+            name = r.group(3)
+            own = [o for o in self.stack if o.indent == ind and o.name == name]
+            is_parent = bool(own)
+            self.stack = [o for o in self.stack if o.indent < ind]
+            if self.stack and not is_parent:
+                self.stack[-1].children = True
+            path = [o.name for o in self.stack]
+            self.pending = _Result(ind, r.group(2) != "✖", name, r.group(4), path, is_parent)
+            if self.mode == "":
+                self.mode = "spec"
+            return
+        if self.pending is not None:
+            if len(self.pending.body) < 120:
+                self.pending.body.append(line)
+            return
+        self._remember_error(line)
+
+    def _recap(self, name: str) -> None:
+        assert self.recap_loc is not None
+        file, lineno = self.recap_loc
+        self.recap_loc = None
+        for i, f in enumerate(self.failures):
+            if f.kind == "test" and f.test.rsplit(" > ", 1)[-1] == name and f.file is None:
+                self.failures[i] = Failure(**{**f.__dict__, "file": file, "line": lineno})
+                return
+
+    def finish(self) -> ParseResult:
+        self._flush()
+        recognized = "tests" in self.counts
+        notes: list[str] = []
+        if not recognized:
+            if self.passed or self.failed or self.skipped:
+                notes.append("node:test's closing '# tests'/'ℹ tests' lines were not found; "
+                             "counts come from the lines seen")
+            else:
+                notes.append("no node:test output was recognised (no TAP or spec reporter lines)")
+        dur = self.counts.get("duration_ms")
+        return ParseResult(
+            summary=Summary(total=self.passed + self.failed + self.skipped, passed=self.passed,
+                            failed=self.failed, skipped=self.skipped),
+            failures=tuple(self.failures),
+            notes=tuple(notes),
+            recognized=recognized,
+            duration_ms=int(dur) if dur is not None else None,
+            load_error="; ".join(self.load_errors[:5]) if self.load_errors else None,
+        )
+
+
+def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    return run_parser(lambda: TextParser(root=root), lines, "node:test")
+
+
+def progress_event(line: str) -> Event | None:
+    """TAP `ok`/`not ok` lines and spec `✔`/`✖`/`﹣` lines (a parent's line counts too)."""
+    s = strip_ansi(line)
+    m = _RESULT.match(s)
+    if m:
+        if m.group(4):
+            return "skip"
+        return "pass" if m.group(2) == "ok" else "fail"
+    r = _SPEC_RESULT.match(s)
+    if r and r.group(2) in "✔✖﹣":
+        if r.group(4) or r.group(2) == "﹣":
+            return "skip"
+        return "pass" if r.group(2) == "✔" else "fail"
+    return None

@@ -1,0 +1,120 @@
+"""`npm test` (and pnpm/yarn/bun `test` scripts): sniff which runner produced the output and
+delegate to its parser.
+
+The script line npm echoes (`> vitest run`) decides first; otherwise the runners' own
+anchor lines do (` RUN  v`, `Test Files`, `Tests:`, `TAP version`, `ℹ tests`, pytest's
+`test session starts`). Lines seen before the decision are buffered (bounded) and replayed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from greenloop.frameworks import jest, node_test, pytest, vitest
+from greenloop.frameworks.common import Event, LineParser, run_parser, strip_ansi
+from greenloop.model import ParseResult
+
+__all__ = ["TextParser", "parse_text", "progress_event", "sniff"]
+
+_BUFFER_LINES = 5000
+_SCRIPT = re.compile(r"^> (?:\S+ )*?(vitest|jest|node --test|node --test\b|pytest|python -m pytest|mocha)\b")
+_FACTORIES: dict[str, Callable[[str | None], LineParser]] = {
+    "vitest": lambda root: vitest.TextParser(root=root),
+    "jest": lambda root: jest.TextParser(root=root),
+    "node:test": lambda root: node_test.TextParser(root=root),
+    "pytest": lambda root: pytest.TextParser(root=root),
+}
+
+
+def sniff(line: str) -> str | None:
+    """Which runner a single line betrays, or None."""
+    s = strip_ansi(line)
+    m = _SCRIPT.match(s)
+    if m:
+        word = m.group(1)
+        return {"node --test": "node:test", "python -m pytest": "pytest"}.get(word, word) \
+            if word != "mocha" else None
+    if s.startswith(" RUN  v") or re.match(r"^\s*Test Files\s+\d", s) or "⎯⎯ Failed Tests" in s:
+        return "vitest"
+    if s.startswith(("Tests:", "Test Suites:")) or re.match(r"^\s*(PASS|FAIL) \S+\.(?:[cm]?[jt]sx?)", s):
+        return "jest"
+    if s.startswith("TAP version") or s.startswith("# Subtest:") or s.startswith("ℹ tests "):
+        return "node:test"
+    if "test session starts" in s and s.startswith("="):
+        return "pytest"
+    return None
+
+
+@dataclass
+class TextParser:
+    root: str | None = None
+    buffer: list[str] = field(default_factory=list)
+    delegate: LineParser | None = None
+    chosen: str | None = None
+    npm_errors: list[str] = field(default_factory=list)
+
+    def feed(self, line: str) -> None:
+        if line.startswith("npm error") or line.startswith("npm ERR!"):
+            if len(self.npm_errors) < 5:
+                self.npm_errors.append(line)
+            return
+        if self.delegate is not None:
+            self.delegate.feed(line)
+            return
+        found = sniff(line)
+        if found is not None:
+            self._choose(found)
+            assert self.delegate is not None
+            self.delegate.feed(line)
+            return
+        if len(self.buffer) < _BUFFER_LINES:
+            self.buffer.append(line)
+
+    def _choose(self, name: str) -> None:
+        self.chosen = name
+        self.delegate = _FACTORIES[name](self.root)
+        for b in self.buffer:
+            self.delegate.feed(b)
+        self.buffer = []
+
+    def finish(self) -> ParseResult:
+        notes: list[str] = []
+        if self.delegate is None:
+            # Nothing betrayed a runner: let each parser try the buffer and keep one that
+            # recognised its closing summary.
+            for name, make in _FACTORIES.items():
+                p = make(self.root)
+                for b in self.buffer:
+                    p.feed(b)
+                res = p.finish()
+                if res.recognized:
+                    self.chosen = name
+                    return _with_notes(res, [f"npm test output parsed as {name}"])
+            notes.append("could not tell which runner `npm test` ran (no vitest, jest, node:test or "
+                         "pytest lines found)")
+            notes.extend(f"npm said: {e}" for e in self.npm_errors)
+            return ParseResult(notes=tuple(notes))
+        res = self.delegate.finish()
+        notes.append(f"npm test output parsed as {self.chosen}")
+        notes.extend(f"npm said: {e}" for e in self.npm_errors if "Missing script" in e)
+        return _with_notes(res, notes)
+
+
+def _with_notes(res: ParseResult, notes: list[str]) -> ParseResult:
+    return ParseResult(summary=res.summary, failures=res.failures, notes=(*notes, *res.notes),
+                       recognized=res.recognized, duration_ms=res.duration_ms, load_error=res.load_error)
+
+
+def parse_text(lines: Iterable[Any], root: str | None = None) -> ParseResult:
+    return run_parser(lambda: TextParser(root=root), lines, "npm-test")
+
+
+def progress_event(line: str) -> Event | None:
+    for fn in (vitest.progress_event, jest.progress_event, node_test.progress_event, pytest.progress_event):
+        ev = fn(line)
+        if ev is not None:
+            return ev
+    return None

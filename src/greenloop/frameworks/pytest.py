@@ -1,0 +1,337 @@
+"""pytest: the default, -q, -v and -rA terminal output (with and without colour) and the
+JUnit XML report (`--junitxml=…`).
+
+Counting (issue 2): pytest is counted as its closing line counts: `8 failed, 4 passed,
+1 skipped, 1 xfailed, 1 xpassed, 3 errors in 0.9s` gives failed = failed + errors, passed =
+passed + xpassed, skipped = skipped + xfailed. A strict xpass is already among "failed"; a
+test that passes and then errors in teardown is one passed and one failed, as pytest says.
+
+The parser is built for speed on long -v logs: most lines are rejected by their first
+character before any regular expression runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from greenloop.frameworks.common import (
+    MAX_DETAILED_FAILURES,
+    MAX_NAMED_FAILURES,
+    Event,
+    FailureDraft,
+    bounded_join,
+    expected_got,
+    is_user_frame,
+    relativize,
+    run_parser,
+    strip_ansi,
+    trim_stack,
+)
+from greenloop.model import Failure, ParseResult, Summary
+
+__all__ = ["TextParser", "parse_text", "progress_event", "split_summary_line"]
+
+_SECTION = re.compile(r"^=+ (.+?) =+$")
+_CLOSING = re.compile(
+    r"^(?:=+ )?((?:\d+ [a-z]+(?:, )?)+|no tests ran)(?: in ([\d.]+)s(?: \([\d:.]+\))?)?(?: =+)?$"
+)
+_PART = re.compile(r"(\d+) ([a-z]+)")
+_HEADER = re.compile(r"^_{2,} (.+?) _{2,}$")
+_LOCATION = re.compile(r"^(\S[^:]*?\.py):(\d+): (.*)$")
+_PY_FILE_LINE = re.compile(r'^File "([^"]+)", line (\d+)')
+_V_LINE = re.compile(r"^(\S+::\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_XDIST = re.compile(r"^\[gw\d+\] \[\s*\d+%\] (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*)$")
+_DOTS = re.compile(r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$")
+_STATUS: dict[str, Event] = {
+    "PASSED": "pass", "XPASS": "pass", "FAILED": "fail", "ERROR": "fail", "SKIPPED": "skip", "XFAIL": "skip",
+}
+_DOT_EVENT: dict[str, Event] = {".": "pass", "X": "pass", "F": "fail", "E": "fail", "s": "skip", "x": "skip"}
+
+
+def split_summary_line(rest: str) -> tuple[str, str]:
+    """`nodeid - message` -> (nodeid, message), keeping ` - ` inside a parametrize id intact."""
+    head = rest.split(" ", 1)[0]
+    bracket = rest.find("[")
+    if bracket != -1 and bracket < len(head):
+        depth = 0
+        for i in range(bracket, len(rest)):
+            ch = rest[i]
+            if ch == "[":
+                depth += 1
+            elif ch == "]":
+                depth -= 1
+                if depth == 0:
+                    tail = rest[i + 1 :]
+                    return rest[: i + 1], tail[3:] if tail.startswith(" - ") else tail.strip()
+    if " - " in rest:
+        a, b = rest.split(" - ", 1)
+        return a, b
+    return rest.strip(), ""
+
+
+def _header_to_tail(header: str) -> str:
+    """`TestGroup.test_x[a.b]` -> `TestGroup::test_x[a.b]` (dots only outside the param id)."""
+    i = header.find("[")
+    head, param = (header, "") if i == -1 else (header[:i], header[i:])
+    return head.replace(".", "::") + param
+
+
+def _finish(d: FailureDraft, root: str | None, summary_msg: str | None) -> Failure:
+    e_lines: list[str] = []
+    locations: list[tuple[str, int, str]] = []
+    other: list[str] = []
+    for line in d.body:
+        if line.startswith("E "):
+            e_lines.append(line[1:].strip())
+            continue
+        m = _LOCATION.match(line)
+        if m:
+            locations.append((m.group(1), int(m.group(2)), line))
+            continue
+        s = line.strip()
+        if s and not line.startswith(" ") and not line.startswith(">"):
+            other.append(s)
+    stack_text = "\n".join(loc[2] for loc in locations)
+    user = [loc for loc in locations if is_user_frame(loc[2])]
+    file, lineno = (user[-1][0], user[-1][1]) if user else (d.file, None)
+    if d.kind == "load":
+        # A SyntaxError in the imported module points at that module, not the test file.
+        for e in e_lines:
+            m = _PY_FILE_LINE.match(e)
+            if m and is_user_frame(e):
+                file, lineno = m.group(1), int(m.group(2))
+    message_lines = [e for e in e_lines if e] or other[:5]
+    if not message_lines and summary_msg:
+        message_lines = [summary_msg]
+    exp, got = expected_got(e_lines)
+    return Failure(
+        test=d.test,
+        file=relativize(file, root) if file else None,
+        line=lineno,
+        message=bounded_join(message_lines[:20]),
+        expected=exp,
+        got=got,
+        stack=trim_stack(stack_text, root),
+        kind=d.kind,
+    )
+
+
+@dataclass
+class TextParser:
+    root: str | None = None
+    section: str = ""
+    draft: FailureDraft | None = None
+    captured: bool = False
+    drafts: list[FailureDraft] = field(default_factory=list)
+    summary_lines: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, nodeid, message)
+    closing: dict[str, int] | None = None
+    duration_ms: int | None = None
+    progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
+    progress_failed: list[str] = field(default_factory=list)
+    interrupted: str | None = None
+    saw_pytest: bool = False
+
+    def _close(self) -> None:
+        if self.draft is not None and len(self.drafts) < MAX_NAMED_FAILURES:
+            self.drafts.append(self.draft)
+        self.draft = None
+
+    def feed(self, raw: str) -> None:
+        line = strip_ansi(raw) if "\x1b" in raw else raw
+        if not line:
+            if self.draft is not None and not self.captured:
+                self.draft.add(line)
+            return
+        c = line[0]
+        if c == "=":
+            self._equals(line)
+            return
+        if c == "_" and line[-1] == "_":
+            m = _HEADER.match(line)
+            if m and self.section in ("FAILURES", "ERRORS"):
+                self._open(m.group(1))
+                return
+        if c == "!" and "Interrupted:" in line:
+            self.interrupted = line.strip("! ")
+            return
+        if self.draft is not None:
+            if c == "-" and "Captured" in line:
+                self.captured = True
+                return
+            if c == "-" and line.startswith("---") and "generated xml file" in line:
+                return
+            if not self.captured:
+                self.draft.add(line)
+            return
+        if self.section == "short test summary info":
+            self._summary_line(line)
+            return
+        if "::" in line:
+            m = _V_LINE.match(line) or None
+            if m:
+                self._progress(m.group(2), m.group(1))
+                return
+            x = _XDIST.match(line)
+            if x:
+                self._progress(x.group(1), x.group(2))
+                return
+        if line.endswith("]") or c not in " \t":
+            m = _DOTS.match(line)
+            if m and not self.section:
+                for ch in m.group(2):
+                    ev = _DOT_EVENT.get(ch)
+                    if ev:
+                        self.progress[ev] += 1
+                return
+        if c.isdigit() or c == "n":
+            self._closing(line)
+
+    def _progress(self, status: str, nodeid: str) -> None:
+        ev = _STATUS[status]
+        self.progress[ev] += 1
+        if ev == "fail" and len(self.progress_failed) < MAX_NAMED_FAILURES:
+            self.progress_failed.append(nodeid)
+
+    def _equals(self, line: str) -> None:
+        if self._closing(line):
+            self._close()
+            self.section = "closed"
+            return
+        m = _SECTION.match(line)
+        if m:
+            self._close()
+            self.captured = False
+            name = m.group(1)
+            if name == "test session starts":
+                self.saw_pytest = True
+            self.section = name
+
+    def _closing(self, line: str) -> bool:
+        if " in " not in line and "no tests ran" not in line:
+            return False
+        m = _CLOSING.match(line.strip())
+        if not m:
+            return False
+        counts: dict[str, int] = {}
+        for n, what in _PART.findall(m.group(1)):
+            key = {"error": "errors", "warning": "warnings"}.get(what, what)
+            counts[key] = counts.get(key, 0) + int(n)
+        if m.group(1) != "no tests ran" and not counts:
+            return False
+        self.closing = counts
+        if m.group(2):
+            self.duration_ms = int(float(m.group(2)) * 1000)
+        return True
+
+    def _open(self, header: str) -> None:
+        self._close()
+        self.captured = False
+        kind: Literal["test", "load", "hook"] = "test"
+        name = header
+        if self.section == "ERRORS":
+            if header.startswith("ERROR collecting "):
+                kind, name = "load", header[len("ERROR collecting ") :]
+            elif header.startswith("ERROR at setup of ") or header.startswith("ERROR at teardown of "):
+                kind, name = "hook", header.split(" of ", 1)[1]
+        self.draft = FailureDraft(test=name, kind=kind)
+
+    def _summary_line(self, line: str) -> None:
+        if line.startswith("FAILED "):
+            nodeid, msg = split_summary_line(line[7:])
+            self.summary_lines.append(("FAILED", nodeid, msg))
+        elif line.startswith("ERROR "):
+            nodeid, msg = split_summary_line(line[6:])
+            self.summary_lines.append(("ERROR", nodeid, msg))
+        elif not line.startswith(("PASSED", "SKIPPED", "XFAIL", "XPASS")):
+            self._closing(line)
+
+    def finish(self) -> ParseResult:
+        self._close()
+        failures: list[Failure] = []
+        # Summary lines name tests by node id; block headers name them by "Class.test[id]".
+        fail_ids = [n for k, n, _ in self.summary_lines if k == "FAILED"]
+        err_ids = [n for k, n, _ in self.summary_lines if k == "ERROR"]
+        msgs = {(k, n): m for k, n, m in self.summary_lines}
+        by_tail: dict[str, str] = {}
+        for n in fail_ids + err_ids + self.progress_failed:
+            tail = n.split("::", 1)[1] if "::" in n else n
+            by_tail.setdefault(tail, n)
+        used: set[tuple[str, str]] = set()
+        load_errors: list[str] = []
+        for i, d in enumerate(self.drafts):
+            if d.kind == "load":
+                nodeid = d.test
+            else:
+                nodeid = by_tail.get(_header_to_tail(d.test)) or by_tail.get(d.test) or ""
+                if not nodeid:
+                    loc_file = next((m.group(1) for ln in d.body if (m := _LOCATION.match(ln))), None)
+                    nodeid = f"{loc_file}::{_header_to_tail(d.test)}" if loc_file else _header_to_tail(d.test)
+            d.test = nodeid
+            d.file = nodeid.split("::", 1)[0] if "::" in nodeid or nodeid.endswith(".py") else None
+            key = ("ERROR" if d.kind != "test" else "FAILED", nodeid)
+            used.add(key)
+            if i >= MAX_DETAILED_FAILURES:
+                f = Failure(test=nodeid, file=d.file, kind=d.kind, message=msgs.get(key, ""))
+            else:
+                f = _finish(d, self.root, msgs.get(key))
+            if d.kind == "load":
+                last = f.message.splitlines()[-1] if f.message else "import failed"
+                load_errors.append(f"{nodeid}: {last}")
+            failures.append(f)
+        # Summary lines without a block (e.g. -q with --tb=no): named, message from the line.
+        for k, n, text in self.summary_lines:
+            if (k, n) in used:
+                continue
+            used.add((k, n))
+            kind: Literal["test", "load", "hook"] = "test"
+            if k == "ERROR":
+                kind = "hook" if "::" in n else "load"
+                if kind == "load":
+                    load_errors.append(f"{n}: {text or 'import failed'}")
+            failures.append(Failure(test=n, file=n.split("::", 1)[0], message=text, kind=kind))
+        notes: list[str] = []
+        if self.closing is not None:
+            c = self.closing
+            failed = c.get("failed", 0) + c.get("errors", 0)
+            passed = c.get("passed", 0) + c.get("xpassed", 0)
+            skipped = c.get("skipped", 0) + c.get("xfailed", 0)
+            recognized = True
+        else:
+            p = self.progress
+            failed = max(p["fail"], len(failures))
+            passed, skipped = p["pass"], p["skip"]
+            recognized = False
+            if failed or passed or skipped:
+                notes.append("pytest's closing line was not found; counts come from the lines seen")
+            else:
+                notes.append("no pytest output was recognised (no closing summary line, no test lines)")
+            if not failures:
+                failures.extend(Failure(test=n, file=n.split("::", 1)[0]) for n in self.progress_failed)
+        if self.interrupted:
+            notes.append(f"pytest: {self.interrupted}")
+        return ParseResult(
+            summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+            failures=tuple(failures),
+            notes=tuple(notes),
+            recognized=recognized,
+            duration_ms=self.duration_ms,
+            load_error="; ".join(load_errors[:5]) if load_errors else None,
+        )
+
+
+def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    return run_parser(lambda: TextParser(root=root), lines, "pytest")
+
+
+def progress_event(line: str) -> Event | None:
+    """One event per `nodeid STATUS` line of `pytest -v` (the dots of -q carry several)."""
+    if "::" not in line:
+        return None
+    s = strip_ansi(line)
+    m = _V_LINE.match(s)
+    if m:
+        return _STATUS[m.group(2)]
+    x = _XDIST.match(s)
+    return _STATUS[x.group(1)] if x else None
