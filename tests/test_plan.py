@@ -29,8 +29,15 @@ def fake_bin(root: Path, name: str) -> Path:
 
 
 def previous(*failures: Failure) -> RunResult:
-    return RunResult(run_id="run-prev", ok=not failures, outcome="red" if failures else "green",
-                     framework=None, command="x", exit_code=1 if failures else 0, failures=failures)
+    return RunResult(
+        run_id="run-prev",
+        ok=not failures,
+        outcome="red" if failures else "green",
+        framework=None,
+        command="x",
+        exit_code=1 if failures else 0,
+        failures=failures,
+    )
 
 
 def mk(root: Path, framework: str | None, **opts: object) -> Plan:
@@ -51,8 +58,15 @@ def test_vitest_runs_its_own_binary_with_default_and_json_reporters(tmp_path: Pa
     binary = fake_bin(tmp_path, "vitest")
     p = mk(tmp_path, "vitest", target="src/a.test.ts  src/b.test.ts", timeout_ms=5000)
     report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.json")
-    assert p.argv == (str(binary), "run", "--reporter=default", "--reporter=json",
-                      f"--outputFile.json={report}", "src/a.test.ts", "src/b.test.ts")
+    assert p.argv == (
+        str(binary),
+        "run",
+        "--reporter=default",
+        "--reporter=json",
+        f"--outputFile.json={report}",
+        "src/a.test.ts",
+        "src/b.test.ts",
+    )
     assert (p.report_file, p.report_format, p.timeout_ms) == (report, "vitest-json", 5000)
     assert p.unavailable is None and p.cwd == str(tmp_path)
 
@@ -66,11 +80,14 @@ def test_hoisted_binary_in_a_parent_is_found(tmp_path: Path) -> None:
     assert p.argv[2].startswith("--outputFile=") and p.report_format == "jest-json"
 
 
-@pytest.mark.parametrize(("framework", "manager", "install"), [
-    ("vitest", None, "npm install -D vitest"),
-    ("jest", "pnpm", "pnpm add -D jest"),
-    ("vitest", "yarn", "yarn add -D vitest"),
-])
+@pytest.mark.parametrize(
+    ("framework", "manager", "install"),
+    [
+        ("vitest", None, "npm install -D vitest"),
+        ("jest", "pnpm", "pnpm add -D jest"),
+        ("vitest", "yarn", "yarn add -D vitest"),
+    ],
+)
 def test_runner_not_installed_is_unavailable_with_the_install_command(
     tmp_path: Path, framework: str, manager: str | None, install: str
 ) -> None:
@@ -83,8 +100,7 @@ def test_pytest_uses_junitxml_and_the_given_interpreter(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     p = mk(tmp_path, "pytest", target="tests/test_a.py::test_x")
     report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
-    assert p.argv == ("/py/bin/python", "-m", "pytest", f"--junitxml={report}",
-                      "tests/test_a.py::test_x")
+    assert p.argv == ("/py/bin/python", "-m", "pytest", f"--junitxml={report}", "tests/test_a.py::test_x")
     assert p.report_format == "junit"
 
 
@@ -122,9 +138,14 @@ def test_pytest_active_virtualenv_then_uv_then_poetry(tmp_path: Path) -> None:
 def test_node_test_writes_spec_to_stdout_and_junit_to_the_run_folder(tmp_path: Path) -> None:
     p = mk(tmp_path, "node:test")
     report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
-    assert p.argv == ("/usr/bin/node", "--test", "--test-reporter=spec",
-                      "--test-reporter-destination=stdout", "--test-reporter=junit",
-                      f"--test-reporter-destination={report}")
+    assert p.argv == (
+        "/usr/bin/node",
+        "--test",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        "--test-reporter=junit",
+        f"--test-reporter-destination={report}",
+    )
 
 
 def test_npm_test_has_no_machine_report_and_passes_targets_after_dashes(tmp_path: Path) -> None:
@@ -152,12 +173,14 @@ def test_last_failed_vitest_and_jest_use_t_with_the_failing_files(tmp_path: Path
     fake_bin(tmp_path, "vitest")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.test.ts").write_text("")
-    prev = previous(Failure(test="math > adds [x] > y", file="src/a.test.ts", line=3),
-                    Failure(test="top", file=str(tmp_path / "src" / "a.test.ts")))
+    prev = previous(
+        Failure(test="math > adds [x] > y", file="src/a.test.ts", line=3),
+        Failure(test="top", file=str(tmp_path / "src" / "a.test.ts")),
+    )
     p = mk(tmp_path, "vitest", last_failed=True, previous=prev)
     i = p.argv.index("-t")
     pattern = p.argv[i + 1]
-    assert p.argv[i + 2:] == ("src/a.test.ts",)
+    assert p.argv[i + 2 :] == ("src/a.test.ts",)
     assert re.search(pattern, "math adds [x] > y") and re.search(pattern, "math > adds [x] > y")
     assert re.search(pattern, "top") and not re.search(pattern, "top two")
     assert any("reran 2 failure(s) of run-prev" in n for n in p.notes)
@@ -166,9 +189,11 @@ def test_last_failed_vitest_and_jest_use_t_with_the_failing_files(tmp_path: Path
 def test_last_failed_pytest_uses_k_and_node_test_a_name_pattern(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("")
-    prev = previous(Failure(test="tests/test_a.py::TestX::test_one[1-2]", file="tests/test_a.py"),
-                    Failure(test="tests/test_a.py::test_two[a b]", file="tests/test_a.py"),
-                    Failure(test="tests/test_gone.py", file="tests/test_gone.py", kind="load"))
+    prev = previous(
+        Failure(test="tests/test_a.py::TestX::test_one[1-2]", file="tests/test_a.py"),
+        Failure(test="tests/test_a.py::test_two[a b]", file="tests/test_a.py"),
+        Failure(test="tests/test_gone.py", file="tests/test_gone.py", kind="load"),
+    )
     p = mk(tmp_path, "pytest", last_failed=True, previous=prev)
     assert p.argv[-3:] == ("-k", "test_one[1-2] or test_two", "tests/test_a.py")
     p = mk(tmp_path, "node:test", last_failed=True, previous=previous(Failure(test="suite > leaf name")))
@@ -193,8 +218,17 @@ def test_name_pattern_escapes_regex_characters() -> None:
 
 
 def test_child_env_drops_agent_markers_and_adds_ci() -> None:
-    base = {"PATH": "/bin", "CLAUDECODE": "1", "AI_AGENT": "x", "CURSOR_AGENT": "1", "GITHUB_ACTIONS": "true",
-            "FORCE_COLOR": "3", "PYTEST_CURRENT_TEST": "t", "HOME": "/h", "KEEP": "me"}
+    base = {
+        "PATH": "/bin",
+        "CLAUDECODE": "1",
+        "AI_AGENT": "x",
+        "CURSOR_AGENT": "1",
+        "GITHUB_ACTIONS": "true",
+        "FORCE_COLOR": "3",
+        "PYTEST_CURRENT_TEST": "t",
+        "HOME": "/h",
+        "KEEP": "me",
+    }
     env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
     expected = {"PATH": "/bin", "HOME": "/h", "CI": "1", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
     expected["EXTRA"] = "1"

@@ -1,0 +1,295 @@
+"""`greenloop run` on real temporary workspaces of each runner: red, green, crash on import,
+empty suite, a 2,000-test suite, and a hung suite killed at its timeout with no survivor.
+
+Every case runs the real CLI as a subprocess with `--json` and checks the result and the exit
+code; the files on disk (result.json, stdout.txt, the runner's report) are checked too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tests.e2e.conftest import cli, js_workspace, node_workspace, processes_under, py_workspace
+
+pytestmark = pytest.mark.e2e
+
+Builder = Callable[[Path, str], Path]
+
+# ---------------------------------------------------------------- the workspaces, per runner
+
+VITEST = {
+    "red": {
+        "math.js": "export const add = (a, b) => a + b\n",
+        "math.test.js": (
+            "import { describe, it, expect } from 'vitest'\n"
+            "import { add } from './math.js'\n"
+            "describe('math', () => {\n"
+            "  it('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+            "  it('adds badly', () => { expect(add(2, 2)).toBe(5) })\n"
+            "})\n"
+        ),
+    },
+    "green": {
+        "math.js": "export const add = (a, b) => a + b\n",
+        "math.test.js": (
+            "import { it, expect } from 'vitest'\nimport { add } from './math.js'\n"
+            "it('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+        ),
+    },
+    "crash": {
+        "broken.js": "export const add = (a, b) => {\n",
+        "math.test.js": (
+            "import { it, expect } from 'vitest'\nimport { add } from './broken.js'\n"
+            "it('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+        ),
+    },
+    "empty": {"src/math.js": "export const add = (a, b) => a + b\n"},
+    "hung": {
+        "hang.test.js": (
+            "import { it } from 'vitest'\n"
+            "it('ok', () => {})\n"
+            "it('hangs', () => new Promise(() => { setInterval(() => {}, 1000) }), 1_000_000)\n"
+        ),
+    },
+}
+
+JEST = {
+    "red": {
+        "math.js": "exports.add = (a, b) => a + b\n",
+        "math.test.js": (
+            "const { add } = require('./math')\n"
+            "describe('math', () => {\n"
+            "  test('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+            "  test('adds badly', () => {\n"
+            "    expect(add(2, 2)).toBe(5)\n"
+            "  })\n"
+            "})\n"
+        ),
+    },
+    "green": {
+        "math.js": "exports.add = (a, b) => a + b\n",
+        "math.test.js": (
+            "const { add } = require('./math')\n"
+            "test('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+        ),
+    },
+    "crash": {
+        "broken.js": "exports.add = (a, b) => {\n",
+        "math.test.js": (
+            "const { add } = require('./broken')\n"
+            "test('adds', () => { expect(add(1, 2)).toBe(3) })\n"
+        ),
+    },
+    "empty": {"src/math.js": "exports.add = (a, b) => a + b\n"},
+    "hung": {
+        "hang.test.js": (
+            "test('ok', () => {})\n"
+            "test('hangs', () => new Promise(() => { setInterval(() => {}, 1000) }), 1000000)\n"
+        ),
+    },
+}
+
+PYTEST = {
+    "red": {
+        "calc.py": "def add(a, b):\n    return a + b\n",
+        "test_calc.py": (
+            "from calc import add\n"
+            "\n"
+            "def test_adds():\n"
+            "    assert add(1, 2) == 3\n"
+            "\n"
+            "def test_adds_badly():\n"
+            "    assert add(2, 2) == 5\n"
+        ),
+    },
+    "green": {
+        "calc.py": "def add(a, b):\n    return a + b\n",
+        "test_calc.py": "from calc import add\n\ndef test_adds():\n    assert add(1, 2) == 3\n",
+    },
+    "crash": {
+        "broken.py": "def add(a, b)\n    return a + b\n",
+        "test_calc.py": "from broken import add\n\ndef test_adds():\n    assert add(1, 2) == 3\n",
+    },
+    "empty": {"test_nothing.py": "HELPER = 1\n"},
+    "hung": {
+        "test_hang.py": (
+            "import signal, subprocess, time\n"
+            "\n"
+            "def test_ok():\n"
+            "    pass\n"
+            "\n"
+            "def test_hangs():\n"
+            "    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ignores the polite word\n"
+            "    subprocess.Popen(['sleep', '600'], start_new_session=True)  # escapes the group\n"
+            "    time.sleep(600)\n"
+        ),
+    },
+}
+
+NODE = {
+    "red": {
+        "math.js": "exports.add = (a, b) => a + b\n",
+        "math.test.js": (
+            "const test = require('node:test')\n"
+            "const assert = require('node:assert')\n"
+            "const { add } = require('./math')\n"
+            "test('adds', () => { assert.strictEqual(add(1, 2), 3) })\n"
+            "test('adds badly', () => { assert.strictEqual(add(2, 2), 5) })\n"
+        ),
+    },
+    "green": {
+        "math.js": "exports.add = (a, b) => a + b\n",
+        "math.test.js": (
+            "const test = require('node:test')\nconst assert = require('node:assert')\n"
+            "test('adds', () => { assert.strictEqual(1 + 2, 3) })\n"
+        ),
+    },
+    "crash": {
+        "broken.js": "exports.add = (a, b) => {\n",
+        "math.test.js": (
+            "const test = require('node:test')\nconst { add } = require('./broken')\ntest('adds', () => {})\n"
+        ),
+    },
+    "empty": {"lib/math.js": "exports.add = (a, b) => a + b\n"},
+    "hung": {
+        "hang.test.js": (
+            "const test = require('node:test')\n"
+            "test('ok', () => {})\n"
+            "test('hangs', () => new Promise(() => { setInterval(() => {}, 1000) }))\n"
+        ),
+    },
+}
+
+SOURCES = {"vitest": VITEST, "jest": JEST, "pytest": PYTEST, "node:test": NODE}
+# where the failing assertion of each "red" workspace is: file and line
+RED_AT = {
+    "vitest": ("math.test.js", 5),
+    "jest": ("math.test.js", 5),
+    "pytest": ("test_calc.py", 7),
+    "node:test": ("math.test.js", 5),
+}
+
+
+def build(framework: str, kind: str, root: Path) -> Path:
+    files = SOURCES[framework][kind]
+    if framework in ("vitest", "jest"):
+        return js_workspace(root, framework, files)
+    if framework == "pytest":
+        return py_workspace(root, files)
+    return node_workspace(root, files)
+
+
+def run_json(ws: Path, *extra: str) -> tuple[int, dict[str, object]]:
+    done = cli("run", str(ws), "--json", *extra)
+    assert done.stdout.strip(), done.stderr
+    return done.code, done.json
+
+
+FRAMEWORKS = ["vitest", "jest", "pytest", "node:test"]
+
+
+# ---------------------------------------------------------------- the cases
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_red_suite(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "red", tmp_path / "ws")
+    code, r = run_json(ws)
+    assert (code, r["outcome"], r["ok"]) == (1, "red", False), r
+    assert r["framework"] == framework
+    assert r["summary"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
+    assert r["next_action"] == "retry_coder"
+    (failure,) = r["failures"]  # type: ignore[misc]
+    assert "adds badly" in failure["test"]
+    file, line = RED_AT[framework]
+    assert failure["file"] is not None and failure["file"].endswith(file), failure
+    assert failure["line"] == line, failure
+    assert (failure["expected"], failure["got"]) == ("5", "4"), failure
+    assert failure["hint"], failure
+    # the run is stored: result.json equal to what was printed, the full output, the report
+    run_dir = ws / ".greenloop" / "runs" / str(r["run_id"])
+    assert r["result_ref"] == str(run_dir / "result.json")
+    assert json.loads((run_dir / "result.json").read_text()) == r
+    assert (run_dir / "stdout.txt").exists() and (run_dir / "stderr.txt").exists()
+    assert list(run_dir.glob("report.*")), "the machine report is kept beside the output"
+    assert "adds badly" in str(r["output_tail"])
+    assert not any("text output" in n for n in r["notes"]), r["notes"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_green_suite(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "green", tmp_path / "ws")
+    code, r = run_json(ws)
+    assert (code, r["outcome"], r["ok"]) == (0, "green", True), r
+    assert r["summary"] == {"total": 1, "passed": 1, "failed": 0, "skipped": 0}
+    assert r["failures"] == [] and r["crashed"] is False and r["next_action"] is None
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_crash_on_import_is_broken_for_the_tester(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "crash", tmp_path / "ws")
+    code, r = run_json(ws)
+    assert (code, r["outcome"], r["ok"], r["crashed"]) == (3, "broken", False, True), r
+    assert r["next_action"] == "retry_tester"
+    assert r["crash_reason"] and "load" in str(r["crash_reason"]), r["crash_reason"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_empty_suite_is_no_tests_ran(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "empty", tmp_path / "ws")
+    code, r = run_json(ws, "--framework", framework)
+    assert (code, r["outcome"], r["ok"]) == (3, "broken", False), r
+    assert any("no tests ran" in n for n in r["notes"]), r  # type: ignore[attr-defined]
+    assert r["summary"]["total"] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_hung_suite_dies_at_its_timeout_with_no_process_left(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "hung", tmp_path / "ws")
+    timeout_ms = 4000 if framework in ("vitest", "jest") else 2500
+    done = cli("run", str(ws), "--json", "--timeout-ms", str(timeout_ms), timeout=60)
+    r = done.json
+    assert (done.code, r["outcome"], r["timed_out"], r["crashed"]) == (3, "broken", True, True), r
+    assert "timed out" in str(r["crash_reason"])
+    # the timeout plus the grace period plus start-up, not the 600 s the suite wanted
+    assert done.seconds < timeout_ms / 1000 + 10
+    assert processes_under(ws) == []
+
+
+# ---------------------------------------------------------------- 2,000 tests per runner
+
+
+def big_suite(framework: str, root: Path, files: int = 20, per_file: int = 100) -> Path:
+    sources: dict[str, str] = {}
+    for f in range(files):
+        if framework == "pytest":
+            body = "".join(f"def test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n\n" for i in range(per_file))
+            sources[f"tests/test_big_{f}.py"] = body
+        elif framework == "node:test":
+            head = "const test = require('node:test')\nconst assert = require('node:assert')\n"
+            body = "".join(
+                f"test('t {f} {i}', () => assert.strictEqual({i} + 1, {i + 1}))\n" for i in range(per_file)
+            )
+            sources[f"test/big_{f}.test.js"] = head + body
+        else:
+            head = "import { it, expect } from 'vitest'\n" if framework == "vitest" else ""
+            body = "".join(f"it('t {f} {i}', () => expect({i} + 1).toBe({i + 1}))\n" for i in range(per_file))
+            sources[f"test/big_{f}.test.js"] = head + body
+    if framework in ("vitest", "jest"):
+        return js_workspace(root, framework, sources)
+    if framework == "pytest":
+        return py_workspace(root, sources)
+    return node_workspace(root, sources)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_thousand_tests(framework: str, tmp_path: Path) -> None:
+    ws = big_suite(framework, tmp_path / "ws")
+    code, r = run_json(ws)
+    assert (code, r["outcome"]) == (0, "green"), r
+    assert r["summary"] == {"total": 2000, "passed": 2000, "failed": 0, "skipped": 0}
+    assert len(str(r["output_tail"])) <= 3000

@@ -1,0 +1,185 @@
+"""Scenarios across runs and surfaces: red -> last_failed -> fix -> green, the DevLoop unit
+layout, the human summary, a runner that is not installed, a report that never came, a
+verbatim command, the Python API with progress, cancellation and the bounded view."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.e2e.conftest import REPO, cli, js_workspace, processes_under, py_workspace
+
+from greenloop import api
+from greenloop.model import Progress
+
+pytestmark = pytest.mark.e2e
+
+CALC = "def add(a, b):\n    return a + b\n"
+TESTS = (
+    "from calc import add\n\n"
+    "def test_adds():\n    assert add(1, 2) == 3\n\n"
+    "def test_adds_badly():\n    assert add(2, 2) == 5\n\n"
+    "def test_adds_negative():\n    assert add(-1, -1) == -2\n"
+)
+
+
+def test_pytest_red_then_last_failed_then_green(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
+    first = cli("run", str(ws), "--json")
+    assert first.code == 1 and first.json["summary"]["failed"] == 1
+    rerun = cli("run", str(ws), "--json", "--last-failed")
+    r = rerun.json
+    assert rerun.code == 1 and r["summary"] == {"total": 1, "passed": 0, "failed": 1, "skipped": 0}, r
+    assert "-k" in r["command"] and "test_adds_badly" in r["command"]
+    assert any(f"reran 1 failure(s) of {first.json['run_id']}" in n for n in r["notes"])
+    # the agent "fixes" the test's expectation; the rerun of the last failure is green
+    (ws / "test_calc.py").write_text(TESTS.replace("== 5", "== 4"))
+    fixed = cli("run", str(ws), "--json", "--last-failed")
+    assert fixed.code == 0 and fixed.json["summary"]["total"] == 1, fixed.json
+    # nothing failed last time: the full suite runs, and says why
+    full = cli("run", str(ws), "--json", "--last-failed")
+    assert full.code == 0 and full.json["summary"]["total"] == 3
+    assert any("had no failures" in n for n in full.json["notes"])
+
+
+def test_vitest_last_failed_uses_t_with_describe_path(tmp_path: Path) -> None:
+    ws = js_workspace(
+        tmp_path / "ws",
+        "vitest",
+        {
+            "a.test.js": (
+                "import { describe, it, expect } from 'vitest'\n"
+                "describe('outer', () => { describe('in [x]', () => {\n"
+                "  it('fails > here', () => { expect(1).toBe(2) })\n"
+                "  it('passes', () => {})\n"
+                "}) })\n"
+                "it('top', () => {})\n"
+            )
+        },
+    )
+    first = cli("run", str(ws), "--json")
+    assert first.code == 1, first.json
+    rerun = cli("run", str(ws), "--json", "--last-failed").json
+    assert rerun["summary"]["failed"] == 1 and rerun["summary"]["passed"] == 0, rerun
+    assert "-t" in rerun["command"]
+
+
+def test_devloop_unit_runs_are_also_written_in_the_unit(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".git").mkdir()
+    (project / "units.json").write_text(json.dumps({"units": [{"id": "calc", "kind": "be"}]}))
+    unit = project / "units" / "calc"
+    (unit / "code").mkdir(parents=True)
+    (unit / "code" / "calc.py").write_text(CALC)
+    (unit / "tests").mkdir()
+    (unit / "tests" / "test_calc.py").write_text(TESTS)
+    (unit / "conftest.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent / 'code'))\n"
+    )
+    (unit / "spec.json").write_text(json.dumps({"acceptance_criteria": ["adds numbers"]}))
+    done = cli("run", str(unit), "--json")
+    r = done.json
+    assert done.code == 1, r
+    unit_run = unit / "runs" / r["run_id"]
+    assert sorted(p.name for p in unit_run.iterdir()) == ["result.json", "stderr.txt", "stdout.txt"]
+    assert r["result_ref"] == str(unit_run / "result.json")
+    assert json.loads((unit_run / "result.json").read_text()) == r
+    assert "1 failed" in (unit_run / "stdout.txt").read_text()
+    assert (unit / ".greenloop" / "runs" / r["run_id"] / "result.json").exists()
+
+
+def test_human_summary_shows_failing_tests_and_live_progress(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
+    done = cli("run", str(ws))
+    assert done.code == 1
+    out = done.stdout
+    assert "✗ red" in out and "1 failed, 2 passed (3 tests)" in out
+    assert "test_adds_badly" in out and "test_calc.py:8" in out
+    assert "expected: 5" in out and "got:      4" in out and "hint:" in out
+    assert "result:" in out and "result.json" in out
+    assert "\x1b[" not in out + done.stderr  # not a terminal: no colour, no redraws
+
+
+def test_runner_not_installed_is_broken_with_install_hint(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    (ws / "package.json").write_text(json.dumps({"devDependencies": {"vitest": "4"}}))
+    (ws / "a.test.js").write_text("")
+    done = cli("run", str(ws), "--json")
+    r = done.json
+    assert (done.code, r["outcome"]) == (3, "broken"), r
+    assert "vitest is not installed" in r["crash_reason"] and "npm install -D vitest" in r["crash_reason"]
+
+
+def test_missing_report_is_broken_with_the_reason(tmp_path: Path) -> None:
+    # pytest dies while loading conftest.py, before it can write its junit report
+    ws = py_workspace(
+        tmp_path / "ws", {"conftest.py": "import os\nos._exit(7)\n", "test_a.py": "def test_a():\n    pass\n"}
+    )
+    done = cli("run", str(ws), "--json")
+    r = done.json
+    assert (done.code, r["outcome"], r["crashed"], r["exit_code"]) == (3, "broken", True, 7), r
+    assert "report was missing" in r["crash_reason"]
+
+
+def test_verbatim_command_is_parsed_as_text(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
+    done = cli(
+        "run", str(ws), "--json", "--command", "python -m pytest -q -p no:cacheprovider", "--target", "x"
+    )
+    r = done.json
+    assert done.code == 1 and r["outcome"] == "red", r
+    assert r["command"] == "python -m pytest -q -p no:cacheprovider"
+    assert r["summary"]["failed"] == 1 and r["summary"]["passed"] == 2
+    assert any("text output" in n for n in r["notes"]) and any("target is ignored" in n for n in r["notes"])
+
+
+def test_api_progress_and_bounded_view(tmp_path: Path) -> None:
+    many = "".join(f"def test_fail_{i}():\n    assert {i} == -1\n\n" for i in range(12))
+    ws = py_workspace(tmp_path / "ws", {"test_many.py": many + "def test_ok():\n    pass\n"})
+    seen: list[Progress] = []
+    result = api.test_run(str(ws), on_progress=seen.append, sandbox="full-access")
+    assert result.outcome == "red" and result.summary.failed == 12
+    view = api.bounded(result)
+    assert len(view["failures"]) == 5 and all(f["hint"] for f in view["failures"])
+    assert len(view["more_failures"]) == 7 and view["more_failures_omitted"] == 0
+    assert view["result_ref"] == result.result_ref and Path(view["result_ref"]).exists()
+    assert view["summary"] == {"total": 13, "passed": 1, "failed": 12, "skipped": 0}
+    assert len(json.dumps(view)) < 40_000
+    if seen:  # the pytest progress lines are counted as they come
+        assert seen[-1].done <= 13 and seen[-1].failed <= 12
+
+
+def test_api_cancel_stops_the_whole_tree(tmp_path: Path) -> None:
+    ws = py_workspace(
+        tmp_path / "ws",
+        {
+            "test_hang.py": "import subprocess, time\n\ndef test_hang():\n"
+            "    subprocess.Popen(['sleep', '600'], start_new_session=True)\n    time.sleep(600)\n"
+        },
+    )
+    cancel = threading.Event()
+    timer = threading.Timer(1.5, cancel.set)
+    timer.start()
+    start = time.monotonic()
+    try:
+        result = api.test_run(str(ws), cancel=cancel, timeout_ms=60_000)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 15
+    assert (result.outcome, result.aborted, result.ok) == ("broken", True, False)
+    assert processes_under(ws) == []
+
+
+def test_demo_project_is_red_with_a_structured_failure(tmp_path: Path) -> None:
+    demo = tmp_path / "repo"
+    shutil.copytree(REPO / "examples" / "demo", demo / "examples" / "demo")
+    done = cli("run", str(demo / "examples" / "demo"))
+    assert done.code == 1 and "test_discount_code_takes_ten_percent_off" in done.stdout
+    assert "expected: 1800" in done.stdout and "got:      200" in done.stdout
