@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
     p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
     p.add_argument("--junit", help="also write JUnit XML to this file")
+    p.add_argument("--sandbox", help=f"sandbox mode for the units: {', '.join(SANDBOX_MODES)}")
     _json_flag(p)
     _handler(p, "integrate:integrate")
 

@@ -111,7 +111,13 @@ def integrate(args: argparse.Namespace) -> int:
             print(f"greenloop: {message}", file=sys.stderr, flush=True)
 
     with _sigterm_as_interrupt():
-        result = run_integration(project, cases=tuple(args.case or ()), junit=args.junit, on_event=progress)
+        result = run_integration(
+            project,
+            cases=tuple(args.case or ()),
+            junit=args.junit,
+            on_event=progress,
+            sandbox=getattr(args, "sandbox", None),
+        )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:

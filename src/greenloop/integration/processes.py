@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from greenloop import proc
+from greenloop import proc, sandbox
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.spec import Unit, env_var_name
 
@@ -288,8 +288,12 @@ class Supervisor:
         picker: PortPicker,
         clock: Callable[[], float] = time.monotonic,
         on_ports: Callable[[Mapping[str, int]], None] | None = None,
+        sandbox_policy: sandbox.Policy | None = None,
+        bwrap: str = "bwrap",
     ) -> None:
         self.log = log
+        self.sandbox_policy = sandbox_policy
+        self.bwrap = bwrap
         self.scratch = scratch
         self.base_env = base_env
         self.picker = picker
@@ -376,6 +380,26 @@ class Supervisor:
             tail.append(text[:500])
 
     # ---- starting --------------------------------------------------------------------------
+    def _confine(self, launch: Launch) -> Launch:
+        """A unit's start wrapped in the run's sandbox (the same bubblewrap argv as a test run).
+
+        The filesystem is confined per the mode and each unit gets its own pid namespace that
+        dies with it, but the units share the host's network namespace (`share_net`): a
+        namespace per unit would cut the loopback they use to reach each other. The child
+        environment starts from the sandbox allow-list plus what units.json and the run add.
+        """
+        policy = self.sandbox_policy
+        if policy is None or not policy.sandboxed:
+            return launch
+        added = {k: v for k, v in launch.env.items() if self.base_env.get(k) != v}
+        env = sandbox.child_env(self.base_env, policy, add=added)
+        env.pop(proc.TOKEN_VAR, None)
+        readable = sandbox.tmp_roots(launch.argv[0] if launch.argv else None, env, launch.cwd)
+        argv = sandbox.wrap_argv(
+            launch.argv, policy, share_net=True, cwd=launch.cwd, readable=readable, bwrap=self.bwrap
+        )
+        return Launch(tuple(argv), launch.cwd, env)
+
     def _spawn(self, up: UnitProcess) -> StartFailure | None:
         deps = {d: self.units[d].url for d in up.unit.depends_on if d in self.units}
         for _ in range(3):
@@ -387,7 +411,7 @@ class Supervisor:
             except PortUnavailable as exc:
                 return StartFailure(up.unit.id, "port_unavailable", f"unit {up.unit.id}: {exc}")
             self._ports_changed()
-        launch = unit_launch(up.unit, up.port, deps, self.base_env)
+        launch = self._confine(unit_launch(up.unit, up.port, deps, self.base_env))
         token = f"{proc.TOKEN_VAR.lower()}-{os.getpid()}-{up.unit.id}-{os.urandom(4).hex()}"
         self._tokens.add(token)
         try:

@@ -303,6 +303,7 @@ def integrate(
     run_id: str | None = None,
     record_bugs: bool = True,
     on_event: Callable[[str], None] | None = None,
+    sandbox: str | None = None,
 ) -> IntegrationResult:
     """Run a DevLoop project's integration cases against its real units on loopback ports.
 
@@ -318,6 +319,16 @@ def integrate(
         raise UsageError(
             f"--junit {str(junit)!r}: folder {str(junit_path.parent)!r} does not exist; create it first"
         )
+    # Units run under the same sandbox mechanism as test runs: this call's mode, else the
+    # project's configured default. Refused before anything starts when bwrap cannot enforce it.
+    from greenloop import config as config_mod
+    from greenloop import sandbox as sandbox_mod
+
+    base_env = dict(os.environ if env is None else env)
+    policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
+    bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
+    if bwrap is not None:
+        bwrap.require(policy.mode)
     say = on_event or (lambda _m: None)
     t_start = clock()
     started_at = _iso(wall())
@@ -345,11 +356,17 @@ def integrate(
     sup = Supervisor(
         log,
         scratch,
-        base_env=dict(os.environ if env is None else env),
+        base_env=base_env,
         picker=picker,
         clock=clock,
         on_ports=lambda ports: _write_env(env_path, ports),
+        sandbox_policy=policy,
+        bwrap=bwrap.path or "bwrap" if bwrap is not None else "bwrap",
     )
+    if bwrap is not None:
+        notes.append(
+            f"units ran in sandbox mode {policy.mode} ({bwrap.enforced_by}); they share the host loopback"
+        )
     deadline = t_start + run_timeout_s
     log.note(
         f"integration run {run_id} in {root}: {len(spec.cases)} cases, units {', '.join(u.id for u in units)}"
