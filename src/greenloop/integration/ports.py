@@ -37,7 +37,8 @@ def _kernel_ports(host: str) -> Iterator[int]:
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
-            yield int(s.getsockname()[1])
+            port = int(s.getsockname()[1])
+        yield port  # after the close: the probe and the unit must be able to bind it
 
 
 class PortPicker:
