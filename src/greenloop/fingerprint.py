@@ -6,7 +6,9 @@ someone asks `check`, and a difference only adds a note. Two strategies:
 - in a git work tree: HEAD plus, for every changed or untracked path (``git status``), its
   size and modification time (so editing an already-modified file again still shows);
 - elsewhere: a bounded walk of the workspace (sizes and modification times), skipping
-  dependency, build, cache and virtualenv folders and greenloop's own `.greenloop/`.
+  dependency, build, cache and virtualenv folders.
+
+greenloop's own state (`.greenloop/`, `bugs.ndjson`) never counts as a change.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["SKIP_DIRS", "WALK_BUDGET", "working_tree"]
+__all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "working_tree"]
 
 WALK_BUDGET = 20_000
+# greenloop's own outputs in a workspace: they change with every run and are not code.
+SKIP_FILES = frozenset({"bugs.ndjson"})
 SKIP_DIRS = frozenset(
     {
         ".git",
@@ -78,6 +82,7 @@ def _git(workspace: str, root: str) -> str | None:
                 "--",
                 ".",
                 ":(exclude,glob)**/.greenloop/**",
+                ":(exclude,glob)**/bugs.ndjson",
             ],
             cwd=workspace,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
@@ -124,6 +129,8 @@ def _walk(workspace: str) -> str:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name not in SKIP_DIRS and not entry.name.endswith(".egg-info"):
                         queue.append(entry.path)
+                    continue
+                if entry.name in SKIP_FILES:
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
