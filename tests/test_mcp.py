@@ -372,22 +372,29 @@ def test_background_run_returns_a_job_at_once_and_test_job_polls_it_to_the_end(
     tmp_path: Path, home: Path
 ) -> None:
     ws = _pytest_workspace(tmp_path / "ws", red=False)
-    (ws / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(1.5)\n")
+    # The job cannot end before the test releases it: no timing in this test.
+    (ws / "test_gate.py").write_text(
+        "import pathlib, time\n\n"
+        "def test_waits_for_release():\n"
+        "    deadline = time.monotonic() + 120\n"
+        "    while not pathlib.Path('release.flag').exists() and time.monotonic() < deadline:\n"
+        "        time.sleep(0.02)\n"
+        "    assert pathlib.Path('release.flag').exists()\n"
+    )
 
     async def body(s: ClientSession) -> dict[str, Any]:
-        started = time.monotonic()
         job = _ok(await s.call_tool("test_run", {"run_in_background": True}))
-        answered_s = time.monotonic() - started
         first = _ok(await s.call_tool("test_job", {"job_id": job["job_id"]}))
+        (ws / "release.flag").write_text("go")
         done = _ok(await s.call_tool("test_job", {"job_id": job["job_id"], "wait": True, "wait_ms": 60_000}))
         closure = _ok(await s.call_tool("test_closure_check", {}))
-        return {"job": job, "answered_s": answered_s, "first": first, "done": done, "closure": closure}
+        return {"job": job, "first": first, "done": done, "closure": closure}
 
     out = _with_client(ws, home, body)
     job = out["job"]
     assert job["background"] is True and job["job_id"] and job["run_id"] is None
-    assert out["answered_s"] < 1.5  # it did not wait for the 1.5 s test
-    assert out["first"]["status"] == "running"
+    assert out["first"]["status"] in ("starting", "running") and out["first"]["finished"] is False
+    assert out["first"]["session_id"] == job["session_id"]
     done = out["done"]
     assert done["status"] == "done" and done["job_id"] == job["job_id"]
     assert done["result"]["ok"] is True and done["result"]["summary"]["passed"] == 4
@@ -591,3 +598,36 @@ def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, ho
             os.kill(pid, signal.SIGKILL)
     assert left == []  # gone by the time the server exited
     assert code == 0
+
+
+def test_test_job_can_cancel_a_background_run_and_its_tree(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-job-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import pathlib, subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    pathlib.Path('started.flag').write_text('x')\n"
+        "    time.sleep(300)\n"
+    )
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        job = _ok(await s.call_tool("test_run", {"run_in_background": True}))
+        with anyio.fail_after(60):
+            while not (ws / "started.flag").exists() or not _marked_pids(marker):
+                await anyio.sleep(0.05)
+        stopped = _ok(await s.call_tool("test_job", {"job_id": job["job_id"], "cancel": True}))
+        with anyio.fail_after(30):
+            while _marked_pids(marker):
+                await anyio.sleep(0.1)
+        again = _ok(await s.call_tool("test_job", {"job_id": job["job_id"]}))
+        return {"stopped": stopped, "again": again}
+
+    try:
+        out = _with_client(ws, home, body)
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert out["stopped"]["status"] == "cancelled" and out["stopped"]["finished"] is True
+    assert out["again"]["status"] == "cancelled"
+    assert _marked_pids(marker) == []

@@ -195,8 +195,13 @@ class ClosureOutput(_Out):
 class JobOutput(_Out):
     session_id: str
     job_id: str
-    status: str = Field(description="running, done, failed or lost.")
+    status: Literal["starting", "running", "done", "failed", "lost", "cancelled"]
+    finished: bool = Field(default=False, description="True once the job has ended, however it ended.")
+    run_id: str | None = None
+    ok: bool | None = None
     result: RunOutput | None = Field(default=None, description="The bounded run result once done.")
+    error: str | None = Field(default=None, description="Why the job failed or was lost.")
+    log_path: str | None = None
 
 
 class BugOutput(_Out):
@@ -571,13 +576,23 @@ def _tools(state: ServerState) -> list[Tool]:
             int | None,
             Field(ge=0, description=f"Longest wait before it answers 'running' ({JOB_WAIT_DEFAULT_MS} ms)."),
         ] = None,
+        cancel: Annotated[
+            bool, Field(description="Stop the job (and its run's process tree) instead of reporting.")
+        ] = False,
     ) -> JobOutput:
-        """Report on a background test run: running, or done with its bounded result."""
-        wait_s = (JOB_WAIT_DEFAULT_MS if wait_ms is None else wait_ms) / 1000 if wait else 0.0
-        status = await _Stopwatch("test_job", wait_s + TOOL_TIMEOUT_S).call(
-            lambda: _lib("jobs").status(ws, job_id, wait=wait, timeout_s=wait_s)
+        """Report on a background test run: starting/running, or ended (done, failed, lost,
+        cancelled) with its bounded result."""
+        jobs = _lib("jobs")
+        if cancel:
+            status = await _Stopwatch("test_job", TOOL_TIMEOUT_S).call(lambda: jobs.cancel(ws, job_id))
+        else:
+            wait_s = (JOB_WAIT_DEFAULT_MS if wait_ms is None else wait_ms) / 1000 if wait else 0.0
+            status = await _Stopwatch("test_job", wait_s + TOOL_TIMEOUT_S).call(
+                lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
+            )
+        return await _Stopwatch("test_job", TOOL_TIMEOUT_S).call(
+            lambda: _job_output(status, state.session_id)
         )
-        return _job_output(status, state.session_id)
 
     async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
@@ -700,10 +715,15 @@ def _run_output(bounded: Any, session_id: str) -> RunOutput:
 
 def _job_output(status: Any, session_id: str) -> JobOutput:
     data = dict(_plain(status))
+    data["session_id"] = data.get("session_id") or session_id
     result = data.get("result")
-    if result is not None:
-        data["result"] = _run_output(result, data.get("session_id") or session_id)
-    data.setdefault("session_id", session_id)
+    if isinstance(result, Mapping):
+        # The job stores the whole RunResult; a model reads the same bounded view as test_run's.
+        from greenloop.model import RunResult
+
+        data["result"] = _run_output(
+            _lib("api").bounded(RunResult.from_json(dict(result))), data["session_id"]
+        )
     return JobOutput.model_validate(data)
 
 
