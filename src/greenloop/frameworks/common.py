@@ -255,12 +255,13 @@ def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framewor
     except Exception as exc:  # pragma: no cover - constructors are trivial
         return ParseResult(notes=(f"{framework} parser could not start: {exc!r}",))
     count = 0
+    feed = parser.feed
     try:
         for line in lines:
             count += 1
-            if not isinstance(line, str):
+            if line.__class__ is not str:
                 line = line.decode("utf-8", "replace") if isinstance(line, bytes | bytearray) else str(line)
-            parser.feed(line.rstrip("\r\n"))
+            feed(line.rstrip("\r\n"))
     except Exception as exc:
         note = f"{framework} output parsing stopped at line {count}: {type(exc).__name__}: {exc}"
         try:

@@ -199,8 +199,9 @@ def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"],
         exp, got = _node_expected_got(text)
         first = message or (text.strip().splitlines() or [""])[0]
         msg = [first]
-        stack = text
-        ufile, uline = first_user_frame(text)
+        # The wrapper's own stack points at the test's call site; the cause's at the failure.
+        stack = text.split("cause:", 1)[1] if "cause:" in text else text
+        ufile, uline = first_user_frame(stack)
     where = ufile or file
     return Failure(
         test=test,

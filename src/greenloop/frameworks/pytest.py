@@ -47,6 +47,7 @@ _DOTS = re.compile(r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$")
 _STATUS: dict[str, Event] = {
     "PASSED": "pass", "XPASS": "pass", "FAILED": "fail", "ERROR": "fail", "SKIPPED": "skip", "XFAIL": "skip",
 }
+_V_WORDS = tuple((f" {w}", w) for w in ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS"))
 _DOT_EVENT: dict[str, Event] = {".": "pass", "X": "pass", "F": "fail", "E": "fail", "s": "skip", "x": "skip"}
 
 
@@ -168,15 +169,19 @@ class TextParser:
         if self.section == "short test summary info":
             self._summary_line(line)
             return
-        if "::" in line:
-            m = _V_LINE.match(line) or None
-            if m:
-                self._progress(m.group(2), m.group(1))
-                return
-            x = _XDIST.match(line)
-            if x:
-                self._progress(x.group(1), x.group(2))
-                return
+        idx = line.find("::")
+        if idx > 0:
+            if c == "[":
+                x = _XDIST.match(line)
+                if x:
+                    self._progress(x.group(1), x.group(2))
+                    return
+            # Fast path for -v lines: plain substring searches instead of a regex per line.
+            for word, status in _V_WORDS:
+                k = line.find(word, idx)
+                if k != -1:
+                    self._progress(status, line[:k])
+                    return
         if line.endswith("]") or c not in " \t":
             m = _DOTS.match(line)
             if m and not self.section:

@@ -1,0 +1,212 @@
+"""Every captured fixture: the text parse agrees with the runner's own report of the same run.
+
+Counts exact, every failing test of the report found by name in the text, none invented,
+load failures on both sides. Then exact expected/got and file:line for chosen failures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from greenloop.frameworks import parse_report, parse_text
+from greenloop.model import Failure, ParseResult
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CAPTURES = sorted(FIXTURES.glob("*/*/*.meta.json"))
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return meta
+
+
+def _text(meta_path: Path, root: str | None = None) -> ParseResult:
+    meta = _meta(meta_path)
+    txt = meta_path.with_name(meta_path.name.replace(".meta.json", ".txt"))
+    with txt.open(encoding="utf-8", newline="") as fh:
+        return parse_text(meta["framework"], fh, root=root)
+
+
+def _report(meta_path: Path, root: str | None = None) -> ParseResult:
+    meta = _meta(meta_path)
+    assert meta["report"], f"{meta_path} has no report beside it"
+    return parse_report(meta["report_format"], str(meta_path.with_name(meta["report"])), root=root)
+
+
+def _key(f: Failure) -> tuple[str, str]:
+    # A file that failed to load is named after the file: compare by its base name, since
+    # the text shows it relative and some reports absolute.
+    if f.kind == "load":
+        return ("load", Path(f.test).name)
+    return ("test", f.test)
+
+
+def _id(p: Path) -> str:
+    return str(p.relative_to(FIXTURES)).replace(".meta.json", "")
+
+
+def test_fixture_set_is_complete_and_small() -> None:
+    frameworks = {p.parts[-3] for p in CAPTURES}
+    assert frameworks == {"vitest", "jest", "pytest", "node_test", "npm_test"}
+    variants = {(p.parts[-3], p.name.replace(".meta.json", "")) for p in CAPTURES}
+    for needed in [("vitest", "plain"), ("vitest", "color"), ("vitest", "agent"), ("vitest", "github"),
+                   ("jest", "plain"), ("jest", "color"), ("jest", "verbose"), ("pytest", "q"),
+                   ("pytest", "v"), ("pytest", "rA"), ("pytest", "color"), ("node_test", "tap"),
+                   ("node_test", "spec"), ("node_test", "spec-color")]:
+        assert needed in variants
+    total = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
+    assert total < 2 * 1024 * 1024
+    for p in CAPTURES:
+        txt = p.with_name(p.name.replace(".meta.json", ".txt"))
+        assert txt.stat().st_size < 32 * 1024, txt
+
+
+@pytest.mark.parametrize("meta_path", CAPTURES, ids=_id)
+def test_text_parse_matches_report(meta_path: Path) -> None:
+    meta = _meta(meta_path)
+    text = _text(meta_path, root=meta["cwd"])
+    report = _report(meta_path, root=meta["cwd"])
+    assert report.recognized, report.notes
+    assert text.recognized, text.notes
+    assert text.summary == report.summary
+    text_keys = sorted(_key(f) for f in text.failures)
+    report_keys = sorted(_key(f) for f in report.failures)
+    assert text_keys == report_keys  # every failure found by name, none invented
+    assert (text.load_error is None) == (report.load_error is None)
+    # the runner's exit code agrees with what was parsed
+    assert (meta["exit_code"] == 0) == (text.summary.failed == 0)
+    for f in text.failures:
+        assert f.hint == ""  # hints are built elsewhere
+        assert f.kind in ("test", "load", "hook")
+
+
+@pytest.mark.parametrize("meta_path", CAPTURES, ids=_id)
+def test_text_parse_without_root_is_the_same_count(meta_path: Path) -> None:
+    assert _text(meta_path).summary == _text(meta_path, root=_meta(meta_path)["cwd"]).summary
+
+
+def _find(res: ParseResult, name: str) -> Failure:
+    matches = [f for f in res.failures if f.test == name]
+    assert matches, f"{name!r} not in {[f.test for f in res.failures]}"
+    return matches[0]
+
+
+def _fx(framework: str, suite: str, variant: str) -> Path:
+    return FIXTURES / framework / suite / f"{variant}.meta.json"
+
+
+# (fixture, test name, file, line, expected, got) asserted exactly on text and report
+EXACT = [
+    (("vitest", "mixed", "plain"), "math > adds wrong", "math.test.js", 9, "4", "3"),
+    (("vitest", "mixed", "plain"), "math > add(2, 2) = 5", "math.test.js", 22, "5", "4"),
+    (("jest", "mixed", "plain"), "math › adds wrong", "math.test.js", 8, "4", "3"),
+    (("jest", "mixed", "plain"), "ünïcödé 名前 [bracket] - dash > arrow", "math.test.js", 32, '"e"', '"é"'),
+    (("pytest", "mixed", "plain"), "test_calc.py::test_adds_wrong", "test_calc.py", 11, "4", "3"),
+    (("pytest", "mixed", "v"), "test_calc.py::test_param[2-2-5]", "test_calc.py", 34, "5", "4"),
+    (("node_test", "mixed", "tap"), "math > adds wrong", "math.test.mjs", 10, "4", "3"),
+    (("node_test", "mixed", "spec"), "parent with subtests > sub fails", "math.test.mjs", 26, "'b'", "'a'"),
+]
+
+
+@pytest.mark.parametrize(("fx", "name", "file", "line", "expected", "got"), EXACT,
+                         ids=[f"{'/'.join(e[0])}:{e[1]}" for e in EXACT])
+def test_expected_got_and_location_exact(
+    fx: tuple[str, str, str], name: str, file: str, line: int, expected: str, got: str
+) -> None:
+    meta_path = _fx(*fx)
+    root = _meta(meta_path)["cwd"]
+    f = _find(_text(meta_path, root=root), name)
+    assert (f.file, f.line, f.expected, f.got) == (file, line, expected, got)
+    assert f.message
+    assert f.stack and "node_modules" not in f.stack and "node:internal" not in f.stack
+    r = _find(_report(meta_path, root=root), name)
+    assert (r.file, r.line) == (file, line)
+    assert r.expected is not None and r.got is not None
+
+
+def test_report_assertion_objects_become_expected_and_got() -> None:
+    r = _find(_report(_fx("jest", "mixed", "plain"), root="/tmp/greenloop-capture/jest-mixed"),
+              "math › nested > deeper › compares objects")
+    assert json.loads(r.expected or "") == {"id": 1, "name": "b", "tags": ["x", "y"]}
+    assert json.loads(r.got or "") == {"id": 1, "name": "a", "tags": ["x"]}
+    n = _find(_report(_fx("node_test", "mixed", "tap")), "math > nested > deeper > compares objects")
+    assert "name: 'b'" in (n.expected or "") and "name: 'a'" in (n.got or "")
+
+
+def test_text_diff_rebuilds_both_sides() -> None:
+    f = _find(_text(_fx("vitest", "mixed", "plain")), "math > nested > deeper > compares objects")
+    assert f.expected is not None and '"name": "b"' in f.expected and '"y"' in f.expected
+    assert f.got is not None and '"name": "a"' in f.got and '"y"' not in f.got
+    j = _find(_text(_fx("jest", "mixed", "plain")), "math › nested > deeper › compares objects")
+    assert j.expected is not None and '"name": "b"' in j.expected
+    assert j.got is not None and '"name": "a"' in j.got
+
+
+def test_counting_rules_on_real_output() -> None:
+    # vitest leaves load failures and the failed beforeAll out of "6 failed": both are added.
+    v = _text(_fx("vitest", "mixed", "plain"))
+    assert (v.summary.failed, v.summary.passed, v.summary.skipped) == (6 + 2 + 1, 3, 3 + 1)
+    assert {f.kind for f in v.failures if f.test == "db suite"} == {"hook"}
+    assert sorted(f.test for f in v.failures if f.kind == "load") == ["broken.test.js", "syntax.test.js"]
+    # jest: "Test suite failed to run" is not in "8 failed": added as one failure per file.
+    j = _text(_fx("jest", "mixed", "plain"))
+    assert j.summary.failed == 8 + 2 and j.summary.skipped == 2  # skip + todo
+    # pytest: as its closing line counts (xfail skipped, xpass passed, strict xpass failed,
+    # a teardown error after a pass: one passed and one failed).
+    p = _text(_fx("pytest", "mixed", "q"))
+    assert (p.summary.failed, p.summary.passed, p.summary.skipped) == (8 + 3, 4 + 1, 1 + 1)
+    assert _find(p, "test_calc.py::test_xpass_strict").kind == "test"
+    assert _find(p, "test_calc.py::test_teardown_error").kind == "hook"
+    assert _find(p, "test_calc.py::test_missing_fixture").message == "fixture 'no_such_fixture' not found"
+    # node:test: a parent whose subtest failed is not a second failure; cancelled -> skipped.
+    n = _text(_fx("node_test", "mixed", "tap"))
+    assert (n.summary.failed, n.summary.passed, n.summary.skipped) == (7, 2, 3)
+    assert not any(f.test in ("math", "parent with subtests") for f in n.failures)
+    assert _find(n, "db suite").kind == "hook"
+
+
+def test_names_keep_unicode_brackets_arrows_and_dashes() -> None:
+    for fx, name in [
+        (("vitest", "mixed", "agent"), "ünïcödé 名前 [bracket] - dash > arrow"),
+        (("vitest", "mixed", "github"), "ünïcödé 名前 [bracket] - dash > arrow"),
+        (("jest", "mixed", "color"), "ünïcödé 名前 [bracket] - dash > arrow"),
+        (("node_test", "mixed", "spec-color"), "ünïcödé 名前 [bracket] - dash > arrow"),
+        (("pytest", "mixed", "rA"), "test_calc.py::test_param[\\xfcn\\xefc\\xf6d\\xe9 \\u540d\\u524d [x] - dash > arrow]"),
+    ]:
+        _find(_text(_fx(*fx)), name)
+
+
+def test_load_failures_name_the_file_and_set_load_error() -> None:
+    for fx, name, needle in [
+        (("vitest", "loadfail", "plain"), "server.test.js", "invalid JS syntax"),
+        (("jest", "loadfail", "plain"), "server.test.js", "unexpected token"),
+        (("pytest", "loadfail", "q"), "test_server.py", "SyntaxError"),
+        (("node_test", "loadfail", "spec"), "server.test.mjs", "SyntaxError"),
+    ]:
+        res = _text(_fx(*fx), root=_meta(_fx(*fx))["cwd"])
+        assert [f.kind for f in res.failures] and all(f.kind == "load" for f in res.failures)
+        assert any(Path(f.test).name == name for f in res.failures)
+        assert res.load_error and needle.lower() in res.load_error.lower()
+
+
+def test_github_annotations_alone_still_name_the_failures() -> None:
+    lines = [ln for ln in (FIXTURES / "vitest/mixed/github.txt").read_text(encoding="utf-8").splitlines()
+             if ln.startswith("::error")]
+    res = parse_text("vitest", lines)
+    names = {f.test for f in res.failures}
+    assert "math > add(2, 2) = 5" in names  # %2C unescaped in the title
+    assert "ünïcödé 名前 [bracket] - dash > arrow" in names
+    f = _find(res, "math > adds wrong")
+    assert (f.line, f.expected, f.got) == (9, "4", "3")
+    assert not res.recognized  # no closing line: counts are only what was seen
+
+
+def test_npm_test_sniffs_each_runner() -> None:
+    for variant, runner in [("vitest", "vitest"), ("jest", "jest"), ("node_test", "node:test")]:
+        res = _text(FIXTURES / "npm_test" / "mixed" / f"{variant}.meta.json")
+        assert f"npm test output parsed as {runner}" in res.notes
+        assert res.recognized
