@@ -1,0 +1,176 @@
+"""`greenloop init HARNESS`: hook config and MCP registration, merged idempotently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from greenloop.errors import UsageError
+from greenloop.init import init
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+
+def commands(groups: list[dict]) -> list[str]:
+    return [h["command"] for g in groups for h in g["hooks"]]
+
+
+def test_claude_code_fresh(tmp_path: Path) -> None:
+    report = init("claude-code", tmp_path)
+    assert [c.action for c in report.files] == ["created", "created"]
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    hooks = settings["hooks"]
+    for event in ("Stop", "SubagentStop", "UserPromptSubmit", "PostToolUse"):
+        assert commands(hooks[event]) == ["greenloop hook claude-code"], event
+    assert hooks["PostToolUse"][0]["matcher"] == "Bash"
+    assert hooks["Stop"][0]["hooks"][0]["type"] == "command"
+    mcp = json.loads((tmp_path / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+
+
+def test_claude_code_merge_keeps_user_hooks_and_is_idempotent(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    user = {
+        "permissions": {"allow": ["Bash(npm test)"]},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+            "PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "lint.sh"}]}],
+        },
+    }
+    (tmp_path / ".claude" / "settings.json").write_text(json.dumps(user))
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"db": {"command": "dbmcp"}}}))
+    init("claude-code", tmp_path)
+    first = (tmp_path / ".claude" / "settings.json").read_text()
+    settings = json.loads(first)
+    assert settings["permissions"] == user["permissions"]
+    assert commands(settings["hooks"]["Stop"]) == ["notify-send done", "greenloop hook claude-code"]
+    assert commands(settings["hooks"]["PreToolUse"]) == ["lint.sh"]
+    mcp = json.loads((tmp_path / ".mcp.json").read_text())
+    assert set(mcp["mcpServers"]) == {"db", "greenloop"}
+    again = init("claude-code", tmp_path)
+    assert [c.action for c in again.files] == ["unchanged", "unchanged"]
+    assert (tmp_path / ".claude" / "settings.json").read_text() == first
+
+
+def test_claude_code_refreshes_an_old_entry_in_place(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    old = {
+        "hooks": {
+            "Stop": [
+                {
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": "/old/venv/bin/greenloop hook claude-code",
+                            "timeout": 5,
+                        }
+                    ]
+                },
+                {"hooks": [{"type": "command", "command": "greenloop hook claude-code"}]},
+            ]
+        }
+    }
+    (tmp_path / ".claude" / "settings.json").write_text(json.dumps(old))
+    init("claude-code", tmp_path)
+    stop = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]["Stop"]
+    assert commands(stop) == ["greenloop hook claude-code"]  # replaced in place, the duplicate dropped
+
+
+def test_codex_hooks_and_toml(tmp_path: Path) -> None:
+    (tmp_path / ".codex").mkdir()
+    toml_text = 'model = "gpt-5-codex"\n\n[mcp_servers.docs]\ncommand = "docs-mcp"\n'
+    (tmp_path / ".codex" / "config.toml").write_text(toml_text)
+    report = init("codex", tmp_path)
+    assert [c.action for c in report.files] == ["created", "updated"]
+    hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    assert commands(hooks["Stop"]) == ["greenloop hook codex"]
+    assert commands(hooks["UserPromptSubmit"]) == ["greenloop hook codex"]
+    assert hooks["PostToolUse"][0]["matcher"] == "Bash"
+    text = (tmp_path / ".codex" / "config.toml").read_text()
+    assert text.startswith(toml_text)  # the user's lines are kept byte for byte
+    config = tomllib.loads(text)
+    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
+    assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
+
+
+def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text(
+        '[mcp_servers.greenloop]\ncommand = "old"\nargs = []\n\n[profiles.fast]\nmodel = "o4-mini"\n'
+    )
+    init("codex", tmp_path)
+    config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    assert config["profiles"]["fast"] == {"model": "o4-mini"}
+
+
+def test_gemini_settings(tmp_path: Path) -> None:
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps({"theme": "dark"}))
+    init("gemini", tmp_path)
+    settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert settings["theme"] == "dark"
+    assert commands(settings["hooks"]["AfterAgent"]) == ["greenloop hook gemini"]
+    assert settings["hooks"]["AfterTool"][0]["matcher"] == "run_shell_command"
+    assert settings["mcpServers"]["greenloop"]["args"] == ["mcp"]
+    assert [c.action for c in init("gemini", tmp_path).files] == ["unchanged"]
+
+
+def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
+    (tmp_path / ".cursor").mkdir()
+    (tmp_path / ".cursor" / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"stop": [{"command": "./audit.sh"}]}})
+    )
+    init("cursor", tmp_path)
+    data = json.loads((tmp_path / ".cursor" / "hooks.json").read_text())
+    assert data["version"] == 1
+    assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": "greenloop hook cursor"}]
+    assert data["hooks"]["afterShellExecution"] == [{"command": "greenloop hook cursor"}]
+    assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["greenloop"]
+    assert [c.action for c in init("cursor", tmp_path).files] == ["unchanged", "unchanged"]
+
+
+def test_malformed_file_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    (tmp_path / ".mcp.json").write_text("{not json")
+    with pytest.raises(UsageError, match=r"\.mcp\.json is not valid JSON"):
+        init("claude-code", tmp_path)
+    assert not (tmp_path / ".claude").exists()  # settings.json was not written either
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text("model = \n")
+    with pytest.raises(UsageError, match=r"config\.toml"):
+        init("codex", tmp_path)
+    assert not (tmp_path / ".codex" / "hooks.json").exists()
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown harness 'vim'"):
+        init("vim", tmp_path)
+    with pytest.raises(UsageError, match="not a folder"):
+        init("codex", tmp_path / "missing")
+
+
+def test_cli_init_json_and_exit_codes(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "greenloop", "init", "claude-code", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["harness"] == "claude-code" and {f["action"] for f in data["files"]} == {"created"}
+    p = subprocess.run(
+        [sys.executable, "-m", "greenloop", "init", "emacs", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "unknown harness" in p.stderr
