@@ -58,7 +58,7 @@ def timed(argv: list[str], repeat: int) -> tuple[float, int]:
     size = 0
     for _ in range(repeat):
         t0 = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+        done = subprocess.run(argv, capture_output=True, check=True)
         times.append(time.perf_counter() - t0)
         size = len(done.stdout)
     return statistics.median(times), size
@@ -85,7 +85,8 @@ def main() -> int:
         for name, argv in cases:
             t, size = timed(argv, opts.repeat)
             base = base or t
-            print(f"{name:<36} {t * 1000:8.1f} ms  ({t / base:5.1f}x python -c pass, {size / 1e6:.1f} MB out)")
+            ratio = t / base
+            print(f"{name:<36} {t * 1000:8.1f} ms  ({ratio:5.1f}x python -c pass, {size / 1e6:.1f} MB out)")
     return 0
 
 

@@ -127,14 +127,14 @@ def test_bad_arguments_name_the_field(log: BugLog) -> None:
         log.open(unit_id=" ", test_name="t", title="x")
     with pytest.raises(UsageError, match="test"):
         log.open(unit_id="u", test_name="", title="x")
-    with pytest.raises(UsageError, match="severity 'huge'.*low, medium, high, critical"):
+    with pytest.raises(UsageError, match=r"severity 'huge'.*low, medium, high, critical"):
         log.open(unit_id="u", test_name="t", title="x", severity="huge")
     with pytest.raises(UsageError, match="source"):
         log.open(unit_id="u", test_name="t", title="x", source="e2e")
     b = log.open(unit_id="u", test_name="t", title="x").bug
-    with pytest.raises(UsageError, match="to 'done'.*open, fixing, fixed, verified"):
+    with pytest.raises(UsageError, match=r"to 'done'.*open, fixing, fixed, verified"):
         log.transition(b.id, "done")
-    with pytest.raises(BugNotFound, match="no bug 'bug-nope'.*bugs list"):
+    with pytest.raises(BugNotFound, match=r"no bug 'bug-nope'.*bugs list"):
         log.transition("bug-nope", "fixed")
     with pytest.raises(UsageError, match="status 'closed'"):
         log.list(status="closed")

@@ -183,8 +183,10 @@ def _after_run(workspace: str, result: RunResult) -> RunResult:
     if sid != result.session_id:
         result = replace(result, session_id=sid)
     store.record_result(workspace, result, session_id=sid)
-    # bugs: bridge the run into bugs.ndjson
-    return result
+    # bugs: bridge the run into bugs.ndjson (red opens, green fixes; bug ids go into the failures)
+    from greenloop import bugs
+
+    return bugs.bridge_unit_run(workspace, result)
 
 
 # ----------------------------------------------------------------------------- the run store

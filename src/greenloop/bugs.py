@@ -789,7 +789,7 @@ def unit_id_of(workspace: str | os.PathLike[str]) -> str:
     """The unit a workspace's unit tests belong to: `units/<unit>/` of a DevLoop project,
     else the workspace folder's name."""
     found = layout.unit_of(workspace)
-    return found[1] if found is not None else Path(workspace).resolve().name
+    return found[1] if found is not None else (Path(workspace).resolve().name or "workspace")
 
 
 def _log_for(workspace: str | os.PathLike[str], clock: Callable[[], float] | None) -> BugLog:
@@ -928,15 +928,18 @@ def bridge_unit_run(
     notes: list[str] = []
     try:
         if result.outcome == "broken" or result.crashed or result.timed_out:
-            if result.aborted or _is_no_tests(result):
-                notes.append("bugs: no bug opened for a run that was aborted or found no tests")
+            if result.aborted:
+                notes.append("bugs: an interrupted run opens no bug")
+            elif _is_no_tests(result):
+                notes.append("bugs: no tests ran, so there is no failure to track (no bug opened)")
             else:
-                why = ("timed out" if result.timed_out else (result.crash_reason or "crashed"))
+                why = result.crash_reason or ("timed out" if result.timed_out else "crashed")
                 o = blog.open(
                     unit_id=unit, test_name=INFRA_TEST_NAME, source="unit_test_infra",
                     title=_bounded(f"the test run of {unit} broke: {why}", TITLE_LIMIT),
-                    detail=result.output_tail[-DETAIL_LIMIT:], run_id=result.run_id, by=by,
-                    severity="high",
+                    detail=f"{why}\n\n{result.output_tail[-DETAIL_LIMIT:]}".strip(),
+                    run_id=result.run_id, by=by,
+                    severity="high",  # a broken suite hides every other result
                 )
                 if o.created:
                     opened.append(o.bug.id)
@@ -971,6 +974,8 @@ def bridge_unit_run(
         notes.extend(blog.warnings)
     except OSError as exc:
         notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
+    except GreenloopError as exc:
+        notes.append(f"bugs: could not update {blog.path}: {exc.message}")
     return replace(
         result,
         failures=tuple(failures),
@@ -1111,5 +1116,7 @@ def bridge_integration_run(
         notes.extend(blog.warnings)
     except OSError as exc:
         notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
+    except GreenloopError as exc:
+        notes.append(f"bugs: could not update {blog.path}: {exc.message}")
     return BridgeOutcome(tuple(opened), tuple(moved), ids, tuple(notes))
 

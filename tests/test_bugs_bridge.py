@@ -1,0 +1,228 @@
+"""The bridges: unit runs and integration runs turned into bug events.
+
+The run records are built the way run.py builds them (the bridge reads nothing else); one
+scenario goes through the real `api.test_run` with a real pytest suite, red then green.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from greenloop import bugs
+from greenloop.bugs import BugLog
+from greenloop.model import Failure, RunResult, Summary
+
+
+def project(tmp_path: Path, *units: str) -> Path:
+    root = tmp_path / "proj"
+    for u in units:
+        (root / "units" / u).mkdir(parents=True)
+    (root / "units.json").write_text(json.dumps({"units": [{"id": u} for u in units]}))
+    return root
+
+
+def red(run_id: str, *failures: Failure) -> RunResult:
+    return RunResult(run_id=run_id, ok=False, outcome="red", framework="vitest", command="vitest run",
+                     exit_code=1, summary=Summary(total=5, passed=5 - len(failures), failed=len(failures)),
+                     failures=failures, next_action="retry_coder")
+
+
+def green(run_id: str) -> RunResult:
+    return RunResult(run_id=run_id, ok=True, outcome="green", framework="vitest", command="vitest run",
+                     exit_code=0, summary=Summary(total=5, passed=5))
+
+
+def broken(run_id: str, reason: str, **kw: object) -> RunResult:
+    return RunResult(run_id=run_id, ok=False, outcome="broken", framework="vitest", command="vitest run",
+                     exit_code=kw.pop("exit_code", 1), crashed=kw.pop("crashed", True),  # type: ignore[arg-type]
+                     crash_reason=reason, output_tail="SyntaxError: Unexpected token", **kw)  # type: ignore[arg-type]
+
+
+F_TITLE = Failure(test="POST /api/todos > missing title gives 400", expected="400", got="500",
+                  stack="TypeError: Cannot read properties of undefined (reading 'length')")
+F_LIST = Failure(test="GET /api/todos > lists created todos", message="expected [] to have length 1")
+
+
+def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
+    root = project(tmp_path, "todo-be", "todo-fe")
+    ws = str(root / "units" / "todo-be")
+    first = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
+    assert len(first.bugs_opened) == 2 and first.bugs_transitioned == ()
+    assert [f.bug_id for f in first.failures] == list(first.bugs_opened)
+    log = BugLog(root / "bugs.ndjson")
+    b_title, b_list = (log.get(i) for i in first.bugs_opened)
+    assert (b_title.unit_id, b_title.source, b_title.run_id, b_title.severity) == (
+        "todo-be", "unit_test", "run-1", "high")  # 500 in got
+    assert b_title.title == "POST /api/todos > missing title gives 400: expected 400, got 500"
+    assert "TypeError" in b_title.detail and b_title.by == "greenloop run"
+    assert b_list.severity == "medium" and b_list.title.endswith("expected [] to have length 1")
+    # the other unit's bug is not touched by this unit's runs
+    other = bugs.bridge_unit_run(str(root / "units" / "todo-fe"), red("run-fe", F_TITLE))
+    # the same failure again: the open bug is reused, nothing new is listed
+    again = bugs.bridge_unit_run(ws, red("run-2", F_TITLE))
+    assert again.bugs_opened == () and again.failures[0].bug_id == b_title.id
+    # someone claims one; then a green run fixes both, reporting where each came from
+    log.transition(b_list.id, "fixing", by="coder")
+    done = bugs.bridge_unit_run(ws, green("run-3"))
+    assert sorted(done.bugs_transitioned, key=lambda t: t["id"]) == sorted(
+        [{"id": b_title.id, "from": "open", "to": "fixed"},
+         {"id": b_list.id, "from": "fixing", "to": "fixed"}],
+        key=lambda t: t["id"])
+    assert log.get(b_title.id).fix_refs == ("run-3",)
+    assert log.get(other.bugs_opened[0]).status == "open"
+    # green again: nothing left to move
+    assert bugs.bridge_unit_run(ws, green("run-4")).bugs_transitioned == ()
+    # the same test failing after its fix is a regression: a new bug
+    regress = bugs.bridge_unit_run(ws, red("run-5", F_TITLE))
+    assert len(regress.bugs_opened) == 1 and regress.bugs_opened[0] != b_title.id
+
+
+def test_broken_runs(tmp_path: Path) -> None:
+    root = project(tmp_path, "profile-be")
+    ws = str(root / "units" / "profile-be")
+    crash = bugs.bridge_unit_run(ws, broken("run-1", "the suite could not load the code under test"))
+    assert len(crash.bugs_opened) == 1
+    log = BugLog(root / "bugs.ndjson")
+    infra = log.get(crash.bugs_opened[0])
+    assert (infra.source, infra.test_name, infra.unit_id) == ("unit_test_infra", bugs.INFRA_TEST_NAME,
+                                                             "profile-be")
+    assert "could not load" in infra.title and "SyntaxError" in infra.detail
+    # crashing again reuses it; a timeout is the same kind of bug
+    timeout = broken("run-2", "timed out after 60000 ms", timed_out=True)
+    assert bugs.bridge_unit_run(ws, timeout).bugs_opened == ()
+    # no tests ran, or a person interrupted: nothing to track
+    for result in (broken("run-3", "no tests ran", crashed=False, exit_code=5),
+                   broken("run-4", "interrupted", aborted=True)):
+        out = bugs.bridge_unit_run(ws, result)
+        assert out.bugs_opened == () and any(n.startswith("bugs:") for n in out.notes)
+    assert len(log.fold().bugs) == 1
+    # the suite runs again (red): the infra bug is fixed, the failure opens its own bug
+    after = bugs.bridge_unit_run(ws, red("run-5", F_LIST))
+    assert after.bugs_transitioned == ({"id": infra.id, "from": "open", "to": "fixed"},)
+    assert len(after.bugs_opened) == 1
+
+
+def test_red_without_recognised_failures_is_not_lost(tmp_path: Path) -> None:
+    ws = tmp_path / "lib"
+    ws.mkdir()
+    out = bugs.bridge_unit_run(str(ws), red("run-1"))
+    assert len(out.bugs_opened) == 1
+    bug = BugLog(ws / "bugs.ndjson").get(out.bugs_opened[0])  # not a DevLoop project: the workspace
+    assert bug.unit_id == "lib" and "no failing test was recognised" in bug.title
+
+
+def test_unwritable_log_becomes_a_note(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "bugs.ndjson").mkdir(parents=True)  # cannot be opened as a file, even by root
+    out = bugs.bridge_unit_run(str(ws), red("run-1", F_TITLE))
+    assert out.bugs_opened == () and out.failures[0].bug_id is None
+    assert any("could not update" in n for n in out.notes)
+
+
+@dataclass
+class CaseFailure:  # what the integration runner hands over (an object, not a dict)
+    case_id: str
+    failed_step: int | str | None
+    reason: str
+    expected: object
+    got: object
+    involves: list[str] = field(default_factory=list)
+
+
+def test_integration_bridge(tmp_path: Path) -> None:
+    root = project(tmp_path, "todo-be", "todo-fe", "auth-be")
+    log = BugLog(root / "bugs.ndjson")
+    unit_bug = bugs.bridge_unit_run(str(root / "units" / "todo-be"), red("run-u1", F_TITLE)).bugs_opened[0]
+    bugs.bridge_unit_run(str(root / "units" / "todo-be"), green("run-u2"))  # fixed, awaiting verification
+    auth_bug = bugs.bridge_unit_run(str(root / "units" / "auth-be"), red("run-a1", F_LIST)).bugs_opened[0]
+    bugs.bridge_unit_run(str(root / "units" / "auth-be"), green("run-a2"))
+
+    failures = [
+        {"case_id": "create-then-list", "failed_step": 2, "reason": "status mismatch",
+         "expected": {"status": 200}, "got": {"status": 502}, "involves": ["todo-be", "todo-fe"],
+         "stderr_excerpt": "Error: connect ECONNREFUSED"},
+        CaseFailure("auth-login", "POST /api/login", "body mismatch", {"$.token": "exists"}, None,
+                    ["auth-be"]),
+    ]
+    red_run = bugs.bridge_integration_run(str(root), failures, run_id="run-int-1", ok=False,
+                                          covered_units=["todo-be", "todo-fe", "auth-be"])
+    assert len(red_run.bugs_opened) == 2 and red_run.bugs_transitioned == ()
+    case_bug = log.get(red_run.bug_ids["create-then-list"])
+    assert (case_bug.source, case_bug.unit_id, case_bug.test_name, case_bug.affected_units) == (
+        "integration_test", "integration", "create-then-list", ("todo-be", "todo-fe"))
+    assert case_bug.severity == "high" and "ECONNREFUSED" in case_bug.detail
+    assert case_bug.title.startswith("create-then-list step 2: expected")
+    assert log.get(red_run.bug_ids["auth-login"]).severity == "critical"  # the case is about auth
+    # listed under each unit it involves
+    assert {b.id for b in log.list(unit="todo-fe").bugs} == {case_bug.id}
+    # the same case failing again reuses its bug
+    again = bugs.bridge_integration_run(str(root), failures[:1], run_id="run-int-2", ok=False,
+                                        covered_units=["todo-be", "todo-fe"])
+    assert again.bugs_opened == () and again.bug_ids == {"create-then-list": case_bug.id}
+    # a red integration run verifies nothing
+    assert log.get(unit_bug).status == "fixed"
+
+    # green, covering the todo units only: their case bug is fixed and verified, the fixed
+    # unit bug is verified; auth-be was not covered, so its bugs stay where they are
+    ok = bugs.bridge_integration_run(str(root), [], run_id="run-int-3", ok=True,
+                                     covered_units=["todo-be", "todo-fe"], passed_cases=["create-then-list"])
+    assert ok.bugs_opened == ()
+    moves = [(t["id"], t["from"], t["to"]) for t in ok.bugs_transitioned]
+    assert (case_bug.id, "open", "fixed") in moves and (case_bug.id, "fixed", "verified") in moves
+    assert (unit_bug, "fixed", "verified") in moves and len(moves) == 3
+    assert log.get(case_bug.id).status == "verified" and "run-int-3" in log.get(unit_bug).fix_refs
+    assert log.get(auth_bug).status == "fixed"
+    assert log.get(red_run.bug_ids["auth-login"]).status == "open"
+    # without passed_cases, a green run answers the integration bugs whose units it covered
+    ok2 = bugs.bridge_integration_run(str(root), [], run_id="run-int-4", ok=True, covered_units=["auth-be"])
+    assert {(t["id"], t["to"]) for t in ok2.bugs_transitioned} == {
+        (red_run.bug_ids["auth-login"], "fixed"), (red_run.bug_ids["auth-login"], "verified"),
+        (auth_bug, "verified")}
+    assert {b.status for b in log.fold().bugs} == {"verified"}
+    with pytest.raises(bugs.UsageError, match="case_id"):
+        bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
+
+
+PYTEST_CASES = """
+def add(a, b):
+    return a - b  # the bug
+
+
+def test_adds():
+    assert add(2, 3) == 5
+
+
+def test_auth_rejects_empty_token():
+    assert add(0, 0) == 0
+"""
+
+
+@pytest.mark.e2e
+def test_real_runs_red_then_green(tmp_path: Path) -> None:
+    """A real pytest suite in a DevLoop unit, through api.test_run: red opens, green fixes."""
+    from greenloop import api
+
+    root = project(tmp_path, "calc")
+    unit = root / "units" / "calc"
+    (unit / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    test_file = unit / "test_calc.py"
+    test_file.write_text(PYTEST_CASES)
+    first = api.test_run(unit, timeout_ms=60_000)
+    assert first.outcome == "red", first.notes
+    assert len(first.bugs_opened) == 1 and first.failures[0].bug_id == first.bugs_opened[0]
+    bug = BugLog(root / "bugs.ndjson").get(first.bugs_opened[0])
+    assert bug.unit_id == "calc" and "test_adds" in bug.test_name and bug.run_id == first.run_id
+    stored = json.loads((Path(first.result_ref or "")).read_text()) if first.result_ref else None
+    if stored is not None:  # the unit's result.json carries the bug ids too
+        assert stored["bugs_opened"] == list(first.bugs_opened)
+    test_file.write_text(PYTEST_CASES.replace("a - b  # the bug", "a + b"))
+    second = api.test_run(unit, timeout_ms=60_000)
+    assert second.outcome == "green", second.notes
+    assert second.bugs_transitioned == ({"id": bug.id, "from": "open", "to": "fixed"},)
+    assert BugLog(root / "bugs.ndjson").get(bug.id).fix_refs == (second.run_id,)
+    assert sys.executable  # the suite ran under this interpreter's pytest
