@@ -203,7 +203,8 @@ def test_red_suite(framework: str, tmp_path: Path) -> None:
     assert r["summary"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
     assert r["next_action"] == "retry_coder"
     (failure,) = r["failures"]  # type: ignore[misc]
-    assert "adds badly" in failure["test"]
+    name = "test_adds_badly" if framework == "pytest" else "adds badly"
+    assert name in failure["test"]
     file, line = RED_AT[framework]
     assert failure["file"] is not None and failure["file"].endswith(file), failure
     assert failure["line"] == line, failure
@@ -215,7 +216,7 @@ def test_red_suite(framework: str, tmp_path: Path) -> None:
     assert json.loads((run_dir / "result.json").read_text()) == r
     assert (run_dir / "stdout.txt").exists() and (run_dir / "stderr.txt").exists()
     assert list(run_dir.glob("report.*")), "the machine report is kept beside the output"
-    assert "adds badly" in str(r["output_tail"])
+    assert name in str(r["output_tail"])
     assert not any("text output" in n for n in r["notes"]), r["notes"]  # type: ignore[attr-defined]
 
 

@@ -93,13 +93,13 @@ def test_devloop_unit_runs_are_also_written_in_the_unit(tmp_path: Path) -> None:
     assert (unit / ".greenloop" / "runs" / r["run_id"] / "result.json").exists()
 
 
-def test_human_summary_shows_failing_tests_and_live_progress(tmp_path: Path) -> None:
+def test_human_summary_shows_the_failing_tests(tmp_path: Path) -> None:
     ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
     done = cli("run", str(ws))
     assert done.code == 1
     out = done.stdout
     assert "✗ red" in out and "1 failed, 2 passed (3 tests)" in out
-    assert "test_adds_badly" in out and "test_calc.py:8" in out
+    assert "test_adds_badly" in out and "test_calc.py:7" in out
     assert "expected: 5" in out and "got:      4" in out and "hint:" in out
     assert "result:" in out and "result.json" in out
     assert "\x1b[" not in out + done.stderr  # not a terminal: no colour, no redraws
