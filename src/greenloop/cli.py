@@ -165,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", help="self-check a DevLoop unit's tests")
     p.add_argument("unit", help="unit folder, e.g. units/todo-be")
+    p.add_argument(
+        "--baseline",
+        default="auto",
+        help="sandbox comparison: auto (git when inside a work tree), git, or snapshot (previous audit)",
+    )
     _json_flag(p)
     _handler(p, "audit:audit")
 
