@@ -175,7 +175,8 @@ def test_names_keep_unicode_brackets_arrows_and_dashes() -> None:
         (("vitest", "mixed", "github"), "ünïcödé 名前 [bracket] - dash > arrow"),
         (("jest", "mixed", "color"), "ünïcödé 名前 [bracket] - dash > arrow"),
         (("node_test", "mixed", "spec-color"), "ünïcödé 名前 [bracket] - dash > arrow"),
-        (("pytest", "mixed", "rA"), "test_calc.py::test_param[\\xfcn\\xefc\\xf6d\\xe9 \\u540d\\u524d [x] - dash > arrow]"),
+        (("pytest", "mixed", "rA"),
+         "test_calc.py::test_param[\\xfcn\\xefc\\xf6d\\xe9 \\u540d\\u524d [x] - dash > arrow]"),
     ]:
         _find(_text(_fx(*fx)), name)
 

@@ -256,14 +256,20 @@ def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framewor
         return ParseResult(notes=(f"{framework} parser could not start: {exc!r}",))
     count = 0
     feed = parser.feed
+    consume = getattr(parser, "consume", None)
     try:
+        if consume is not None:
+            count = -1  # unknown: the parser loops itself
+            consume(lines)
+            lines = ()
         for line in lines:
             count += 1
             if line.__class__ is not str:
                 line = line.decode("utf-8", "replace") if isinstance(line, bytes | bytearray) else str(line)
             feed(line.rstrip("\r\n"))
     except Exception as exc:
-        note = f"{framework} output parsing stopped at line {count}: {type(exc).__name__}: {exc}"
+        where = f"at line {count}" if count >= 0 else "part way"
+        note = f"{framework} output parsing stopped {where}: {type(exc).__name__}: {exc}"
         try:
             res = parser.finish()
         except Exception:

@@ -13,7 +13,8 @@ character before any regular expression runs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -125,7 +126,9 @@ class TextParser:
     section: str = ""
     draft: FailureDraft | None = None
     captured: bool = False
-    drafts: list[FailureDraft] = field(default_factory=list)
+    # Finished blocks, named by their header until the summary lines give node ids:
+    # (header, kind, failure with details or None past the detail bound, file of first location)
+    blocks: list[tuple[str, str, Failure | None, str | None]] = field(default_factory=list)
     summary_lines: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, nodeid, message)
     closing: dict[str, int] | None = None
     duration_ms: int | None = None
@@ -135,9 +138,27 @@ class TextParser:
     saw_pytest: bool = False
 
     def _close(self) -> None:
-        if self.draft is not None and len(self.drafts) < MAX_NAMED_FAILURES:
-            self.drafts.append(self.draft)
+        d = self.draft
         self.draft = None
+        if d is None or len(self.blocks) >= MAX_NAMED_FAILURES:
+            return
+        loc_file = next((m.group(1) for ln in d.body if (m := _LOCATION.match(ln))), None)
+        detail = _finish(d, self.root, None) if len(self.blocks) < MAX_DETAILED_FAILURES else None
+        self.blocks.append((d.test, d.kind, detail, loc_file))
+
+    def consume(self, lines: Iterable[Any]) -> None:
+        """Feed many lines; passing `pytest -v` lines take a path without a method call."""
+        feed = self.feed
+        progress = self.progress
+        fast = self.draft is None and self.section in ("", "test session starts")
+        for raw in lines:
+            if raw.__class__ is not str:
+                raw = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
+            if fast and " PASSED" in raw and "::" in raw and "\x1b" not in raw and raw[0] != "[":
+                progress["pass"] += 1
+                continue
+            feed(raw.rstrip("\r\n"))
+            fast = self.draft is None and self.section in ("", "test session starts")
 
     def feed(self, raw: str) -> None:
         line = strip_ansi(raw) if "\x1b" in raw else raw
@@ -265,23 +286,25 @@ class TextParser:
             by_tail.setdefault(tail, n)
         used: set[tuple[str, str]] = set()
         load_errors: list[str] = []
-        for i, d in enumerate(self.drafts):
-            if d.kind == "load":
-                nodeid = d.test
+        for header, kind_s, detail, loc_file in self.blocks:
+            bkind: Literal["test", "load", "hook"] = "load" if kind_s == "load" else \
+                "hook" if kind_s == "hook" else "test"
+            if bkind == "load":
+                nodeid = header
             else:
-                nodeid = by_tail.get(_header_to_tail(d.test)) or by_tail.get(d.test) or ""
-                if not nodeid:
-                    loc_file = next((m.group(1) for ln in d.body if (m := _LOCATION.match(ln))), None)
-                    nodeid = f"{loc_file}::{_header_to_tail(d.test)}" if loc_file else _header_to_tail(d.test)
-            d.test = nodeid
-            d.file = nodeid.split("::", 1)[0] if "::" in nodeid or nodeid.endswith(".py") else None
-            key = ("ERROR" if d.kind != "test" else "FAILED", nodeid)
+                tail = _header_to_tail(header)
+                guess = f"{loc_file}::{tail}" if loc_file else tail
+                nodeid = by_tail.get(tail) or by_tail.get(header) or guess
+            nfile = nodeid.split("::", 1)[0] if "::" in nodeid or nodeid.endswith(".py") else None
+            key = ("ERROR" if bkind != "test" else "FAILED", nodeid)
             used.add(key)
-            if i >= MAX_DETAILED_FAILURES:
-                f = Failure(test=nodeid, file=d.file, kind=d.kind, message=msgs.get(key, ""))
+            summary_msg = msgs.get(key, "")
+            if detail is None:
+                f = Failure(test=nodeid, file=nfile, kind=bkind, message=summary_msg)
             else:
-                f = _finish(d, self.root, msgs.get(key))
-            if d.kind == "load":
+                f = replace(detail, test=nodeid, file=detail.file or nfile,
+                            message=detail.message or summary_msg)
+            if bkind == "load":
                 last = f.message.splitlines()[-1] if f.message else "import failed"
                 load_errors.append(f"{nodeid}: {last}")
             failures.append(f)
