@@ -631,3 +631,97 @@ def test_test_job_can_cancel_a_background_run_and_its_tree(tmp_path: Path, home:
     assert out["stopped"]["status"] == "cancelled" and out["stopped"]["finished"] is True
     assert out["again"]["status"] == "cancelled"
     assert _marked_pids(marker) == []
+
+
+# --------------------------------------------------------------------------- integration
+
+PINGER = """\
+import json, os, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+if sys.argv[1:2] == ["slow-start"]:
+    time.sleep(300)  # never becomes healthy: the run waits on its health check
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"ok": True} if self.path == "/api/health" else {"pong": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+HTTPServer((os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+
+def _integration_project(root: Path, *argv: str) -> Path:
+    (root / "units" / "pinger").mkdir(parents=True)
+    (root / "integration").mkdir()
+    (root / "units" / "pinger" / "server.py").write_text(PINGER)
+    unit = {"id": "pinger", "kind": "be", "start": [sys.executable, "server.py", *argv]}
+    (root / "units.json").write_text(json.dumps({"units": [unit]}))
+    step = {"unit": "pinger", "call": "GET /api/ping"}
+    cases = [
+        {
+            "id": "ping-ok",
+            "involves": ["pinger"],
+            "steps": [{**step, "expect": {"status": 200, "json": {"$.pong": True}}}],
+        },
+        {"id": "ping-created", "involves": ["pinger"], "steps": [{**step, "expect": {"status": 201}}]},
+    ]
+    (root / "integration" / "spec.json").write_text(json.dumps({"cases": cases}))
+    return root
+
+
+def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
+    project = _integration_project(tmp_path / "proj")
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return {
+            "one": _ok(await s.call_tool("integration_run", {"case": ["ping-ok"]})),
+            "all": _ok(await s.call_tool("integration_run", {})),
+            "bugs": _ok(await s.call_tool("bug_list", {"source": "integration_test"})),
+            "unknown": await s.call_tool("integration_run", {"case": ["no-such-case"]}),
+        }
+
+    out = _with_client(project, home, body)
+    one, every = out["one"], out["all"]
+    assert one["ok"] is True and one["cases_total"] == 1 and one["cases_passed"] == 1
+    assert one["session_id"].startswith("mcp-")
+    assert every["ok"] is False and every["cases_total"] == 2 and every["cases_failed"] == 1
+    failure = every["failures"][0]
+    assert failure["case_id"] == "ping-created" and failure["expected"] == {"status": 201}
+    assert every["surviving_processes"] == []
+    assert (project / every["result_ref"]).is_file() or Path(every["result_ref"]).is_file()
+    assert [b["status"] for b in out["bugs"]["bugs"]] == ["open"]
+    assert out["unknown"].is_error and "no-such-case" in _text(out["unknown"])
+
+
+def test_cancelling_an_integration_run_stops_its_units(tmp_path: Path, home: Path) -> None:
+    marker = f"greenloop-unit-{os.getpid()}-{time.monotonic_ns()}"
+    project = _integration_project(tmp_path / "proj", "slow-start", marker)
+
+    async def body(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(s.call_tool, "integration_run", {})
+            with anyio.fail_after(60):
+                while not _marked_pids(marker):
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(30):
+            while _marked_pids(marker):
+                await anyio.sleep(0.1)
+
+    try:
+        _with_client(project, home, body)
+        left = _marked_pids(marker)
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []

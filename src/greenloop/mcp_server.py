@@ -20,6 +20,8 @@ What this module adds is the plumbing a long-lived tool server needs:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -27,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -79,7 +81,6 @@ TOOL_NAMES = (
 TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
 RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
 JOB_WAIT_DEFAULT_MS = 50_000  # test_job(wait=true) answers "running" after this, below common client limits
-INTEGRATION_TIMEOUT_S = 900.0  # integration_run when the spec does not say
 STOP_WAIT_S = 30.0  # after a cancel, how long the tool waits for the library to stop the run
 
 log = logging.getLogger("greenloop.mcp")
@@ -345,11 +346,13 @@ class _Stopwatch:
         limit_s: float,
         cancel: threading.Event | None = None,
         running: Running | None = None,
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self.tool = tool
         self.limit_s = limit_s
         self.cancel = cancel
         self.running = running
+        self.interrupt = interrupt
 
     async def call(self, fn: Callable[[], T]) -> T:
         finished = threading.Event()
@@ -360,6 +363,8 @@ class _Stopwatch:
         def work() -> T:
             try:
                 return fn()
+            except KeyboardInterrupt:  # delivered by an interrupt after a cancel; never the server's
+                raise ToolError(f"{self.tool} was cancelled; everything it started was stopped") from None
             finally:
                 finished.set()
                 if key is not None and self.running is not None:
@@ -394,7 +399,39 @@ class _Stopwatch:
         if self.cancel is None:
             return
         self.cancel.set()
+        if self.interrupt is not None:
+            self.interrupt()
         await anyio.to_thread.run_sync(finished.wait, STOP_WAIT_S)
+
+
+class _Interrupter:
+    """Raises KeyboardInterrupt inside a worker thread that is running a call which stops
+    cleanly on Ctrl-C (the integration runner tears every unit down and writes its result)
+    but takes no cancel event. Only fires while the thread is inside that call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: int | None = None
+        self._fired = False
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        with self._lock:
+            self._thread = threading.get_ident()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._thread = None
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._thread is None or self._fired:
+                return
+            self._fired = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._thread), ctypes.py_object(KeyboardInterrupt)
+            )
 
 
 class _Progress:
@@ -407,7 +444,7 @@ class _Progress:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.send, self.receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](256)
-        self.last = -1.0
+        self.last = 0.0
 
     def callback(self, progress: Any) -> None:
         """Called from the worker thread with the run's Progress (tests finished so far)."""
@@ -419,6 +456,29 @@ class _Progress:
             anyio.from_thread.run_sync(self.send.send_nowait, (done, None, message))
         except Exception:  # a full buffer or a closed loop loses one notification, never the run
             log.debug("progress notification dropped", exc_info=True)
+
+    def event(self, message: str) -> None:
+        """Called from the worker thread with one line of news (a unit started, a case began)."""
+        self.last += 1
+        try:
+            anyio.from_thread.run_sync(self.send.send_nowait, (self.last, None, message))
+        except Exception:
+            log.debug("progress notification dropped", exc_info=True)
+
+    async def around(self, call: Awaitable[T]) -> T:
+        """Await `call` while forwarding notifications; its ToolError comes out unwrapped."""
+        failed: ToolError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.forward)
+            try:
+                result = await call
+            except ToolError as exc:  # raised outside the group, not as an ExceptionGroup
+                failed = exc
+            finally:
+                self.send.close()
+        if failed is not None:
+            raise failed
+        return result
 
     async def forward(self) -> None:
         async with self.receive:
@@ -560,12 +620,9 @@ def _tools(state: ServerState) -> list[Tool]:
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(progress.forward)
-            try:
-                bounded = await watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
-            finally:
-                progress.send.close()
+        bounded = await progress.around(
+            watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
+        )
         return _run_output(bounded, sid)
 
     async def test_job(
@@ -673,11 +730,23 @@ def _tools(state: ServerState) -> list[Tool]:
             list[str] | None, Field(description="Run only these case ids (default: all).")
         ] = None,
     ) -> IntegrationOutput:
-        """Start the project's services, run the integration cases, tear everything down."""
-        cancel = threading.Event()
-        result = await _Stopwatch("integration_run", INTEGRATION_TIMEOUT_S, cancel, state.running).call(
-            lambda: _lib("integration.run").integrate(ws, cases=case or None)
+        """Start the project's services on loopback ports, run the integration cases (HTTP steps
+        with expectations), tear everything down, and record failures as bugs."""
+        integration = await _Stopwatch("integration_run", TOOL_TIMEOUT_S).call(
+            lambda: _lib("integration.run")
         )
+        project = _lib("layout").find_project_root(ws) or ws
+        limit_s = integration.RUN_TIMEOUT_S + _lib("integration.processes").HEALTH_TIMEOUT_S + RUN_MARGIN_S
+        cancel = threading.Event()
+        interrupt = _Interrupter()
+        progress = _Progress(ctx)
+
+        def run() -> Any:
+            with interrupt.inside():
+                return integration.integrate(project, cases=tuple(case or ()), on_event=progress.event)
+
+        watch = _Stopwatch("integration_run", limit_s, cancel, state.running, interrupt=interrupt.fire)
+        result = await progress.around(watch.call(run))
         return IntegrationOutput.model_validate({**_plain(result), "session_id": state.session_id})
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
