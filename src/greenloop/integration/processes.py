@@ -594,9 +594,11 @@ class Supervisor:
     def crashed(self, unit_id: str) -> int | None:
         """The exit code of a unit that stopped on its own while the run goes on, else None."""
         up = self.units.get(unit_id)
-        if up is None or self.stopping.is_set():
+        if up is None or up.child is None or self.stopping.is_set():
             return None
-        return up.exit_code()
+        # Asked after a connection error: a dying process closes its sockets a moment before
+        # it can be reaped, so give it that moment.
+        return up.child.wait(0.3)
 
     # ---- stopping --------------------------------------------------------------------------
     def _is_ours(self, pid: int, stat: tuple[int, str, int]) -> bool:
