@@ -1,0 +1,302 @@
+"""Parsers on edge cases: totality (random bytes, truncated and shuffled real output), bounds,
+counting rules, progress events, reports that are missing or invalid, the vitest JSON
+contract, and the `greenloop parse` command (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from greenloop.cli import main
+from greenloop.frameworks import MODULES, parse_report, parse_text, progress_event
+from greenloop.frameworks.common import MAX_DETAILED_FAILURES, MAX_FAILURE_CHARS, strip_ansi, trim_stack
+from greenloop.frameworks.vitest import parse_json_report
+from greenloop.model import ParseResult
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FRAMEWORKS = list(MODULES)
+
+
+def _lines(rel: str) -> list[str]:
+    return (FIXTURES / rel).read_text(encoding="utf-8").splitlines()
+
+
+def _sane(res: ParseResult) -> None:
+    s = res.summary
+    assert min(s.total, s.passed, s.failed, s.skipped) >= 0
+    assert s.total == s.passed + s.failed + s.skipped
+    json.dumps(res.to_json())
+
+
+# --- common helpers ---------------------------------------------------------------------
+
+
+def test_strip_ansi_removes_colour_cursor_and_osc() -> None:
+    assert strip_ansi("\x1b[1m\x1b[31mFAIL\x1b[39m\x1b[22m x") == "FAIL x"
+    assert strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07") == "link"
+    assert strip_ansi("a\x1b[2K\x1b[1Gb") == "ab"
+    assert strip_ansi("plain ✓ text") == "plain ✓ text"
+
+
+def test_trim_stack_keeps_only_user_frames() -> None:
+    stack = "\n".join([
+        "Error: boom",
+        "    at Object.<anonymous> (/work/app/src/user.test.js:3:11)",
+        "    at Promise.finally.completed (/work/app/node_modules/jest-circus/build/x.js:1:2)",
+        "    at new Promise (<anonymous>)",
+        "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+        "    at file:///work/app/src/helper.js:10:2",
+        "/usr/lib/python3.11/site-packages/_pytest/python.py:157: in pytest_pyfunc_call",
+        "/work/app/.venv/lib/python3.11/site-packages/pluggy/_callers.py:103: in _multicall",
+        "tests/test_x.py:12: in test_x",
+    ])
+    assert trim_stack(stack, "/work/app").splitlines() == [
+        "at Object.<anonymous> (src/user.test.js:3:11)",
+        "at src/helper.js:10:2",
+        "tests/test_x.py:12: in test_x",
+    ]
+    assert trim_stack("", None) == ""
+
+
+# --- totality -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_random_bytes_never_raise(framework: str) -> None:
+    rng = random.Random(20261129)
+    for _ in range(30):
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(2000)))
+        text = blob.decode("utf-8", "replace")
+        res = parse_text(framework, text.splitlines())
+        _sane(res)
+    # bytes lines, None-ish objects and empty input are tolerated too
+    _sane(parse_text(framework, [b"\xff\xfe ok 1 - x", b"Tests  1 failed (1)"]))
+    empty = parse_text(framework, [])
+    assert not empty.recognized and empty.notes and empty.summary.total == 0
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_shuffled_and_spliced_real_output_never_raises(framework: str) -> None:
+    rng = random.Random(7)
+    pool = [ln for p in sorted(FIXTURES.glob("*/mixed/*.txt")) for ln in p.read_text(encoding="utf-8").splitlines()]
+    for _ in range(25):
+        sample = rng.sample(pool, 300)
+        for i in range(0, len(sample), 17):  # splice: cut lines in the middle
+            sample[i] = sample[i][: rng.randrange(len(sample[i]) + 1)]
+        _sane(parse_text(framework, sample))
+
+
+def test_unknown_framework_is_a_note_not_an_exception() -> None:
+    res = parse_text("mocha-ish", ["x"])
+    assert not res.recognized and "unknown framework" in res.notes[0] and "vitest" in res.notes[0]
+
+
+@pytest.mark.parametrize(("framework", "rel", "closing"), [
+    ("vitest", "vitest/mixed/plain.txt", "Tests  "),
+    ("jest", "jest/mixed/plain.txt", "Tests:"),
+    ("pytest", "pytest/mixed/v.txt", " in 0."),
+    ("node:test", "node_test/mixed/tap.txt", "# tests"),
+])
+def test_truncated_output_reports_what_was_seen(framework: str, rel: str, closing: str) -> None:
+    lines = _lines(rel)
+    cut = next(i for i, ln in enumerate(lines) if closing in ln)
+    full = parse_text(framework, lines)
+    part = parse_text(framework, lines[:cut])
+    assert full.recognized and not part.recognized
+    assert part.notes and "not found" in part.notes[0]
+    assert {f.test for f in part.failures} <= {f.test for f in full.failures} | {
+        f.test.split(" > ")[-1] for f in full.failures}
+    assert part.summary.failed >= 1
+
+
+# --- counting rules on small inputs ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("closing", "expected"), [
+    ("==== 1 failed, 11 passed in 3.20s ====", (1, 11, 0)),
+    ("2 failed, 3 passed, 1 skipped, 1 xfailed, 2 xpassed, 4 errors in 0.52s", (6, 5, 2)),
+    ("====== 3 passed, 2 deselected, 1 warning in 0.10s (0:00:00) ======", (0, 3, 0)),
+    ("============ no tests ran in 0.01s ============", (0, 0, 0)),
+    ("1 error in 0.67s", (1, 0, 0)),
+])
+def test_pytest_counts_as_its_closing_line(closing: str, expected: tuple[int, int, int]) -> None:
+    res = parse_text("pytest", ["x.py .F", "", closing])
+    assert res.recognized
+    assert (res.summary.failed, res.summary.passed, res.summary.skipped) == expected
+
+
+def test_pytest_xdist_and_verbose_lines_count_without_closing_line() -> None:
+    res = parse_text("pytest", [
+        "[gw0] [ 33%] PASSED tests/test_a.py::test_one",
+        "[gw1] [ 66%] FAILED tests/test_a.py::test_two",
+        "tests/test_b.py::test_three[a - b] SKIPPED (later)                [100%]",
+    ])
+    assert (res.summary.passed, res.summary.failed, res.summary.skipped) == (1, 1, 1)
+    assert [f.test for f in res.failures] == ["tests/test_a.py::test_two"]
+    assert not res.recognized
+
+
+def test_vitest_todo_counts_as_skipped_and_no_tests_is_zero() -> None:
+    res = parse_text("vitest", ["      Tests  1 failed | 2 passed | 1 skipped | 3 todo (7)"])
+    assert (res.summary.failed, res.summary.passed, res.summary.skipped) == (1, 2, 4)
+    none = parse_text("vitest", [" Test Files  1 failed (1)", "      Tests  no tests"])
+    assert none.recognized and none.summary.total == 0
+
+
+def test_jest_summary_of_all_failing_tests_is_not_counted_twice() -> None:
+    block = ["FAIL ./a.test.js", "  ● suite › breaks", "", "    Expected: 1", "    Received: 2", "",
+             "      at Object.toBe (a.test.js:3:5)", ""]
+    lines = [*block, "Summary of all failing tests", *block,
+             "Test Suites: 1 failed, 1 total", "Tests:       1 failed, 1 total", "Time:        1.5 s"]
+    res = parse_text("jest", lines)
+    assert [f.test for f in res.failures] == ["suite › breaks"]
+    f = res.failures[0]
+    assert (f.expected, f.got, f.file, f.line) == ("1", "2", "a.test.js", 3)
+    assert res.duration_ms == 1500 and res.summary.failed == 1
+
+
+# --- bounds ---------------------------------------------------------------------------
+
+
+def test_huge_failure_bodies_and_counts_stay_bounded() -> None:
+    n = MAX_DETAILED_FAILURES + 300
+
+    def gen() -> Iterator[str]:
+        yield "=" * 20 + " FAILURES " + "=" * 20
+        for i in range(n):
+            yield f"____ test_{i} ____"
+            for j in range(150):
+                yield f"E       line {j} " + "x" * 100
+            yield "t.py:1: AssertionError"
+        yield "=" * 10 + " short test summary info " + "=" * 10
+        for i in range(n):
+            yield f"FAILED t.py::test_{i} - boom"
+        yield f"=== {n} failed in 9.00s ==="
+
+    res = parse_text("pytest", gen())
+    assert res.summary.failed == n and len(res.failures) == n
+    assert all(len(f.message) <= MAX_FAILURE_CHARS + 200 for f in res.failures)
+    assert res.failures[-1].test == f"t.py::test_{n - 1}" and res.failures[-1].message == "boom"
+
+
+# --- progress events -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("framework", "rel", "expected"), [
+    ("vitest", "vitest/mixed/verbose.txt", {"pass": 3, "fail": 6, "skip": 4}),
+    ("jest", "jest/mixed/verbose.txt", {"pass": 3, "fail": 8, "skip": 2}),
+    ("pytest", "pytest/mixed/v.txt", {"pass": 5, "fail": 11, "skip": 2}),
+    ("pytest", "pytest/mixed/color.txt", {"pass": 5, "fail": 11, "skip": 2}),
+])
+def test_progress_events_match_the_counts(framework: str, rel: str, expected: dict[str, int]) -> None:
+    seen = {"pass": 0, "fail": 0, "skip": 0}
+    for line in (FIXTURES / rel).read_text(encoding="utf-8").splitlines():
+        ev = progress_event(framework, line)
+        if ev:
+            seen[ev] += 1
+    assert seen == expected
+
+
+def test_progress_event_samples() -> None:
+    assert progress_event("node:test", "    not ok 2 - adds wrong") == "fail"
+    assert progress_event("node:test", "ok 3 - todo one # TODO") == "skip"
+    assert progress_event("node:test", "  ✔ adds (0.74ms)") == "pass"
+    assert progress_event("vitest", " ✓ ok.test.js (4 tests | 1 skipped) 3ms") is None  # a file line
+    assert progress_event("npm-test", "     × adds wrong 6ms") == "fail"
+    assert progress_event("nope", "ok 1 - x") is None
+
+
+# --- reports ----------------------------------------------------------------------------
+
+
+def test_missing_and_invalid_reports_are_unrecognised_with_a_note(tmp_path: Path) -> None:
+    bad_json = tmp_path / "r.json"
+    bad_json.write_text("{not json")
+    other_json = tmp_path / "o.json"
+    other_json.write_text('{"hello": 1}')
+    bad_xml = tmp_path / "r.xml"
+    bad_xml.write_text("<testsuites><testcase")
+    other_xml = tmp_path / "o.xml"
+    other_xml.write_text("<html/>")
+    cases = [
+        ("vitest-json", str(tmp_path / "missing.json"), "missing"),
+        ("jest-json", str(tmp_path / "missing.json"), "missing"),
+        ("junit", str(tmp_path / "missing.xml"), "missing"),
+        ("vitest-json", str(bad_json), "not valid JSON"),
+        ("jest-json", str(other_json), "testResults"),
+        ("junit", str(bad_xml), "not valid JUnit"),
+        ("junit", str(other_xml), "not JUnit"),
+        ("tap-file", str(bad_xml), "unknown report format"),
+    ]
+    for fmt, path, needle in cases:
+        res = parse_report(fmt, path)
+        assert not res.recognized, (fmt, path)
+        assert any(needle in n for n in res.notes), (fmt, res.notes)
+
+
+def test_vitest_json_contract(tmp_path: Path) -> None:
+    missing = parse_json_report(tmp_path / "nope.json")
+    assert missing.crashed and not missing.ok and "missing" in (missing.crash_reason or "")
+    assert missing.next_action == "retry_tester"
+
+    load = parse_json_report(FIXTURES / "vitest/loadfail/plain.report.json")
+    assert load.crashed and load.next_action == "retry_tester"
+    assert "could not load" in (load.crash_reason or "") and load.failures[0].kind == "load"
+
+    green = parse_json_report(FIXTURES / "vitest/green/plain.report.json")
+    assert green.ok and not green.crashed and green.next_action is None
+    assert green.summary.to_json() == {"total": 4, "passed": 3, "failed": 0, "skipped": 1}
+
+    # the mixed run without its unloadable files: ordinary failures, retry_coder
+    data = json.loads((FIXTURES / "vitest/mixed/plain.report.json").read_text(encoding="utf-8"))
+    data["testResults"] = [r for r in data["testResults"] if r["name"].endswith("math.test.js")]
+    red_path = tmp_path / "red.json"
+    red_path.write_text(json.dumps(data))
+    red = parse_json_report(red_path, root="/tmp/greenloop-capture/vitest-mixed")
+    assert not red.crashed and not red.ok and red.next_action == "retry_coder"
+    assert red.summary.failed == 6 and red.duration_ms is not None
+    out = red.to_json()
+    assert set(out) >= {"ok", "crashed", "crash_reason", "summary", "failures", "duration_ms"}
+    assert out["failures"][0]["file"] == "math.test.js"
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "greenloop", *args], input=stdin, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_parse_command_human_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    red = str(FIXTURES / "vitest/mixed/plain.txt")
+    assert main(["parse", "--framework", "vitest", red]) == 1
+    out = capsys.readouterr().out
+    assert "16 tests, 3 passed, 9 failed, 4 skipped" in out
+    assert "math > adds wrong" in out and "expected 4  got 3" in out and "LOAD broken.test.js" in out
+
+    assert main(["parse", "--framework", "pytest", "--json", str(FIXTURES / "pytest/green/q.txt")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"] == {"total": 5, "passed": 4, "failed": 0, "skipped": 1} and data["recognized"]
+
+
+def test_parse_command_bad_input_and_stdin(tmp_path: Path) -> None:
+    unknown = _run("parse", "--framework", "mocha", str(tmp_path))
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert "vitest, jest, npm-test, pytest, node:test" in unknown.stderr
+    missing = _run("parse", "--framework", "jest", str(tmp_path / "none.txt"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    folder = _run("parse", "--framework", "jest", str(tmp_path))
+    assert folder.returncode == 2 and "folder" in folder.stderr
+    garbage = _run("parse", "--framework", "node:test", "-", stdin="hello\nworld\n")
+    assert garbage.returncode == 3 and "no node:test output was recognised" in garbage.stdout
+    piped = _run("parse", "--framework", "npm-test", "--json", "-",
+                 stdin=(FIXTURES / "npm_test/mixed/jest.txt").read_text(encoding="utf-8"))
+    assert piped.returncode == 1
+    assert json.loads(piped.stdout)["summary"]["failed"] == 10
