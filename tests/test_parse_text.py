@@ -84,7 +84,8 @@ def test_random_bytes_never_raise(framework: str) -> None:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_shuffled_and_spliced_real_output_never_raises(framework: str) -> None:
     rng = random.Random(7)
-    pool = [ln for p in sorted(FIXTURES.glob("*/mixed/*.txt")) for ln in p.read_text(encoding="utf-8").splitlines()]
+    files = sorted(FIXTURES.glob("*/mixed/*.txt"))
+    pool = [ln for p in files for ln in p.read_text(encoding="utf-8").splitlines()]
     for _ in range(25):
         sample = rng.sample(pool, 300)
         for i in range(0, len(sample), 17):  # splice: cut lines in the middle
