@@ -43,7 +43,7 @@ EXPECTED: dict[str, tuple[str, str, str | None]] = {
         "tests/service.test.js:21",
         "config",
     ),
-    "vitest:service-parses-a-todo": ("deep-equal", "tests/service.test.js:24", None),
+    "vitest:service-parses-a-todo": ("deep-equal", "tests/service.test.js:24", "done"),
     "vitest:service-lists-open-titles": ("collection-length", "tests/service.test.js:27", "2"),
     "vitest:service-rejects-an-empty-title": ("did-not-raise", "tests/service.test.js:30", None),
     "vitest:service-has-a-done-flag": ("fallback", "tests/service.test.js:33", "truthy"),

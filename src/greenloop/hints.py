@@ -450,7 +450,17 @@ def _status_ok(want: str, code: int) -> bool:
     return str(code) == want
 
 
+_PAIR = re.compile(r"['\"]?([\w$]+)['\"]?\s*:\s*('[^']*'|\"[^\"]*\"|[^,}\]]+)")
+
+
 def _diff_key(failure: Failure) -> str | None:
+    """The first key whose value differs between expected and got (JSON, JS or Python notation)."""
+    exp: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall(failure.expected or "")}
+    got: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall(failure.got or "")}
+    if exp and got:
+        for key in [*exp, *(k for k in got if k not in exp)]:
+            if exp.get(key) != got.get(key):
+                return key
     text = failure.message
     for pattern in (
         r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{",  # pytest "Differing items"
