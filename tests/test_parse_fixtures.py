@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from greenloop.frameworks import parse_report, parse_text
-from greenloop.model import Failure, ParseResult
+from greenloop.model import Failure, ParseResult, replace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = sorted(FIXTURES.glob("*/*/*.meta.json"))
@@ -72,8 +72,12 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     report = _report(meta_path, root=meta["cwd"])
     assert report.recognized, report.notes
     assert text.recognized, text.notes
-    assert text.summary == report.summary
-    text_keys = sorted(_key(f) for f in text.failures)
+    # vitest's JSON report leaves unhandled errors out (it even says success: true) although
+    # they fail the run; the text shows them and they count as failures there.
+    unhandled = [f for f in text.failures if f.test.startswith("unhandled error: ")]
+    n = len(unhandled)
+    assert text.summary == replace(report.summary, failed=report.summary.failed + n, total=report.summary.total + n)
+    text_keys = sorted(_key(f) for f in text.failures if f not in unhandled)
     report_keys = sorted(_key(f) for f in report.failures)
     assert text_keys == report_keys  # every failure found by name, none invented
     assert (text.load_error is None) == (report.load_error is None)
@@ -204,6 +208,17 @@ def test_github_annotations_alone_still_name_the_failures() -> None:
     f = _find(res, "math > adds wrong")
     assert (f.line, f.expected, f.got) == (9, "4", "3")
     assert not res.recognized  # no closing line: counts are only what was seen
+
+
+def test_vitest_unhandled_error_fails_the_parse() -> None:
+    for variant in ("plain", "agent"):
+        res = _text(_fx("vitest", "unhandled", variant))
+        assert res.summary.passed == 2 and res.summary.failed == 1
+        (f,) = res.failures
+        assert f.test == "unhandled error: Error: late failure after the test"
+        assert (f.file, f.line) == ("late.test.js", 3)
+    report = _report(_fx("vitest", "unhandled", "plain"))
+    assert report.summary.failed == 0  # the report cannot see it: the exit code (1) must decide
 
 
 def test_npm_test_sniffs_each_runner() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 _SECTION = re.compile(r"^⎯+ (Failed Suites|Failed Tests|Unhandled Errors?|Unhandled Rejection)\b.*⎯+\s*$")
+_UNHANDLED_ONE = re.compile(r"^⎯+ (Uncaught Exception|Unhandled Rejection|Unhandled Error)\b.*⎯+\s*$")
+_RULE = re.compile(r"^⎯{8,}\s*$")
+_ORIGIN = re.compile(r'^This error originated in "(.+?)" test file')
 _BLOCK_END = re.compile(r"^⎯+\[\d+/\d+\]⎯\s*$")
 _FAIL = re.compile(r"^\s*FAIL\s+(?:\|[^|]+\|\s+)?(.+?)\s*$")
 _TESTS = re.compile(r"^\s*Tests\s+(.+?)\s*$")
@@ -125,6 +128,7 @@ class TextParser:
     no_tests: bool = False
     duration_ms: int | None = None
     unhandled: int = 0
+    errors_line: int = 0  # "Errors  N errors" of the closing summary
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     tree_failed: list[str] = field(default_factory=list)
     annotations: list[Failure] = field(default_factory=list)
@@ -151,6 +155,35 @@ class TextParser:
         if len(self.failures) >= MAX_DETAILED_FAILURES:
             f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
         self.failures.append(f)
+
+    def _unhandled_line(self, line: str) -> None:
+        """Inside "Unhandled Errors": one failure per "Uncaught Exception" block, named after
+        its message and the file vitest says it originated in. They fail the run (exit 1)
+        although no test failed, and the JSON report does not mention them."""
+        if _UNHANDLED_ONE.match(line):
+            self._close_unhandled()
+            self.drafts = [FailureDraft(test="unhandled error", kind="test")]
+            return
+        if _RULE.match(line) or self._summary(line):
+            self._close_unhandled()
+            self.section = ""
+            return
+        if not self.drafts:
+            return  # the preamble ("Vitest caught 1 unhandled error …")
+        m = _ORIGIN.match(line)
+        if m:
+            self.drafts[0].file = m.group(1)
+        self.drafts[0].add(line)
+
+    def _close_unhandled(self) -> None:
+        if not self.drafts:
+            return
+        d = self.drafts[0]
+        self.drafts = []
+        f = _finish_draft(d, self.root)
+        first = f.message.splitlines()[0] if f.message else "error"
+        self.unhandled += 1
+        self._emit(replace(f, test=f"unhandled error: {first}", file=f.file or d.file))
 
     def _open(self, header: str) -> None:
         if self.drafts and self.block_has_body:
@@ -185,8 +218,9 @@ class TextParser:
             self.section = m.group(1)
             if self.section.startswith("Unhandled"):
                 self.section = "Unhandled"
-                self.drafts = [FailureDraft(test="unhandled error", kind="test")]
-                self.unhandled += 1
+            return
+        if self.section == "Unhandled":
+            self._unhandled_line(line)
             return
         if _BLOCK_END.match(line):
             self._close_block()
@@ -252,7 +286,10 @@ class TextParser:
             self.duration_ms = int(v * {"ms": 1, "s": 1000, "m": 60000}[m.group(2)])
             return True
         m = _ERRORS.match(line)
-        return bool(m)
+        if m:
+            self.errors_line = int(m.group(1))
+            return True
+        return False
 
     def _annotation(self, line: str) -> None:
         m = _GH.match(line)
@@ -304,12 +341,13 @@ class TextParser:
         hooks = sum(1 for f in self.failures if f.kind == "hook")
         if self.tests_line is not None:
             c = self.tests_line
-            failed = c.get("failed", 0) + loads + hooks + self.unhandled
+            failed = c.get("failed", 0) + loads + hooks + max(self.unhandled, self.errors_line)
             passed = c.get("passed", 0) + c.get("expected fail", 0)
             skipped = c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0)
             recognized = True
         else:
-            failed = max(self.tree["fail"], sum(1 for f in self.failures if f.kind == "test")) + loads + hooks
+            tests_failed = sum(1 for f in self.failures if f.kind == "test") - self.unhandled
+            failed = max(self.tree["fail"], tests_failed) + loads + hooks + self.unhandled
             passed, skipped = self.tree["pass"], self.tree["skip"]
             recognized = False
             notes.append("vitest's closing 'Tests' line was not found; counts come from the lines seen")
