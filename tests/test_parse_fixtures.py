@@ -76,7 +76,8 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     # they fail the run; the text shows them and they count as failures there.
     unhandled = [f for f in text.failures if f.test.startswith("unhandled error: ")]
     n = len(unhandled)
-    assert text.summary == replace(report.summary, failed=report.summary.failed + n, total=report.summary.total + n)
+    rs = report.summary
+    assert text.summary == replace(rs, failed=rs.failed + n, total=rs.total + n)
     text_keys = sorted(_key(f) for f in text.failures if f not in unhandled)
     report_keys = sorted(_key(f) for f in report.failures)
     assert text_keys == report_keys  # every failure found by name, none invented
