@@ -4,6 +4,8 @@ passes every check, and one variant per failing check built by copying it and ch
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,6 +98,26 @@ def test_complete_python_unit_really_passes_under_pytest(tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "7 passed" in proc.stdout
+
+
+RUNNERS = Path(__file__).parent / "runners" / "node_modules"
+
+
+@pytest.mark.skipif(not (RUNNERS / "supertest").is_dir(), reason="npm ci in tests/runners installs supertest")
+def test_complete_js_unit_really_passes_under_vitest_with_supertest(tmp_path: Path) -> None:
+    unit = make_unit(tmp_path, JS)
+    (tmp_path / "project" / "node_modules").symlink_to(RUNNERS)  # express, supertest, vitest
+    proc = subprocess.run(
+        [str(RUNNERS / ".bin" / "vitest"), "run", "--reporter=dot"],
+        cwd=unit,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "CI": "1", "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"Tests\s+6 passed", proc.stdout), proc.stdout
 
 
 # ----------------------------------------------------------------------------- 1. acceptance
