@@ -20,7 +20,9 @@ from greenloop.model import ParseResult
 __all__ = ["TextParser", "parse_text", "progress_event", "sniff"]
 
 _BUFFER_LINES = 5000
-_SCRIPT = re.compile(r"^> (?:\S+ )*?(vitest|jest|node --test|node --test\b|pytest|python -m pytest|mocha)\b")
+# npm and pnpm echo the script as "> vitest run", yarn and bun as "$ vitest run"; env
+# assignments or wrappers (cross-env, npx) may precede the runner.
+_SCRIPT = re.compile(r"^[>$] (?:\S+ )*?(vitest|jest|node --test|pytest|python -m pytest|mocha)\b")
 _FACTORIES: dict[str, Callable[[str | None], LineParser]] = {
     "vitest": lambda root: vitest.TextParser(root=root),
     "jest": lambda root: jest.TextParser(root=root),
