@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.closure import ClosureState, RunRecord, after_release, after_run, after_steer, new_turn
+from greenloop.closure import ClosureState, Counts, RunRecord, after_release, after_run, after_steer, new_turn
 from greenloop.config import Config
 from greenloop.gate import Gate, closure_check, decide
-from greenloop.model import Summary
 from greenloop.store import Store
 
 
@@ -30,7 +29,7 @@ def red_run(run_id: str = "run-1", session: str | None = "s1", **kw: object) -> 
         "at": 1.0,
         "outcome": "red",
         "session_id": session,
-        "summary": Summary(5, 3, 2, 0),
+        "summary": Counts(5, 3, 2, 0),
         "failing": ("tests/test_a.py::test_add", "tests/test_a.py::test_sub"),
     }
     fields.update(kw)
@@ -38,9 +37,7 @@ def red_run(run_id: str = "run-1", session: str | None = "s1", **kw: object) -> 
 
 
 def green_run(run_id: str = "run-2", session: str | None = "s1") -> RunRecord:
-    return RunRecord(
-        run_id, ok=True, at=2.0, outcome="green", session_id=session, summary=Summary(5, 5, 0, 0)
-    )
+    return RunRecord(run_id, ok=True, at=2.0, outcome="green", session_id=session, summary=Counts(5, 5, 0, 0))
 
 
 # ------------------------------------------------------------------ pure decide
@@ -83,7 +80,7 @@ def test_disabled_allows_everything() -> None:
 
 
 def test_broken_run_steers_with_its_reason() -> None:
-    run = red_run(outcome="broken", summary=Summary(), failing=(), reason="timed out")
+    run = red_run(outcome="broken", summary=Counts(), failing=(), reason="timed out")
     d = decide(ClosureState("s1", last_run=run), Config())
     assert d.kind == "steer" and "did not complete: timed out" in d.message
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from greenloop.closure import RunRecord
-from greenloop.model import Summary
+from greenloop.closure import Counts, RunRecord
 from greenloop.store import Store
 
 FAILING = ("tests/test_calc.py::test_add", "tests/test_calc.py::test_div")
@@ -49,7 +48,7 @@ def record(ws: Path, session: str | None, ok: bool, run_id: str) -> None:
                 at=time.time(),
                 outcome="green" if ok else "red",
                 session_id=session,
-                summary=Summary(3, 3 if ok else 1, 0 if ok else 2, 0),
+                summary=Counts(3, 3 if ok else 1, 0 if ok else 2, 0),
                 failing=() if ok else FAILING,
             )
         )

@@ -4,18 +4,21 @@ A session has a current turn, a count of interceptions in that turn, an unresolv
 (set when a turn was released red, cleared by a later passing run) and a last recorded run.
 Nothing here touches the disk: store.py loads a `ClosureState`, gate.py decides on it, and
 the transitions below say what the next state is; store.py persists the difference.
+
+The records here (and the gate's, config's and the hook adapters') are immutable typed
+NamedTuples rather than dataclasses: they sit on the Stop hook's import path, which must stay
+within 2x a bare interpreter start (issue 4, Speed), and `dataclasses` alone (with `inspect`)
+costs a noticeable share of that budget.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any
-
-from greenloop.model import Summary
+from typing import Any, NamedTuple
 
 __all__ = [
     "ClosureState",
+    "Counts",
     "RunRecord",
     "after_release",
     "after_run",
@@ -32,8 +35,24 @@ def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
 
 
-@dataclass(frozen=True)
-class RunRecord:
+class Counts(NamedTuple):
+    """A run's test counts (the same four numbers as model.Summary)."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def of(cls, summary: Any) -> Counts:
+        """From any record with the four count attributes (model.Summary, ParseResult.summary)."""
+        return cls(int(summary.total), int(summary.passed), int(summary.failed), int(summary.skipped))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
+
+
+class RunRecord(NamedTuple):
     """What the closure state keeps of one run: enough to decide and to explain."""
 
     run_id: str
@@ -41,7 +60,7 @@ class RunRecord:
     at: float  # epoch seconds when the run was recorded
     outcome: str = "red"  # green | red | broken
     session_id: str | None = None
-    summary: Summary = field(default_factory=Summary)
+    summary: Counts = Counts()
     failing: tuple[str, ...] = ()  # names of failing tests (bounded)
     fingerprint: str | None = None  # the working tree when the run was recorded
     framework: str | None = None
@@ -70,8 +89,7 @@ class RunRecord:
         }
 
 
-@dataclass(frozen=True)
-class ClosureState:
+class ClosureState(NamedTuple):
     """Everything the gate reads for one session."""
 
     session_id: str
@@ -112,19 +130,19 @@ def effective_run(
 
 def new_turn(state: ClosureState, turn_id: str | None = None) -> ClosureState:
     """A new turn gets a new budget; the unresolved record survives (it is a record, not a switch)."""
-    return replace(
-        state, turn_seq=state.turn_seq + 1, turn_id=turn_id, intercepts_this_turn=0, released_this_turn=False
+    return state._replace(
+        turn_seq=state.turn_seq + 1, turn_id=turn_id, intercepts_this_turn=0, released_this_turn=False
     )
 
 
 def after_steer(state: ClosureState) -> ClosureState:
-    return replace(state, intercepts_this_turn=state.intercepts_this_turn + 1)
+    return state._replace(intercepts_this_turn=state.intercepts_this_turn + 1)
 
 
 def after_release(state: ClosureState) -> ClosureState:
-    return replace(state, released_this_turn=True, unresolved=True)
+    return state._replace(released_this_turn=True, unresolved=True)
 
 
 def after_run(state: ClosureState, run: RunRecord) -> ClosureState:
     """A recorded run becomes the last run; a passing one clears the unresolved record."""
-    return replace(state, last_run=run, unresolved=state.unresolved and not run.ok)
+    return state._replace(last_run=run, unresolved=state.unresolved and not run.ok)

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from greenloop.errors import ConfigError
 
@@ -49,8 +48,9 @@ SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
+    """The effective config (an immutable typed record; NamedTuple keeps the hook path light)."""
+
     max_intercept_rounds: int = 2
     default_timeout_ms: int = 120_000
     summary_tail_chars: int = 3000
@@ -59,7 +59,7 @@ class Config:
     sandbox: str = "workspace-write"  # deployment default sandbox mode
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict(self._asdict())
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Config:
@@ -67,7 +67,7 @@ class Config:
         return cls(**validate(d, "config"))
 
 
-FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+FIELDS: tuple[str, ...] = Config._fields
 _ALIASES = {
     "maxInterceptRounds": "max_intercept_rounds",
     "defaultTimeoutMs": "default_timeout_ms",
@@ -162,8 +162,7 @@ def parse_toml(path: str) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(NamedTuple):
     """One layer that contributed: its name, file, and the (validated) values it set."""
 
     name: str  # "user" | "project" | "patch"
@@ -174,8 +173,7 @@ class Layer:
         return {"layer": self.name, "path": self.path, "values": dict(self.values)}
 
 
-@dataclass(frozen=True)
-class Loaded:
+class Loaded(NamedTuple):
     """The effective config plus where each value came from (for `greenloop config show`)."""
 
     config: Config

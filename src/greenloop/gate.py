@@ -24,8 +24,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from greenloop.closure import ClosureState, RunRecord, iso
 from greenloop.config import Config
@@ -47,8 +46,7 @@ MAX_NAMED = 5
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """What the gate says at a turn-stopping event.
 
     `kind`: allow (let the turn end), steer (send `message` back to the agent and keep going),
@@ -276,8 +274,7 @@ class Gate:
         return self._with_store(lambda store: store.state(session_id))
 
 
-@dataclass(frozen=True)
-class ClosureCheck:
+class ClosureCheck(NamedTuple):
     """`test_closure_check` (DESIGN §3): is this session's last recorded run green?"""
 
     session_id: str | None

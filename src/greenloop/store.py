@@ -21,10 +21,12 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from greenloop.closure import ClosureState, RunRecord, effective_run
-from greenloop.model import RunResult, Summary
+from greenloop.closure import ClosureState, Counts, RunRecord, effective_run
+
+if TYPE_CHECKING:
+    from greenloop.model import RunResult
 
 __all__ = [
     "DB_NAME",
@@ -505,7 +507,7 @@ def _run_from_row(d: dict[str, Any]) -> RunRecord:
         at=float(d["at"]),
         outcome=str(d["outcome"]),
         session_id=d.get("session_id"),
-        summary=Summary(
+        summary=Counts(
             total=int(d.get("total") or 0),
             passed=int(d.get("passed") or 0),
             failed=int(d.get("failed") or 0),
@@ -549,7 +551,7 @@ def run_record(
         at=at,
         outcome=result.outcome,
         session_id=session_id if session_id is not None else result.session_id,
-        summary=result.summary,
+        summary=Counts.of(result.summary),
         failing=tuple(seen)[:MAX_FAILING_NAMES],
         fingerprint=fingerprint,
         framework=result.framework,

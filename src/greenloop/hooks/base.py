@@ -4,13 +4,13 @@ command the agent ran itself (parsed from its output with the framework parsers)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "HookAnswer",
@@ -22,8 +22,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class HookAnswer:
+class HookAnswer(NamedTuple):
     """What the hook process prints (stdout is the harness's JSON, stderr is for people)."""
 
     stdout: str = ""
@@ -35,11 +34,10 @@ def json_line(obj: Mapping[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
-@dataclass(frozen=True)
-class HookContext:
+class HookContext(NamedTuple):
     """Seams for an adapter: the environment, the process's cwd and a clock."""
 
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str]
     cwd: str = "."
     clock: Callable[[], float] = time.time
 
@@ -73,21 +71,29 @@ def _warn_stderr(message: str) -> None:
     print(f"greenloop: warning: {message}", file=sys.stderr)
 
 
-_GREENLOOP = re.compile(r"(^|[\s;&|(/])greenloop(\s|$)")
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("pytest", re.compile(r"(^|[\s;&|(/])(py\.test|pytest)(\s|$)|-m\s+pytest\b")),
-    ("vitest", re.compile(r"(^|[\s;&|(/])vitest(\s|$)")),
-    ("jest", re.compile(r"(^|[\s;&|(/])jest(\s|$)")),
-    ("node:test", re.compile(r"(^|[\s;&|(])node\s+(.*\s)?--test(\s|$|=)")),
-    ("npm-test", re.compile(r"(^|[\s;&|(])(npm|pnpm|yarn|bun)\s+(run\s+)?(test|t)(\s|$|:)")),
+# Which runner a shell command runs (first match wins). Compiled on first use: a Stop hook
+# never needs them, and it is the hot path.
+_PATTERNS = (
+    ("pytest", r"(^|[\s;&|(/])(py\.test|pytest)(\s|$)|-m\s+pytest\b"),
+    ("vitest", r"(^|[\s;&|(/])vitest(\s|$)"),
+    ("jest", r"(^|[\s;&|(/])jest(\s|$)"),
+    ("node:test", r"(^|[\s;&|(])node\s+(.*\s)?--test(\s|$|=)"),
+    ("npm-test", r"(^|[\s;&|(])(npm|pnpm|yarn|bun)\s+(run\s+)?(test|t)(\s|$|:)"),
 )
+_GREENLOOP = r"(^|[\s;&|(/])greenloop(\s|$)"
+
+
+@functools.cache
+def _rules() -> tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]:
+    return re.compile(_GREENLOOP), tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
 
 
 def detect_test_command(command: str) -> str | None:
     """Which runner a shell command runs, or None. `greenloop run` records itself: None."""
-    if _GREENLOOP.search(command):
+    ours, rules = _rules()
+    if ours.search(command):
         return None
-    for framework, pattern in _RULES:
+    for framework, pattern in rules:
         if pattern.search(command):
             return framework
     return None
@@ -140,7 +146,7 @@ def record_shell_run(
     if not load(workspace).enabled:
         return ""
     from greenloop import frameworks
-    from greenloop.closure import RunRecord
+    from greenloop.closure import Counts, RunRecord
     from greenloop.fingerprint import working_tree
     from greenloop.layout import new_run_id
     from greenloop.store import Store
@@ -149,7 +155,7 @@ def record_shell_run(
     parsed = parse_text(framework, iter(output.splitlines()))
     if not parsed.recognized:
         return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
-    s = parsed.summary
+    s = Counts.of(parsed.summary)
     reason: str | None = None
     if parsed.load_error:
         outcome, reason = "broken", f"the suite could not load: {parsed.load_error}"

@@ -1,0 +1,127 @@
+"""Stop-hook latency as a fresh process against `python -c pass`, measured side by side (issue 4, Speed).
+
+The hook answers a Claude Code Stop event for a session whose last run is red, so every
+invocation does the real work: parse the event, load the config, open the state database,
+decide, record the interception, print the block. (The budget is set high so every round
+steers.) The two commands alternate, each measured `--rounds` times; the medians and their
+ratio are printed. Target: hook p50 <= 2x `python -c pass`.
+
+Usage: python bench/hook_latency.py [--rounds N] [--importtime]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def hook_argv() -> list[str]:
+    """The installed console script next to this interpreter, else `python -m greenloop`."""
+    script = Path(sys.executable).parent / "greenloop"
+    if script.is_file():
+        with script.open("rb") as fh:
+            head = fh.read(200)
+        if head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]:
+            return [str(script), "hook", "claude-code"]
+    return [sys.executable, "-m", "greenloop", "hook", "claude-code"]
+
+
+def prepare(ws: Path) -> None:
+    from greenloop.closure import Counts, RunRecord
+    from greenloop.store import Store
+
+    (ws / "greenloop.toml").write_text("max_intercept_rounds = 1000000\n")
+    with Store(ws) as store:
+        store.record_run(
+            RunRecord(
+                "run-bench",
+                ok=False,
+                at=time.time(),
+                outcome="red",
+                session_id="bench",
+                summary=Counts(10, 8, 2, 0),
+                failing=("tests/test_a.py::test_one", "tests/test_a.py::test_two"),
+            )
+        )
+
+
+def timed(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed: {proc.stderr.decode()}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument(
+        "--importtime", action="store_true", help="also print the slowest imports of one hook"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="greenloop-hook-bench-") as tmp:
+        ws = Path(tmp)
+        prepare(ws)
+        env = {**os.environ, "GREENLOOP_CONFIG_HOME": str(ws / "no-user-config")}
+        env.pop("CLAUDE_PROJECT_DIR", None)
+        event = json.dumps(
+            {
+                "session_id": "bench",
+                "transcript_path": str(ws / "t.jsonl"),
+                "cwd": str(ws),
+                "hook_event_name": "Stop",
+                "stop_hook_active": False,
+                "last_assistant_message": "done",
+            }
+        ).encode()
+        hook = hook_argv()
+        baseline = [sys.executable, "-c", "pass"]
+        check = subprocess.run(hook, input=event, capture_output=True, env=env, cwd=ws, check=False)
+        if b'"decision": "block"' not in check.stdout:
+            raise SystemExit(f"the hook did not steer: {check.stdout!r} {check.stderr!r}")
+        for _ in range(3):  # warm the page cache for both
+            timed(baseline, b"", env, ws)
+            timed(hook, event, env, ws)
+        base_t: list[float] = []
+        hook_t: list[float] = []
+        for _ in range(args.rounds):
+            base_t.append(timed(baseline, b"", env, ws))
+            hook_t.append(timed(hook, event, env, ws))
+        b50, h50 = statistics.median(base_t), statistics.median(hook_t)
+        b90 = statistics.quantiles(base_t, n=10)[-1]
+        h90 = statistics.quantiles(hook_t, n=10)[-1]
+        print(f"hook command: {' '.join(hook)}")
+        print(f"python -c pass : p50 {b50 * 1000:7.1f} ms   p90 {b90 * 1000:7.1f} ms")
+        print(f"Stop hook      : p50 {h50 * 1000:7.1f} ms   p90 {h90 * 1000:7.1f} ms")
+        print(f"ratio p50 hook / python -c pass = {h50 / b50:.2f} (target <= 2.00)")
+        if args.importtime:
+            p = subprocess.run(
+                [sys.executable, "-X", "importtime", "-m", "greenloop", "hook", "claude-code"],
+                input=event,
+                capture_output=True,
+                env=env,
+                cwd=ws,
+                check=False,
+            )
+            rows = []
+            for line in p.stderr.decode().splitlines():
+                parts = line.split("|")
+                if len(parts) == 3 and parts[1].strip().isdigit():
+                    rows.append((int(parts[1]), parts[2].rstrip()))
+            print("slowest imports (cumulative us):")
+            for us, name in sorted(rows, reverse=True)[:15]:
+                print(f"  {us:8d} {name}")
+        return 0 if h50 / b50 <= 2.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
