@@ -337,3 +337,33 @@ def test_unknown_language_is_a_usage_error_naming_the_field() -> None:
         hint_for(Failure(test="t"), language="fr")
     with pytest.raises(UsageError, match="hint_language"):
         apply([Failure(test="t")], language="de")
+
+
+def test_load_and_hook_failures_without_a_known_cause() -> None:
+    load = Failure(test="tests/load.test.js", file="tests/load.test.js", message="test failed", kind="load")
+    assert match(load) == "load-failure"
+    for language in LANGUAGES:
+        hint = hint_for(load, language=language)
+        assert "tests/load.test.js" in hint and "test failed" in hint
+    hook = Failure(
+        test="todos > beforeAll",
+        file="tests/todos.test.js",
+        line=4,
+        message="Error: seed rows missing\n    more",
+        stack="at seed (code/db.js:4:3)\nat tests/todos.test.js:4:9",
+        kind="hook",
+    )
+    assert match(hook) == "hook-failure"
+    assert "code/db.js:4" in hint_for(hook) and "seed rows missing" in hint_for(hook, language="zh")
+    # a known cause still wins over the kind
+    known = Failure(test="t", message="ModuleNotFoundError: No module named 'x'", kind="load")
+    assert match(known) == "py-module-not-found"
+
+
+def test_timeout_is_read_from_the_message_not_from_function_names() -> None:
+    failure = Failure(
+        test="t",
+        message="TypeError: Cannot read properties of undefined (reading 'ms')",
+        stack="at withTimeout (code/retry.js:8:12)",
+    )
+    assert match(failure) == "js-property-of-undefined"

@@ -32,7 +32,7 @@ __all__ = [
     "top_user_frame",
 ]
 
-Field = Literal["message", "stack", "expected", "got"]
+Field = Literal["message", "stack", "expected", "got", "kind"]
 LANGUAGES: tuple[str, ...] = ("en", "zh")
 _MAX_VALUE = 60  # characters of an expected/got value quoted inside a hint
 
@@ -137,7 +137,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "timeout",
-        _MS,
+        _M,
         (
             r"timed? ?out|Exceeded timeout|STACK_TRACE_ERROR|Timeout \(>[\d.]+s\)"
             r"|Test timeout of|async callback was not invoked",
@@ -362,6 +362,24 @@ RULES: tuple[Rule, ...] = (
         "有错误逃出了测试的 await 链({where});对代码启动的每个 "
         "promise 都 await(或 return),让失败落在引起它的测试里。",
     ),
+    # --- failures outside a test body, when nothing above explains them
+    Rule(
+        "load-failure",
+        ("kind",),
+        (r"^load$",),
+        "{test} could not be loaded ({first}), so none of its tests ran; fix the import or the"
+        " code it loads, starting at {where}.",
+        "{test} 无法加载({first}),其中的测试一个都没跑;从 {where} 开始修正导入或被加载的代码。",
+    ),
+    Rule(
+        "hook-failure",
+        ("kind",),
+        (r"^hook$",),
+        "A setup or teardown step (beforeAll/beforeEach, fixture) of {test} failed ({first}), so"
+        " the tests it prepares did not run; look at {where}.",
+        "{test} 的准备或清理步骤(beforeAll/beforeEach、fixture)失败({first}),"
+        "依赖它的测试没有运行;查看 {where}。",
+    ),
     # --- the fallback: always matches
     Rule(
         "fallback",
@@ -519,12 +537,12 @@ def hint_for(failure: Failure, *, framework: str | None = None, language: str = 
     fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     stub = _STUBS.get(fw or "", _STUB_DEFAULT)[1 if zh else 0]
     expected, got = _short(failure.expected), _short(failure.got)
+    first = _short(failure.message.strip().splitlines()[0] if failure.message.strip() else "")
     if expected and got:
         expectation = f"{expected}(实际 {got})" if zh else f"{expected} (got {got})"
     elif expected:
         expectation = expected
     else:
-        first = _short(failure.message.strip().splitlines()[0] if failure.message.strip() else "")
         expectation = (
             (f"断言成立({first})" if first else "测试通过")
             if zh
@@ -540,6 +558,7 @@ def hint_for(failure: Failure, *, framework: str | None = None, language: str = 
         "stub": stub,
         "expectation": expectation,
         "diff": (f"(首个差异字段:{key})" if zh else f" (first difference: '{key}')") if key else "",
+        "first": first or ("无信息" if zh else "no message"),
         "module": "",
         "url": "",
         "what": "undefined",
