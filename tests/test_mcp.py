@@ -100,9 +100,11 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def _pytest_workspace(root: Path, *, red: bool) -> Path:
+def _pytest_workspace(root: Path, *, red: bool, verbose: bool = False) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p no:cacheprovider"\n')
+    # -v: one line per finished test, which is what live progress counts
+    addopts = "-p no:cacheprovider" + (" -v" if verbose else "")
+    (root / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\naddopts = "{addopts}"\n')
     (root / "calc.py").write_text(
         "def add(a, b):\n    return a - b\n" if red else "def add(a, b):\n    return a + b\n"
     )
@@ -283,7 +285,7 @@ def test_bad_workspace_is_refused_before_serving(tmp_path: Path, home: Path) -> 
 
 
 def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, home: Path) -> None:
-    ws = _pytest_workspace(tmp_path / "ws", red=True)
+    ws = _pytest_workspace(tmp_path / "ws", red=True, verbose=True)
     progress: list[tuple[float, float | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -319,7 +321,7 @@ def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, 
     assert red["result_ref"] and Path(red["result_ref"]).is_file()
     assert progress, "no progress notification during the run"
     assert all(b[0] > a[0] for a, b in itertools.pairwise(progress))  # progress grows
-    assert progress[-1][0] <= 3
+    assert progress[-1][0] == 3  # all three tests done
 
     assert out["closure1"]["satisfied"] is False
     assert out["closure1"]["last_run"]["run_id"] == red["run_id"]
@@ -681,11 +683,15 @@ def _integration_project(root: Path, *argv: str) -> Path:
 
 def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
     project = _integration_project(tmp_path / "proj")
+    news: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        news.append(message or "")
 
     async def body(s: ClientSession) -> dict[str, Any]:
         return {
             "one": _ok(await s.call_tool("integration_run", {"case": ["ping-ok"]})),
-            "all": _ok(await s.call_tool("integration_run", {})),
+            "all": _ok(await s.call_tool("integration_run", {}, progress_callback=on_progress)),
             "bugs": _ok(await s.call_tool("bug_list", {"source": "integration_test"})),
             "unknown": await s.call_tool("integration_run", {"case": ["no-such-case"]}),
         }
@@ -701,6 +707,7 @@ def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
     assert (project / every["result_ref"]).is_file() or Path(every["result_ref"]).is_file()
     assert [b["status"] for b in out["bugs"]["bugs"]] == ["open"]
     assert out["unknown"].is_error and "no-such-case" in _text(out["unknown"])
+    assert any("ping-created" in m for m in news), news  # progress names the case being run
 
 
 def test_cancelling_an_integration_run_stops_its_units(tmp_path: Path, home: Path) -> None:

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -445,6 +447,9 @@ class _Progress:
         self.ctx = ctx
         self.send, self.receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](256)
         self.last = 0.0
+        # The library may call back from any thread (the run's output reader, not only the
+        # worker), so the loop is named explicitly.
+        self.token = anyio.lowlevel.current_token()
 
     def callback(self, progress: Any) -> None:
         """Called from the worker thread with the run's Progress (tests finished so far)."""
@@ -453,7 +458,7 @@ class _Progress:
             return
         self.last = done
         try:
-            anyio.from_thread.run_sync(self.send.send_nowait, (done, None, message))
+            anyio.from_thread.run_sync(self.send.send_nowait, (done, None, message), token=self.token)
         except Exception:  # a full buffer or a closed loop loses one notification, never the run
             log.debug("progress notification dropped", exc_info=True)
 
@@ -461,7 +466,7 @@ class _Progress:
         """Called from the worker thread with one line of news (a unit started, a case began)."""
         self.last += 1
         try:
-            anyio.from_thread.run_sync(self.send.send_nowait, (self.last, None, message))
+            anyio.from_thread.run_sync(self.send.send_nowait, (self.last, None, message), token=self.token)
         except Exception:
             log.debug("progress notification dropped", exc_info=True)
 
