@@ -37,11 +37,13 @@ import fcntl
 import gc
 import json
 import logging
+import marshal
 import operator
 import os
 import re
 import secrets
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -111,6 +113,9 @@ TITLE_LIMIT = 200
 INFRA_TEST_NAME = "(test run broken)"  # the test_name of a unit's infrastructure bug
 UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
+FOLD_CACHE = "bugs.fold"  # in the log folder's .greenloop/: the folded state of the log's first bytes
+CACHE_MIN_BYTES = 2 << 20  # logs smaller than this fold fast enough without a cache
+_CACHE_MAGIC = b"greenloop-bugs-fold/1\n"
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
 _PREFIX_LEN = len(ID_PREFIX)
 
@@ -170,6 +175,7 @@ _STR_FIELDS = operator.itemgetter(
 _LIST_FIELDS = operator.itemgetter("affected_units", "fix_refs")
 _OPT_FIELDS = operator.itemgetter("run_id", "by")
 _CHOICE_FIELDS = operator.itemgetter("status", "source", "severity")
+_ALL_FIELDS = operator.attrgetter(*_KEYS)
 _STR_ONLY: frozenset[type] = frozenset({str})
 _OPT_TYPES: frozenset[type] = frozenset({str, type(None)})
 
@@ -401,6 +407,16 @@ def _choices(value: str | Sequence[str] | None, name: str, allowed: tuple[str, .
 # --------------------------------------------------------------------------- the log
 
 
+def _stamp(st: os.stat_result, offset: int) -> tuple[int, int, int, int] | None:
+    """What identifies a log file's state without reading it; None unless `offset` is its end."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if offset == st.st_size else None
+
+
+def _racy(st: os.stat_result) -> bool:
+    """Modified so recently that an edit within the same timestamp tick would look untouched."""
+    return time.time_ns() - st.st_mtime_ns < 2_000_000_000
+
+
 _DECODER = json.JSONDecoder()
 
 
@@ -435,10 +451,21 @@ class BugLog:
     lines on each call. `clock` is the seam for time (seconds since the epoch).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        cache: bool = True,
+        cache_min_bytes: int = CACHE_MIN_BYTES,
+    ) -> None:
         self.path = Path(path)
         self.clock = clock
+        self.cache_path: Path | None = layout.state_dir(self.path.parent) / FOLD_CACHE if cache else None
+        self.cache_min_bytes = cache_min_bytes
         self._ident: tuple[int, int] | None = None
+        self._crc = 0  # CRC-32 of the bytes [0, _offset): what a fold cache is checked against
+        self._cached_at = 0  # the offset the fold cache on disk covers (as far as this instance knows)
         self._offset = 0
         self._lines = 0
         self._partial = False  # the last line read had no newline
@@ -457,7 +484,7 @@ class BugLog:
             self._warnings[lineno] = f"{self.path.name} line {lineno}: {why}; line skipped"
 
     def _reset(self) -> None:
-        self._offset = self._lines = 0
+        self._offset = self._lines = self._crc = 0
         self._partial = False
         self._current.clear()
         self._active.clear()
@@ -559,15 +586,86 @@ class BugLog:
             self._ident = ident
         if st.st_size == self._offset:
             return
-        data = _read_range(fd, self._offset, st.st_size)
         gc_was = gc.isenabled()
         gc.disable()  # folding creates many small objects and no cycles; the collector only slows it
         try:
-            self._ingest(data)
+            if self._offset == 0 and st.st_size >= self.cache_min_bytes:
+                self._restore(fd, st)
+            if st.st_size > self._offset:
+                data = _read_range(fd, self._offset, st.st_size)
+                self._ingest(data)
+                self._crc = zlib.crc32(data, self._crc)
+                self._offset += len(data)
+            if self._offset - self._cached_at >= self.cache_min_bytes:
+                self._save(st)
         finally:
             if gc_was:
                 gc.enable()
-        self._offset += len(data)
+
+    # -- the fold cache ----------------------------------------------------------------
+    #
+    # Folding a big log means parsing every bug's last line; a fresh process (`greenloop bugs
+    # list`) would pay that on every call. The fold cache keeps the folded state of the log's
+    # first N bytes in `.greenloop/bugs.fold` (marshal, written atomically), with the CRC-32 of
+    # those bytes. It is used only if the log still starts with exactly those bytes (any edit,
+    # truncation or replacement invalidates it); the lines after N are folded as usual. Logs
+    # under CACHE_MIN_BYTES get no cache: they fold fast enough.
+
+    def _restore(self, fd: int, st: os.stat_result) -> None:
+        if self.cache_path is None:
+            return
+        try:
+            blob = self.cache_path.read_bytes()
+            head, payload = blob[: len(_CACHE_MAGIC) + 4], blob[len(_CACHE_MAGIC) + 4 :]
+            if head[: len(_CACHE_MAGIC)] != _CACHE_MAGIC or int.from_bytes(head[-4:], "big") != zlib.crc32(
+                payload
+            ):
+                return
+            offset, crc, stamp, lines, partial, warnings, records = marshal.loads(payload)
+            if not (isinstance(offset, int) and 0 < offset <= st.st_size and isinstance(records, tuple)):
+                return
+        except (OSError, EOFError, ValueError, TypeError):
+            return  # no cache, or not one of ours: fold from the start
+        # Untouched since the cache was written (same file, size and mtime, like git's index
+        # stat check): trust it. Otherwise the log must still start with the cached bytes.
+        if (stamp is None or stamp != _stamp(st, offset)) and zlib.crc32(_read_range(fd, 0, offset)) != crc:
+            return  # the log changed under the cache
+        current: dict[str, Bug] = {}
+        try:
+            for rec in records:
+                bug = object.__new__(Bug)
+                object.__setattr__(bug, "__dict__", dict(zip(_KEYS, rec, strict=True)))
+                current[bug.id] = bug
+        except (TypeError, ValueError):
+            return
+        self._current = current
+        self._active = {b.dedup_key: b.id for b in current.values() if b.status in ACTIVE}
+        self._warnings = dict(warnings)
+        self._offset, self._crc, self._lines, self._partial = offset, crc, lines, partial
+        # A cache saved without a stamp (the log had just changed) is saved again with one
+        # once the log has settled, so later calls skip the CRC.
+        settled = stamp is None and offset == st.st_size and not _racy(st)
+        self._cached_at = -self.cache_min_bytes if settled else offset
+
+    def _save(self, st: os.stat_result) -> None:
+        if self.cache_path is None:
+            return
+        records = tuple(map(_ALL_FIELDS, self._current.values()))
+        stamp = None if _racy(st) else _stamp(st, self._offset)
+        payload = marshal.dumps(
+            (self._offset, self._crc, stamp, self._lines, self._partial, self._warnings, records), 4
+        )
+        blob = _CACHE_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload
+        tmp = self.cache_path.with_name(f"{self.cache_path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(blob)
+            os.replace(tmp, self.cache_path)
+        except OSError:  # a read-only project: no cache, same answers
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        self._cached_at = self._offset
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int | None]:
