@@ -353,6 +353,12 @@ def test_git_sandbox_compares_with_head(tmp_path: Path) -> None:
     (unit / "runs" / "run-1").mkdir(exist_ok=True)
     (unit / "runs" / "run-1" / "stdout.txt").write_text("x")
     assert audit_unit(unit).check("sandbox").ok
+    # running the tests leaves caches and greenloop's own state behind: not a violation
+    (unit / "code" / "__pycache__").mkdir()
+    (unit / "code" / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"x")
+    (unit / ".greenloop" / "runs").mkdir(parents=True)
+    (unit / ".greenloop" / "runs" / "result.json").write_text("{}")
+    assert audit_unit(unit).check("sandbox").ok
     append(unit, "code/app.py", "\n# touched by the Tester\n")
     (unit / "scratch.txt").write_text("x")
     report = audit_unit(unit)

@@ -753,7 +753,10 @@ def _check_network_clock(unit: _Unit) -> Check:
 
 
 def _allowed(rel: str) -> bool:
-    return rel == "tests" or rel == "runs" or rel.startswith(("tests/", "runs/"))
+    """tests/ and runs/ are the Tester's; tool state and caches (.greenloop/, __pycache__/) are nobody's."""
+    if rel == "tests" or rel == "runs" or rel.startswith(("tests/", "runs/")):
+        return True
+    return any(part in _SKIP_DIRS for part in rel.split("/")[:-1])
 
 
 def _git_root(start: Path) -> Path | None:
