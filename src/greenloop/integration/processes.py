@@ -110,8 +110,15 @@ class ProcessLog:
                 self._dropped_lines += 1
 
     def note(self, text: str) -> None:
-        """A line from greenloop itself (starts, health, teardown)."""
+        """A line from greenloop itself (starts, health, teardown); flushed at once."""
         self.write("[greenloop]", text)
+        self.flush()
+
+    def flush(self) -> None:
+        """Make what was written so far visible to someone tailing the file."""
+        with self._lock:
+            if not self._closed:
+                self._fh.flush()
 
     def close(self) -> None:
         with self._lock:
@@ -350,6 +357,7 @@ class Supervisor:
             for up in list(self.units.values()):
                 for stream in ("out", "err"):
                     self._pump_file(up, stream, final=False)
+        self.log.flush()
 
     def _pump_file(self, up: UnitProcess, stream: str, *, final: bool) -> None:
         path = self._raw(up.unit.id, stream)

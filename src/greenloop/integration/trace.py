@@ -44,7 +44,7 @@ _SECRET_KEY = re.compile(
 
 
 def _secret_key(key: str) -> bool:
-    k = key.replace("-", "_")
+    k = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).replace("-", "_")  # refreshToken -> refresh_Token
     return bool(_SECRET_KEY.search(k)) or k.lower() in ("token", "password", "secret", "apikey")
 
 
