@@ -22,7 +22,7 @@ MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"
 
 pytestmark = pytest.mark.skipif(
     not (MODULES / "better-sqlite3").is_dir() or shutil.which("node") is None,
-    reason="the example's Node unit is not installed: `npm ci` in examples/todo/units/todo-api (scripts/test)",
+    reason="the example's Node unit is not installed: npm ci in examples/todo/units/todo-api",
 )
 
 
