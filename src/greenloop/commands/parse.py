@@ -79,10 +79,16 @@ def parse(args: argparse.Namespace) -> int:
             ) from None
         with fh:
             res = parse_text(framework, _lines(fh))
-    if getattr(args, "json", False):
-        print(json.dumps(res.to_json(), ensure_ascii=False, indent=2))
-    else:
-        print(render_text(framework, res))
+    text = json.dumps(res.to_json(), ensure_ascii=False, indent=2) if getattr(args, "json", False) \
+        else render_text(framework, res)
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `greenloop parse … | head`: the reader left; that is not an error of ours.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if res.summary.failed > 0:
         return 1
     if not res.recognized or res.summary.total == 0:
