@@ -16,7 +16,8 @@ from greenloop.frameworks import parse_report, parse_text
 from greenloop.model import Failure, ParseResult, replace
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CAPTURES = sorted(FIXTURES.glob("*/*/*.meta.json"))
+RUNNER_DIRS = ("vitest", "jest", "pytest", "node_test", "npm_test")
+CAPTURES = [p for d in RUNNER_DIRS for p in sorted((FIXTURES / d).glob("*/*.meta.json"))]
 
 
 def _meta(path: Path) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def test_fixture_set_is_complete_and_small() -> None:
                    ("pytest", "v"), ("pytest", "rA"), ("pytest", "color"), ("node_test", "tap"),
                    ("node_test", "spec"), ("node_test", "spec-color")]:
         assert needed in variants
-    total = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
+    total = sum(f.stat().st_size for d in RUNNER_DIRS for f in (FIXTURES / d).rglob("*") if f.is_file())
     assert total < 2 * 1024 * 1024
     for p in CAPTURES:
         txt = p.with_name(p.name.replace(".meta.json", ".txt"))
