@@ -470,7 +470,8 @@ class BugLog:
         self._lines = 0
         self._partial = False  # the last line read had no newline
         self._current: dict[str, Bug] = {}
-        self._active: dict[str, str] = {}  # dedup_key -> id of the open/fixing bug
+        # dedup_key -> id of its open/fixing bug; built when first needed (readers never need it)
+        self._active: dict[str, str] | None = None
         self._warnings: dict[int, str] = {}  # line number -> warning
 
     # -- reading ---------------------------------------------------------------------
@@ -484,19 +485,22 @@ class BugLog:
             self._warnings[lineno] = f"{self.path.name} line {lineno}: {why}; line skipped"
 
     def _reset(self) -> None:
-        self._offset = self._lines = self._crc = 0
+        self._offset = self._lines = self._crc = self._cached_at = 0
         self._partial = False
         self._current.clear()
-        self._active.clear()
+        self._active = None
         self._warnings.clear()
 
     def _apply(self, bug: Bug) -> None:
         old = self._current.get(bug.id)
-        if old is not None and self._active.get(old.dedup_key) == bug.id:
-            del self._active[old.dedup_key]
         self._current[bug.id] = bug
+        active = self._active
+        if active is None:
+            return
+        if old is not None and active.get(old.dedup_key) == bug.id:
+            del active[old.dedup_key]
         if bug.status in ACTIVE:
-            self._active[bug.dedup_key] = bug.id
+            active[bug.dedup_key] = bug.id
 
     def _parse(self, lineno: int, raw: bytes, expect_id: bytes | None = None) -> Bug | None:
         try:
@@ -639,7 +643,7 @@ class BugLog:
         except (TypeError, ValueError):
             return
         self._current = current
-        self._active = {b.dedup_key: b.id for b in current.values() if b.status in ACTIVE}
+        self._active = None
         self._warnings = dict(warnings)
         self._offset, self._crc, self._lines, self._partial = offset, crc, lines, partial
         # A cache saved without a stamp (the log had just changed) is saved again with one
@@ -750,12 +754,16 @@ class BugLog:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line  # end a torn or newline-less last line; never join onto it
-        written = os.write(fd, line)
-        if written != len(line):  # a full disk: the partial line is torn; say so loudly
-            raise GreenloopError(
-                f"could not append to {self.path}: only {written} of {len(line)} bytes written "
-                "(disk full?); free space and retry", exit_code=3,
-            )
+        view = memoryview(line)
+        while view:  # one write in practice; a short write (a signal) is finished under the lock
+            written = os.write(fd, view)
+            if written <= 0:
+                raise GreenloopError(
+                    f"could not append to {self.path}: the write stopped after "
+                    f"{len(line) - len(view)} of {len(line)} bytes (disk full?); free space and retry",
+                    exit_code=3,
+                )
+            view = view[written:]
         self._catch_up(fd)
 
     @staticmethod
@@ -815,6 +823,8 @@ class BugLog:
         _check(severity, "severity", SEVERITIES, "severity")
         key = dedup_key(unit_id, test_name)
         with self._writing() as fd:
+            if self._active is None:
+                self._active = {b.dedup_key: b.id for b in self._current.values() if b.status in ACTIVE}
             reuse = self._active.get(key)
             if reuse is not None:
                 return Opened(self._current[reuse], False, str(self.path), self.warnings)
