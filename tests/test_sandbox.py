@@ -359,3 +359,13 @@ def test_cli_sandbox_show_without_bwrap_says_how_to_install(
     err = capsys.readouterr().err
     assert "apt-get install bubblewrap" in err and "full-access" in err
     assert main(["sandbox", "show", "--path", str(ws), "--mode", "full-access"]) == 0
+
+
+def test_playwright_browsers_stay_findable_when_the_xdg_cache_moves(tmp_path: Path) -> None:
+    (tmp_path / "cache" / "ms-playwright").mkdir(parents=True)
+    base = {"PATH": "/usr/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = sandbox.child_env(base, sandbox.resolve(tmp_path / "ws", explicit="workspace-write"))
+    assert env["PLAYWRIGHT_BROWSERS_PATH"] == str(tmp_path / "cache" / "ms-playwright")
+    assert env["XDG_CACHE_HOME"] != base["XDG_CACHE_HOME"]
+    env = sandbox.child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
+    assert env["PLAYWRIGHT_BROWSERS_PATH"] == "/opt/pw"

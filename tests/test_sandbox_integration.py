@@ -23,10 +23,6 @@ from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
 from greenloop.integration.run import integrate as _integrate
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="needs bubblewrap (apt-get install bubblewrap; .ci/run installs it)"
-)
-
 SERVER = """
 import json, os, pathlib, sys, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -21,10 +21,6 @@ from greenloop.cli import main
 from greenloop.errors import UsageError
 from greenloop.store import Store
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="needs bubblewrap (apt-get install bubblewrap; .ci/run installs it)"
-)
-
 
 @pytest.fixture(autouse=True)
 def _isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -447,6 +447,11 @@ def cache_env(policy: Policy, base_env: Mapping[str, str]) -> dict[str, str]:
         "npm_config_cache": os.path.join(base, "npm"),
         "XDG_CACHE_HOME": os.path.join(base, "xdg"),
     }
+    # Playwright finds its browsers under the XDG cache; they stay where they are (read-only).
+    home = base_env.get("HOME") or os.path.expanduser("~")
+    browsers = os.path.join(base_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ms-playwright")
+    if "PLAYWRIGHT_BROWSERS_PATH" not in base_env and os.path.isdir(browsers):
+        env["PLAYWRIGHT_BROWSERS_PATH"] = browsers
     if not policy.workspace_writable:
         # pytest keeps .pytest_cache in the (now read-only) rootdir; point it at /tmp instead.
         addopts = base_env.get("PYTEST_ADDOPTS", "")
@@ -477,7 +482,7 @@ def child_env(
         base = dict(base_env)
     pairs = tuple(add.items()) if isinstance(add, Mapping) else tuple(add)
     env = runner_env.child_env(base, add=pairs, drop=drop)
-    env.update(cache_env(policy, env))
+    env.update(cache_env(policy, {**base_env, **env}))  # the original XDG_CACHE_HOME, the new addopts
     return env
 
 
