@@ -7,6 +7,8 @@ load failures on both sides. Then exact expected/got and file:line for chosen fa
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +230,30 @@ def test_npm_test_sniffs_each_runner() -> None:
         res = _text(FIXTURES / "npm_test" / "mixed" / f"{variant}.meta.json")
         assert f"npm test output parsed as {runner}" in res.notes
         assert res.recognized
+
+
+NODE_MODULES = Path(__file__).parent / "runners" / "node_modules"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_capture_script_against_installed_runners(tmp_path: Path) -> None:
+    """Regenerate captures with the runners installed now: the parsers still agree with each
+    report and with the committed fixtures' counts (catches a runner changing its format)."""
+    frameworks = ["pytest", "node_test"] + (["vitest"] if (NODE_MODULES / "vitest").is_dir() else [])
+    script = Path(__file__).parent.parent / "scripts" / "capture_fixtures"
+    proc = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), *frameworks],
+                          capture_output=True, text=True, timeout=230, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fresh = sorted(tmp_path.glob("*/*/*.meta.json"))
+    assert len(fresh) >= 15
+    for meta_path in fresh:
+        meta = _meta(meta_path)
+        text, report = _text(meta_path, root=meta["cwd"]), _report(meta_path, root=meta["cwd"])
+        committed = FIXTURES / meta_path.relative_to(tmp_path)
+        assert text.recognized and report.recognized, meta_path
+        assert text.summary == _text(committed).summary, meta_path
+        unhandled = sum(1 for f in text.failures if f.test.startswith("unhandled error: "))
+        assert text.summary.failed == report.summary.failed + unhandled, meta_path
+        assert sorted(_key(f) for f in text.failures if not f.test.startswith("unhandled error: ")) == \
+            sorted(_key(f) for f in report.failures), meta_path
