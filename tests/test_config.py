@@ -199,3 +199,30 @@ def test_config_show_bad_config_exits_2_naming_fields(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "max_intercept_rounds" in proc.stderr and "bogus" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_project_config_is_found_up_to_the_git_root(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    sub = root / "packages" / "app"
+    sub.mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "pyproject.toml").write_text("[tool.greenloop]\nmax_intercept_rounds = 4\n")
+    (root / "packages" / "pyproject.toml").write_text("[project]\nname = 'no greenloop table here'\n")
+    (root / ".greenloop").mkdir()
+    assert load(sub, env=_env(tmp_path)).max_intercept_rounds == 4
+    (root / ".greenloop" / "patch.toml").write_text("summary_tail_chars = 1\n")
+    loaded = load_layers(sub, env=_env(tmp_path))
+    assert loaded.config.summary_tail_chars == 1 and loaded.config.max_intercept_rounds == 2
+    (sub / "greenloop.toml").write_text(
+        "default_timeout_ms = 9\n"
+    )  # nearer wins, and the patch still applies
+    (root / ".greenloop" / "patch.toml").unlink()
+    cfg = load(sub, env=_env(tmp_path))
+    assert cfg.default_timeout_ms == 9 and cfg.max_intercept_rounds == 2
+
+
+def test_outside_a_git_tree_parents_are_not_consulted(tmp_path: Path) -> None:
+    (tmp_path / "greenloop.toml").write_text("max_intercept_rounds = 9\n")
+    sub = tmp_path / "child"
+    sub.mkdir()
+    assert load(sub, env=_env(tmp_path)).max_intercept_rounds == 2

@@ -6,8 +6,10 @@ Layers, each later one winning:
 2. the user config: ``$GREENLOOP_CONFIG_HOME/config.toml``, else
    ``$XDG_CONFIG_HOME/greenloop/config.toml``, else ``~/.config/greenloop/config.toml``;
 3. the project config: ``[tool.greenloop]`` in ``pyproject.toml``, then ``greenloop.toml``
-   (top-level keys, or a ``[greenloop]`` / ``[tool.greenloop]`` table) in the workspace;
-4. a patch layer: ``.greenloop/patch.toml``, ``$GREENLOOP_CONFIG_PATCH`` or an explicit path.
+   (top-level keys, or a ``[greenloop]`` / ``[tool.greenloop]`` table), from the nearest
+   folder that has either, walking up from the workspace to the root of its git work tree;
+4. a patch layer: an explicit path, ``$GREENLOOP_CONFIG_PATCH``, or the nearest
+   ``.greenloop/patch.toml`` on the same walk.
 
 Layers 2 and 3 override key by key. The patch layer replaces the whole block (as the seeds'
 ``cordis.patch.yml`` does): a patch that sets only ``max_intercept_rounds`` resets every
@@ -38,6 +40,7 @@ __all__ = [
     "load",
     "load_layers",
     "parse_toml",
+    "project_dirs",
     "project_files",
     "user_config_path",
     "validate",
@@ -203,8 +206,24 @@ def user_config_path(env: Mapping[str, str]) -> str:
     return os.path.join(base, "greenloop", "config.toml")
 
 
+def project_dirs(workspace: str) -> list[str]:
+    """Where project config is looked for, nearest first: the workspace, then its parents up to
+    the root of the enclosing git work tree. Outside a git work tree, the workspace alone (a
+    stray file in /tmp or $HOME must not configure every project below it)."""
+    start = os.path.abspath(workspace)
+    chain = [start]
+    folder = start
+    while not os.path.exists(os.path.join(folder, ".git")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return [start]
+        folder = parent
+        chain.append(folder)
+    return chain
+
+
 def project_files(workspace: str) -> list[str]:
-    """The project config files that exist, in the order they apply."""
+    """The project config files that exist in one folder, in the order they apply."""
     found = []
     for name in ("pyproject.toml", "greenloop.toml"):
         path = os.path.join(workspace, name)
@@ -239,15 +258,18 @@ def load_layers(
     layers: list[Layer] = []
     notes: list[str] = []
 
-    candidates: list[tuple[str, str]] = []
+    found: list[tuple[str, str, dict[str, Any]]] = []
     user = user_config_path(env)
     if os.path.isfile(user):
-        candidates.append(("user", user))
-    candidates += [("project", p) for p in project_files(ws)]
-    for name, path in candidates:
-        block = _block(path, parse_toml(path))
-        if block is None:
-            continue
+        found.append(("user", user, _block(user, parse_toml(user)) or {}))
+    dirs = project_dirs(ws)
+    for folder in dirs:  # the nearest folder that configures greenloop is the project's
+        blocks = [(path, _block(path, parse_toml(path))) for path in project_files(folder)]
+        present = [("project", path, block) for path, block in blocks if block is not None]
+        if present:
+            found += present
+            break
+    for name, path, block in found:
         checked = validate(block, path)
         layers.append(Layer(name, path, tuple(checked.items())))
         for key, value in checked.items():
@@ -256,8 +278,11 @@ def load_layers(
 
     patch_path = os.fspath(patch) if patch is not None else env.get(PATCH_ENV) or None
     if patch_path is None:
-        default_patch = os.path.join(ws, ".greenloop", "patch.toml")
-        patch_path = default_patch if os.path.isfile(default_patch) else None
+        for folder in dirs:
+            default_patch = os.path.join(folder, ".greenloop", "patch.toml")
+            if os.path.isfile(default_patch):
+                patch_path = default_patch
+                break
     elif not os.path.isfile(patch_path):
         raise ConfigError(f"config patch {patch_path} does not exist; fix the path or remove it")
     if patch_path is not None:
