@@ -291,7 +291,8 @@ def execute(
         for path in (stdout_path, stderr_path):
             Path(path).touch()
         verdict = Verdict(False, "broken", True, f"runner not installed: {plan.unavailable}", None, ())
-        return result(None, verdict, ParseResult(), SandboxInfo(mode="full-access"))
+        info = SandboxInfo(sandbox or config.sandbox, None, str(workspace))  # resolved, not enforced
+        return result(None, verdict, ParseResult(), info)
 
     from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial
 
