@@ -270,3 +270,42 @@ def test_git_fingerprint_sees_edits_to_already_modified_files(tmp_path: Path) ->
     assert once != clean
     (tmp_path / "a.py").write_text("a = 33\n")
     assert working_tree(tmp_path) != once
+
+
+def test_gate_is_importable_from_the_package_root(tmp_path: Path) -> None:
+    import greenloop
+
+    assert greenloop.Gate is Gate
+
+
+def test_check_command_text_and_exit_codes(tmp_path: Path) -> None:
+    import sys
+
+    env = {**os.environ, "GREENLOOP_CONFIG_HOME": str(tmp_path / "none")}
+    env.pop("GREENLOOP_SESSION", None)
+    env.pop("CLAUDE_CODE_SESSION_ID", None)
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "greenloop", "check", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+            timeout=60,
+        )
+
+    p = run("--session", "s1")
+    assert p.returncode == 0 and "session s1: satisfied" in p.stdout and "no recorded run" in p.stdout
+    with Store(tmp_path) as store:
+        store.record_run(red_run(at=1.0))
+    p = run(GREENLOOP_SESSION="s1")  # the session from the environment
+    assert p.returncode == 1 and "NOT satisfied" in p.stdout and "red (2 failed, 3 passed of 5)" in p.stdout
+    assert "interceptions this turn: 0 of 2" in p.stdout
+    p = subprocess.run(
+        [sys.executable, "-m", "greenloop", "check", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "not an existing folder" in p.stderr
