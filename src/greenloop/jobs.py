@@ -251,12 +251,7 @@ def worker_main(workspace: str, job_id: str) -> int:
     try:
         from greenloop import api
 
-        try:
-            result = api.test_run(workspace, session_id=session_id, cancel=cancel_event, **kwargs)
-        except TypeError as exc:
-            if "cancel" not in str(exc):
-                raise
-            result = api.test_run(workspace, session_id=session_id, **kwargs)
+        result = api.test_run(workspace, session_id=session_id, cancel=cancel_event, **kwargs)
     except BaseException as exc:
         with Store(workspace) as store:
             store.finish_job_if_running(job_id, "failed", f"{type(exc).__name__}: {exc}")
