@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from greenloop.cli import main
-from greenloop.frameworks import MODULES, parse_report, parse_text, progress_event
+from greenloop.frameworks import MODULES, parse_report, parse_text, progress_counts, progress_event
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, MAX_FAILURE_CHARS, strip_ansi, trim_stack
 from greenloop.frameworks.vitest import parse_json_report
 from greenloop.model import ParseResult
@@ -202,6 +202,25 @@ def test_progress_events_match_the_counts(framework: str, rel: str, expected: di
         if ev:
             seen[ev] += 1
     assert seen == expected
+
+
+@pytest.mark.parametrize(("framework", "rel"), [
+    *[("vitest", f"vitest/mixed/{v}.txt") for v in ("plain", "color", "agent", "github", "verbose", "dot")],
+    *[("pytest", f"pytest/mixed/{v}.txt") for v in ("plain", "q", "v", "rA", "color")],
+    ("vitest", "vitest/green/plain.txt"),
+    ("pytest", "pytest/green/q.txt"),
+])
+def test_progress_counts_add_up_to_the_tests_that_ran(framework: str, rel: str) -> None:
+    seen = {"pass": 0, "fail": 0, "skip": 0}
+    for line in _lines(rel):
+        for k, v in (progress_counts(framework, line) or {}).items():
+            seen[k] += v
+    res = parse_text(framework, _lines(rel))
+    # live counts cover tests that ran; files that failed to load and failed hooks come
+    # with the closing summary
+    extra = sum(1 for f in res.failures if f.kind in ("load", "hook")) if framework == "vitest" else 0
+    s = res.summary
+    assert seen == {"pass": s.passed, "fail": s.failed - extra, "skip": s.skipped}
 
 
 def test_progress_event_samples() -> None:

@@ -18,7 +18,7 @@ from greenloop.frameworks import jest, junit, node_test, npm_test, pytest, vites
 from greenloop.frameworks.common import Event
 from greenloop.model import ParseResult
 
-__all__ = ["MODULES", "REPORT_FORMATS", "parse_report", "parse_text", "progress_event"]
+__all__ = ["MODULES", "REPORT_FORMATS", "parse_report", "parse_text", "progress_counts", "progress_event"]
 
 MODULES: dict[str, ModuleType] = {
     "vitest": vitest,
@@ -66,5 +66,26 @@ def progress_event(framework: str, line: str) -> Event | None:
     try:
         ev: Event | None = mod.progress_event(line)
         return ev
+    except Exception:
+        return None
+
+
+def progress_counts(framework: str, line: str) -> dict[Event, int] | None:
+    """How many tests one output line reports finished, by event; None for other lines.
+
+    Unlike `progress_event` this also counts lines that stand for several tests: pytest's
+    rows of dots and vitest's per-file lines (the only per-test truth of vitest's agent
+    reporter, which omits passing tests). Summing it over a run gives the live counts.
+    """
+    mod = MODULES.get(framework)
+    if mod is None:
+        return None
+    try:
+        fn = getattr(mod, "progress_counts", None)
+        if fn is not None:
+            counts: dict[Event, int] | None = fn(line)
+            return counts
+        ev: Event | None = mod.progress_event(line)
+        return {ev: 1} if ev else None
     except Exception:
         return None

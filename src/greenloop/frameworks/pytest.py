@@ -32,7 +32,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_text", "progress_event", "split_summary_line"]
+__all__ = ["TextParser", "parse_text", "progress_counts", "progress_event", "split_summary_line"]
 
 _SECTION = re.compile(r"^=+ (.+?) =+$")
 _CLOSING = re.compile(
@@ -190,7 +190,7 @@ class TextParser:
         if self.section == "short test summary info":
             self._summary_line(line)
             return
-        idx = line.find("::")
+        idx = line.find("::") if self.section in ("", "test session starts") else -1
         if idx > 0:
             if c == "[":
                 x = _XDIST.match(line)
@@ -351,6 +351,23 @@ class TextParser:
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
     return run_parser(lambda: TextParser(root=root), lines, "pytest")
+
+
+def progress_counts(line: str) -> dict[Event, int] | None:
+    """Counts one line adds to live progress: a -v line is one test, a line of dots
+    (`test_x.py ..F.s  [ 40%]`, the default and -q reporters) is one test per character."""
+    ev = progress_event(line)
+    if ev is not None:
+        return {ev: 1}
+    s = strip_ansi(line)
+    m = _DOTS.match(s) or re.match(r"^([.FEsxX]+)\s*\[\s*\d+%\]$", s)
+    if not m:
+        return None
+    dots = m.group(m.lastindex or 1)
+    out: dict[Event, int] = {"pass": 0, "fail": 0, "skip": 0}
+    for ch in dots:
+        out[_DOT_EVENT[ch]] += 1
+    return out
 
 
 def progress_event(line: str) -> Event | None:

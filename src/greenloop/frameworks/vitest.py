@@ -36,6 +36,7 @@ __all__ = [
     "parse_json_report",
     "parse_report",
     "parse_text",
+    "progress_counts",
     "progress_event",
 ]
 
@@ -389,6 +390,42 @@ def progress_event(line: str) -> Event | None:
         return None
     sym = m.group(2)
     return "pass" if sym in "✓✔" else "fail" if sym in "×✗✖" else "skip"
+
+
+_FILE_COUNTS = re.compile(r"\((\d+) tests?((?: \| \d+ [a-z]+)*)\)")
+_FILE_TREE = re.compile(r"^(\s*)(❯)\s+(.+?)\s*$")
+_DOT_LINE = re.compile(r"^[·x\-*]+$")
+
+
+def progress_counts(line: str) -> dict[Event, int] | None:
+    """Counts one line adds to live progress, for every vitest reporter at once.
+
+    The default and agent reporters print a line per finished file with its counts (the
+    agent reporter lists only failing tests under it, so the file line is the whole truth);
+    the tests indented under it are not counted again. The verbose reporter prints one
+    `file > test` line per test; the dot reporter one character per test.
+    """
+    if not line:
+        return None
+    s = strip_ansi(line)
+    m = _TREE.match(s) or _FILE_TREE.match(s)
+    if m:
+        rest = m.group(3)
+        fm = _FILE_COUNTS.search(rest) if _FILE_LINE.search(rest) else None
+        if fm:
+            parts = dict((w, int(n)) for n, w in re.findall(r"(\d+) ([a-z]+)", fm.group(2)))
+            total = int(fm.group(1))
+            failed = parts.get("failed", 0)
+            skipped = parts.get("skipped", 0) + parts.get("todo", 0)
+            return {"pass": max(total - failed - skipped, 0), "fail": failed, "skip": skipped}
+        if len(m.group(1)) <= 1 and " > " in rest:  # verbose: " ✓ file > test 1ms"
+            ev = progress_event(s)
+            return {ev: 1} if ev else None
+        return None
+    if _DOT_LINE.match(s.strip()) and s.strip():
+        t = s.strip()
+        return {"pass": t.count("·"), "fail": t.count("x"), "skip": t.count("-") + t.count("*")}
+    return None
 
 
 # --- the JSON report -------------------------------------------------------------------
