@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -326,4 +327,10 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     for change, text in pending:
         if text is not None:
             _write_atomic(change.path, text)
-    return InitReport(harness, root, tuple(change for change, _ in pending), _NOTES[harness])
+    notes = _NOTES[harness]
+    if shutil.which(MCP_COMMAND) is None:
+        notes += (
+            f"`{MCP_COMMAND}` is not on PATH here: the hooks and the MCP server call it by name, so "
+            "install greenloop where the harness runs (e.g. `pipx install greenloop`)",
+        )
+    return InitReport(harness, root, tuple(change for change, _ in pending), notes)
