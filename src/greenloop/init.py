@@ -327,7 +327,7 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     for change, text in pending:
         if text is not None:
             _write_atomic(change.path, text)
-    notes = _NOTES[harness]
+    notes: tuple[str, ...] = _NOTES[harness]
     if shutil.which(MCP_COMMAND) is None:
         notes += (
             f"`{MCP_COMMAND}` is not on PATH here: the hooks and the MCP server call it by name, so "
