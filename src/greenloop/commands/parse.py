@@ -2,7 +2,7 @@
 
 Exit codes follow DESIGN §3: 0 the output shows a green run, 1 it shows failing tests,
 2 bad input (unknown framework, unreadable file; nothing parsed), 3 nothing recognisable
-or no tests ran.
+or no tests ran. Paths under the current folder are shown relative to it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import TextIO
@@ -64,7 +65,7 @@ def parse(args: argparse.Namespace) -> int:
     if path == "-":
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
-        res = parse_text(framework, _lines(stdin))
+        res = parse_text(framework, _lines(stdin), root=os.getcwd())
     else:
         try:
             fh = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
@@ -78,7 +79,7 @@ def parse(args: argparse.Namespace) -> int:
                 f"FILE {path!r} cannot be read ({exc.strerror}); check its permissions"
             ) from None
         with fh:
-            res = parse_text(framework, _lines(fh))
+            res = parse_text(framework, _lines(fh), root=os.getcwd())
     text = json.dumps(res.to_json(), ensure_ascii=False, indent=2) if getattr(args, "json", False) \
         else render_text(framework, res)
     try:
@@ -86,8 +87,6 @@ def parse(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # `greenloop parse … | head`: the reader left; that is not an error of ours.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if res.summary.failed > 0:
         return 1
