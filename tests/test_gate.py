@@ -98,6 +98,11 @@ def test_chinese_messages() -> None:
     assert "未解决" in d.message
 
 
+def test_steer_points_at_the_stored_result() -> None:
+    d = decide(ClosureState("s1", last_run=red_run(result_ref="/w/.greenloop/runs/r/result.json")), Config())
+    assert d.message.endswith("Details: /w/.greenloop/runs/r/result.json")
+
+
 def test_hook_recorded_run_asks_to_rerun_the_tests() -> None:
     d = decide(ClosureState("s1", last_run=red_run(source="hook")), Config())
     assert "run the tests again" in d.message

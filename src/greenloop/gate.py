@@ -120,11 +120,13 @@ def steer_message(run: RunRecord, round_no: int, budget: int, language: str = "e
         return (
             f"greenloop：{_what_failed(run, True)}。{_named(run.failing, True)}"
             f"请修复后重新运行 {again} 验证。（本回合第 {round_no}/{budget} 次拦截）"
+            + (f"详情：{run.result_ref}" if run.result_ref else "")
         )
     return (
         f"greenloop: {_what_failed(run, False)}.{_named(run.failing, False)} "
         f"Fix it, then run {again} again to verify (`greenloop run` from a shell). "
         f"(Intercept {round_no} of {budget} this turn.)"
+        + (f" Details: {run.result_ref}" if run.result_ref else "")
     )
 
 
