@@ -263,7 +263,7 @@ def test_hung_suite_dies_at_its_timeout_with_no_process_left(framework: str, tmp
 # ---------------------------------------------------------------- 2,000 tests per runner
 
 
-def big_suite(framework: str, root: Path, files: int = 20, per_file: int = 100) -> Path:
+def big_suite(framework: str, root: Path, files: int = 4, per_file: int = 500) -> Path:
     sources: dict[str, str] = {}
     for f in range(files):
         if framework == "pytest":

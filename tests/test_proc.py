@@ -1,0 +1,117 @@
+"""proc.py: the deadline kills the whole tree, escaped descendants are swept, output goes to files."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from greenloop import proc
+from greenloop.model import RawRun
+
+PY = sys.executable
+
+
+def run(tmp_path: Path, code: str, **kw: object) -> RawRun:
+    return proc.run_to_completion(
+        [PY, "-c", code],
+        cwd=str(tmp_path),
+        env=dict(os.environ),
+        stdout_path=str(tmp_path / "out.txt"),
+        stderr_path=str(tmp_path / "err.txt"),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+def test_exit_code_and_output_in_files(tmp_path: Path) -> None:
+    raw = run(
+        tmp_path, "import sys; print('hello'); print('oops', file=sys.stderr); sys.exit(3)", timeout_s=30
+    )
+    assert (raw.exit_code, raw.timed_out, raw.aborted, raw.survivors) == (3, False, False, ())
+    assert (tmp_path / "out.txt").read_text() == "hello\n"
+    assert (tmp_path / "err.txt").read_text() == "oops\n"
+
+
+def test_deadline_kills_a_child_that_ignores_sigterm_and_its_escaped_grandchild(tmp_path: Path) -> None:
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"p = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        "open('grandchild.pid', 'w').write(str(p.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    start = time.monotonic()
+    raw = run(tmp_path, code, timeout_s=1.5, grace_s=0.5)
+    elapsed = time.monotonic() - start
+    assert raw.timed_out and raw.exit_code is not None and raw.exit_code < 0
+    assert elapsed < 1.5 + 0.5 + 3  # deadline + grace + sweep, never the child's 600 s
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    assert not alive(grandchild) and raw.survivors == ()
+
+
+def test_background_grandchild_does_not_outlive_a_normal_exit(tmp_path: Path) -> None:
+    code = (
+        "import subprocess\n"
+        f"p = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(600)'])\n"
+        "open('grandchild.pid', 'w').write(str(p.pid))\n"
+    )
+    raw = run(tmp_path, code, timeout_s=30)
+    assert raw.exit_code == 0 and not raw.timed_out
+    assert not alive(int((tmp_path / "grandchild.pid").read_text()))
+
+
+def test_cancel_stops_the_tree(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    start = time.monotonic()
+    raw = run(tmp_path, "import time; time.sleep(600)", timeout_s=60, cancel=cancel, grace_s=0.5)
+    assert raw.aborted and not raw.timed_out and time.monotonic() - start < 5
+
+
+def test_spawn_error_is_reported_not_raised(tmp_path: Path) -> None:
+    raw = proc.run_to_completion(
+        [str(tmp_path / "no-such-binary")],
+        cwd=str(tmp_path),
+        env={},
+        timeout_s=5,
+        stdout_path=str(tmp_path / "o"),
+        stderr_path=str(tmp_path / "e"),
+    )
+    assert raw.exit_code is None and raw.spawn_error and "no-such-binary" in raw.spawn_error
+
+
+def test_on_line_gets_whole_lines_per_stream(tmp_path: Path) -> None:
+    code = (
+        "import sys, time\n"
+        "sys.stdout.write('out-a'); sys.stdout.flush(); sys.stderr.write('ERR\\n'); sys.stderr.flush()\n"
+        "time.sleep(0.3); sys.stdout.write('-rest\\nlast'); sys.stdout.flush()\n"
+    )
+    lines: list[str] = []
+    raw = run(tmp_path, code, timeout_s=30, on_line=lines.append)
+    assert raw.exit_code == 0
+    assert sorted(lines) == ["ERR", "last", "out-a-rest"]
+
+
+def test_verbatim_shell_command(tmp_path: Path) -> None:
+    raw = proc.run_to_completion(
+        "echo one | tr a-z A-Z; exit 4",
+        cwd=str(tmp_path),
+        env=dict(os.environ),
+        timeout_s=10,
+        stdout_path=str(tmp_path / "o"),
+        stderr_path=str(tmp_path / "e"),
+        shell=True,
+    )
+    assert raw.exit_code == 4 and (tmp_path / "o").read_text() == "ONE\n"
