@@ -39,7 +39,10 @@ if len(sys.argv) > 2 and sys.argv[2] == "ignore-term":
 class H(BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
 ThreadingHTTPServer((os.environ["HOST"], int(os.environ["PORT"])), H).serve_forever()
 '''
 
@@ -129,7 +132,8 @@ def main() -> int:
         print(
             f"round {i + 1}: alone " + " ".join(f"{u}={t:.2f}" for u, t in alone.items())
             + f" | slowest chain {chain:.2f} s, sum of all {total:.2f} s"
-            + f" | first case after {first_case:.2f} s (limit {limit:.2f}, ratio {first_case / chain:.2f} of chain,"
+            + f" | first case after {first_case:.2f} s (limit {limit:.2f},"
+            + f" ratio {first_case / chain:.2f} of chain,"
             + f" {first_case / total:.2f} of sum)"
             + f" | teardown {teardown:.2f} s (limit {tlimit:.2f}) {'OK' if good else 'MISSED'}"
         )

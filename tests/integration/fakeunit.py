@@ -114,7 +114,10 @@ def main() -> None:
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     if MODE == "grandchildren":
         spawn_sleeper()
-        spawn_sleeper()
+        # This one outlives the SIGTERM: it is SIGKILLed after its parent is gone, and must be reaped.
+        subprocess.Popen(
+            [sys.executable, "-c", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + SLEEPER]
+        )
     if MODE in ("daemon", "daemon-clearenv"):
         daemonize(MODE == "daemon-clearenv")
     if MODE == "flood":

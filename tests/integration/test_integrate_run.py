@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 import xml.etree.ElementTree as ET
@@ -17,6 +18,26 @@ from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
 
 Run = Callable[..., IntegrationResult]
+
+
+def _ticks_now() -> int:
+    with open("/proc/uptime") as fh:
+        return int(float(fh.read().split()[0]) * os.sysconf("SC_CLK_TCK")) - 1
+
+
+def _zombie_children_since(ticks: int) -> list[int]:
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                rest = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if rest[0] == b"Z" and int(rest[1]) == me and int(rest[19]) >= ticks:
+            found.append(int(entry.name))
+    return found
 
 
 def _runs(project: Path) -> list[Path]:
@@ -274,8 +295,11 @@ def test_teardown_kills_what_ignores_sigterm_forks_and_daemonizes(tmp_path: Path
         ],
     )
     t0 = time.monotonic()
+    ticks = _ticks_now()
     r = run(project, grace_s=0.5)
     took = time.monotonic() - t0
+    # Descendants killed after their parent died were re-parented to us (the subreaper): reaped.
+    assert _zombie_children_since(ticks) == []
     assert r.ok and r.surviving_processes == (), r.to_json()
     assert took < 10
     log = (_runs(project)[0] / "process.log").read_text()

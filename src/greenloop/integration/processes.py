@@ -297,8 +297,10 @@ class Supervisor:
         on_ports: Callable[[Mapping[str, int]], None] | None = None,
         sandbox_policy: sandbox.Policy | None = None,
         bwrap: str = "bwrap",
+        grace_s: float = GRACE_S,
     ) -> None:
         self.log = log
+        self.grace_s = grace_s
         self.sandbox_policy = sandbox_policy
         self.bwrap = bwrap
         self.scratch = scratch
@@ -315,7 +317,8 @@ class Supervisor:
         self._pump = threading.Thread(target=self._pump_loop, name="greenloop-process-log", daemon=True)
         self._subreaper = _Subreaper()
         self._start_ticks = _boot_ticks_now()
-        self._adopted: dict[int, int] = {}  # pid -> starttime of orphans re-parented to us
+        # pid -> start time of the run's descendants outside the unit processes themselves
+        self._tracked: dict[int, int] = {}
         self._tokens: set[str] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -630,33 +633,58 @@ class Supervisor:
                 continue
             pid = int(entry.name)
             st = _stat(pid)
-            if st is None or st[0] != me or pid in self._adopted:
+            if st is None or st[0] != me or pid in self._tracked:
                 continue
             if st[1] != "Z" and self._is_ours(pid, st):
-                self._adopted[pid] = st[2]
+                self._tracked[pid] = st[2]
 
-    def _kill_adopted(self) -> None:
+    def _track_tokens(self) -> None:
+        """Note every live descendant carrying one of this run's tokens (before any signal).
+
+        Once killed, a descendant whose parent died first is a zombie child of greenloop (the
+        subreaper); knowing its pid and start time lets the sweep reap exactly it, never a
+        zombie that belongs to someone else's subprocess.Popen in the same process.
+        """
+        for up in self.units.values():
+            if up.child is None:
+                continue
+            for pid in proc.find_by_token(up.child.token):
+                st = _stat(pid)
+                if st is not None and pid != up.child.pid:
+                    self._tracked.setdefault(pid, st[2])
+
+    def _kill_tracked(self) -> None:
         self._adopt_orphans()
-        for pid, started in list(self._adopted.items()):
+        for pid, started in list(self._tracked.items()):
             st = _stat(pid)
             if st is None or st[2] != started:
-                self._adopted.pop(pid, None)
+                self._tracked.pop(pid, None)
                 continue
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            if st[1] != "Z":
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
-    def _reap_adopted(self, wait_s: float) -> None:
+    def _reap_tracked(self, wait_s: float) -> None:
+        """Reap the run's killed descendants that ended up as our children; forget the rest."""
+        me = os.getpid()
         deadline = time.monotonic() + wait_s
-        while self._adopted and time.monotonic() < deadline:
-            for pid in list(self._adopted):
-                try:
-                    done, _ = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    done = pid
-                if done == pid:
-                    self._adopted.pop(pid, None)
-            if self._adopted:
-                time.sleep(0.02)
+        while self._tracked:
+            for pid, started in list(self._tracked.items()):
+                st = _stat(pid)
+                if st is None or st[2] != started:
+                    self._tracked.pop(pid, None)
+                    continue
+                if st[0] != me:
+                    if st[1] == "Z":  # someone else's zombie: its parent reaps it
+                        self._tracked.pop(pid, None)
+                    continue
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                        continue
+                self._tracked.pop(pid, None)
+            if not self._tracked or time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
 
     def survivors(self) -> list[dict[str, Any]]:
         """Every process of this run still alive (should be none after teardown)."""
@@ -666,14 +694,15 @@ class Supervisor:
                 continue
             for pid in proc.find_by_token(up.child.token):
                 out.append({"pid": pid, "unit": up.unit.id, "cmdline": _cmdline(pid)})
-        for pid in self._adopted:
+        for pid in self._tracked:
             st = _stat(pid)
             if st is not None and st[1] != "Z":
                 out.append({"pid": pid, "unit": None, "cmdline": _cmdline(pid)})
         return out
 
-    def teardown(self, grace_s: float = GRACE_S) -> list[dict[str, Any]]:
+    def teardown(self, grace_s: float | None = None) -> list[dict[str, Any]]:
         """SIGTERM every group at once, grace, SIGKILL, sweep; return the survivors (none)."""
+        grace_s = self.grace_s if grace_s is None else grace_s
         if self.stopping.is_set() and not self._pump.is_alive():
             return self.survivors()
         self.stopping.set()
@@ -688,12 +717,14 @@ class Supervisor:
             for up in started
             if up.child is not None
         ]
+        self._track_tokens()
+        self._adopt_orphans()
         for t in stoppers:
             t.start()
         for t in stoppers:
             t.join()
-        self._kill_adopted()
-        self._reap_adopted(proc.SWEEP_WAIT_S)
+        self._kill_tracked()
+        self._reap_tracked(proc.SWEEP_WAIT_S)
         left = self.survivors()
         self._subreaper.restore()
         self._pump_stop.set()

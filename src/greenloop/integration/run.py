@@ -360,6 +360,7 @@ def integrate(
         picker=picker,
         clock=clock,
         on_ports=lambda ports: _write_env(env_path, ports),
+        grace_s=grace_s,
         sandbox_policy=policy,
         bwrap=bwrap.path or "bwrap" if bwrap is not None else "bwrap",
     )
