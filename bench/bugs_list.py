@@ -3,20 +3,25 @@
 Builds a log the way greenloop writes one (bugs opened by runs, most of them moved on
 through fixing, fixed and verified; stack traces in `detail`), then times, in the same run,
 a bare `python -c pass` and the list commands, each as a new process, and prints the
-medians side by side. Usage: python bench/bugs_list.py [--lines N] [--repeat K]
+medians side by side: without the fold cache (the first call on a log), with it, and with
+it after another process appended a line. Usage: python bench/bugs_list.py [--lines N] [--repeat K]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from greenloop.bugs import BugLog
 
 STATUSES = ("open", "fixing", "fixed", "verified")
 
@@ -53,10 +58,12 @@ def build_log(path: Path, lines: int, seed: int = 7) -> int:
     return n
 
 
-def timed(argv: list[str], repeat: int) -> tuple[float, int]:
+def timed(argv: list[str], repeat: int, before: Callable[[], None] | None = None) -> tuple[float, int]:
     times = []
     size = 0
     for _ in range(repeat):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, check=True)
         times.append(time.perf_counter() - t0)
@@ -72,21 +79,36 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="greenloop-bench-") as tmp:
         log = Path(tmp) / "bugs.ndjson"
         bugs = build_log(log, opts.lines)
+        old = time.time() - 60
+        os.utime(log, (old, old))  # written a minute ago, as a log usually was
+        cache = Path(tmp) / ".greenloop" / "bugs.fold"
         print(f"log: {opts.lines} lines, {bugs} bugs, {log.stat().st_size / 1e6:.1f} MB")
         gl = [sys.executable, "-m", "greenloop", "bugs", "list", "--project", tmp]
-        cases = [
-            ("python -c pass", [sys.executable, "-c", "pass"]),
-            ("python -m greenloop --version", [sys.executable, "-m", "greenloop", "--version"]),
-            ("greenloop bugs list", gl),
-            ("greenloop bugs list --status open", [*gl, "--status", "open"]),
-            ("greenloop bugs list --json", [*gl, "--json"]),
+        writer = BugLog(log)
+        counter = iter(range(10**6))
+
+        def drop_cache() -> None:
+            cache.unlink(missing_ok=True)
+
+        def append_one() -> None:  # another process appended since the cache was written
+            writer.open(unit_id="bench", test_name=f"appended {next(counter)}", title="new")
+
+        cases: list[tuple[str, list[str], Callable[[], None] | None]] = [
+            ("python -c pass", [sys.executable, "-c", "pass"], None),
+            ("python -m greenloop --version", [sys.executable, "-m", "greenloop", "--version"], None),
+            ("bugs list, no fold cache (first call)", gl, drop_cache),
+            ("bugs list", gl, None),
+            ("bugs list, a line appended since", gl, append_one),
+            ("bugs list --status open", [*gl, "--status", "open"], None),
+            ("bugs list --json", [*gl, "--json"], None),
         ]
+        timed(gl, 1)  # the fold cache of the log as built
         base = None
-        for name, argv in cases:
-            t, size = timed(argv, opts.repeat)
+        for name, argv, before in cases:
+            t, size = timed(argv, opts.repeat, before)
             base = base or t
             ratio = t / base
-            print(f"{name:<36} {t * 1000:8.1f} ms  ({ratio:5.1f}x python -c pass, {size / 1e6:.1f} MB out)")
+            print(f"{name:<40} {t * 1000:8.1f} ms  ({ratio:5.1f}x python -c pass, {size / 1e6:.1f} MB out)")
     return 0
 
 

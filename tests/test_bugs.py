@@ -292,7 +292,7 @@ def test_fold_cache_is_used_only_while_the_log_starts_the_same(tmp_path: Path) -
     head = len(bugs._CACHE_MAGIC) + 4
     state = list(marshal.loads(blob[head:]))
     records = list(state[-1])
-    records[0] = (*records[0][:3], "run-only-in-cache", *records[0][4:])
+    records[0] = {**records[0], "run_id": "run-only-in-cache"}
     payload = marshal.dumps((*state[:-1], tuple(records)), 4)
     cache.write_bytes(blob[: len(bugs._CACHE_MAGIC)] + zlib.crc32(payload).to_bytes(4, "big") + payload)
     assert fold().bugs[0].run_id == "run-only-in-cache"

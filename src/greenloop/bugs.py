@@ -115,7 +115,7 @@ UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
 FOLD_CACHE = "bugs.fold"  # in the log folder's .greenloop/: the folded state of the log's first bytes
 CACHE_MIN_BYTES = 2 << 20  # logs smaller than this fold fast enough without a cache
-_CACHE_MAGIC = b"greenloop-bugs-fold/1\n"
+_CACHE_MAGIC = b"greenloop-bugs-fold/2\n"
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
 _PREFIX_LEN = len(ID_PREFIX)
 
@@ -635,13 +635,13 @@ class BugLog:
         if (stamp is None or stamp != _stamp(st, offset)) and zlib.crc32(_read_range(fd, 0, offset)) != crc:
             return  # the log changed under the cache
         current: dict[str, Bug] = {}
-        try:
-            for rec in records:
-                bug = object.__new__(Bug)
-                object.__setattr__(bug, "__dict__", dict(zip(_KEYS, rec, strict=True)))
-                current[bug.id] = bug
-        except (TypeError, ValueError):
-            return
+        keys = set(_KEYS)
+        for rec in records:
+            if type(rec) is not dict or rec.keys() != keys:
+                return  # not what _save writes
+            bug = object.__new__(Bug)  # the fields were checked when the lines were read
+            object.__setattr__(bug, "__dict__", rec)
+            current[rec["id"]] = bug
         self._current = current
         self._active = None
         self._warnings = dict(warnings)
@@ -654,7 +654,7 @@ class BugLog:
     def _save(self, st: os.stat_result) -> None:
         if self.cache_path is None:
             return
-        records = tuple(map(_ALL_FIELDS, self._current.values()))
+        records = tuple(dict(zip(_KEYS, _ALL_FIELDS(b), strict=True)) for b in self._current.values())
         stamp = None if _racy(st) else _stamp(st, self._offset)
         payload = marshal.dumps(
             (self._offset, self._crc, stamp, self._lines, self._partial, self._warnings, records), 4

@@ -72,14 +72,13 @@ def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
                                   (b.source for b in found), (b.updated_at for b in found)), strict=True)
     )
     title_w = max(width - (w0 + w1 + w2 + w3 + w4 + w5 + 12), 20)
-    lines = [f"{'ID':<{w0}}  {'STATUS':<{w1}}  {'SEVERITY':<{w2}}  {'UNIT':<{w3}}  {'SOURCE':<{w4}}  "
-             f"{'UPDATED':<{w5}}  TITLE"]
+    row = f"%-{w0}s  %-{w1}s  %-{w2}s  %-{w3}s  %-{w4}s  %-{w5}s  %s"
+    lines = [row % (*heads, "TITLE")]
     for b in found:
         t = b.title
         if len(t) > title_w or "\n" in t or "\t" in t:
             t = _clip(t, title_w)
-        lines.append(f"{b.id:<{w0}}  {b.status:<{w1}}  {b.severity:<{w2}}  {b.unit_id:<{w3}}  "
-                     f"{b.source:<{w4}}  {b.updated_at:<{w5}}  {t}")
+        lines.append(row % (b.id, b.status, b.severity, b.unit_id, b.source, b.updated_at, t))
     return "\n".join(lines) + "\n"
 
 
