@@ -335,6 +335,8 @@ def run_case(
         )
 
     for step in case.steps:
+        if step.kind != "http":  # validation admits only HTTP steps for now
+            raise ValueError(f"no executor for {step.kind} steps")
         remaining = deadline - clock()
         if remaining <= 0:
             return outcome(

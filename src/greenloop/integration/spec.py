@@ -165,6 +165,7 @@ class Step:
     unit: str
     method: str
     path: str
+    kind: str = "http"  # the executor that runs it; browser steps ("page"/"actions") will add one
     headers: tuple[tuple[str, str], ...] = ()
     body: Any = None
     has_body: bool = False
@@ -493,6 +494,13 @@ def _parse_step(
     where = f"integration/spec.json case {_q(case_id)}, step {index}"
     if not isinstance(raw, dict):
         problems.add(where, "must be an object {unit, call, headers, body, expect}")
+        return None
+    if "call" not in raw and ("page" in raw or "actions" in raw):
+        problems.add(
+            where,
+            'a browser step ("page"/"actions") needs frontend unit support, which this version does not '
+            'have; use an HTTP step with "call": "METHOD /path"',
+        )
         return None
     for key in raw:
         if key not in _STEP_KEYS:
