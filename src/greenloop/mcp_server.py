@@ -824,7 +824,7 @@ def build_server(
             "greenloop runs this workspace's tests and keeps the session honest about them. "
             "After changing code, call test_run; while its result is red, fix the failures it "
             "lists and call test_run again. test_closure_check says whether the turn may end. "
-            f"This connection's session id is {state.session_id}."
+            "Every result names the session it was recorded under."
         )
     else:
         instructions = "greenloop is disabled for this workspace (enabled = false): no tools are offered."
@@ -848,18 +848,27 @@ def _version() -> str:
         return "0"
 
 
-def serve_stdio(server: MCPServer[Any], running: Running | None = None) -> None:
-    """Serve over stdin/stdout until the client closes the connection or signals the server.
+def serve_stdio(
+    server: MCPServer[Any],
+    running: Running | None = None,
+    *,
+    stdin: Any = None,
+    stdout: Any = None,
+) -> None:
+    """Serve over stdio until the client closes the connection or signals the server.
 
-    On stdin's end the SDK cancels the calls in flight, and each stops its process tree. On
-    SIGTERM or SIGHUP (what a client sends when the server does not leave on its own) the
-    calls in flight are cancelled the same way and waited for, then the process exits at
-    once: the transport's reader is blocked on stdin and cannot be cancelled.
+    `stdin`/`stdout` are the transport's text streams (greenloop.mcp_wire gives them);
+    without them the SDK claims the process's own. On stdin's end the SDK cancels the calls
+    in flight, and each stops its process tree. On SIGTERM or SIGHUP (what a client sends
+    when the server does not leave on its own) the calls in flight are cancelled the same
+    way and waited for, then the process exits at once.
     """
-    anyio.run(_serve_until_signalled, server, running or Running())
+    anyio.run(_serve_until_signalled, server, running or Running(), stdin, stdout)
 
 
-async def _serve_until_signalled(server: MCPServer[Any], running: Running) -> None:
+async def _serve_until_signalled(server: MCPServer[Any], running: Running, stdin: Any, stdout: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
     async with anyio.create_task_group() as tg:
 
         async def watch_signals() -> None:
@@ -872,5 +881,8 @@ async def _serve_until_signalled(server: MCPServer[Any], running: Running) -> No
                     os._exit(0)
 
         tg.start_soon(watch_signals)
-        await server.run_stdio_async()
+        # MCPServer.run_stdio_async, with the transport's streams passed in (it takes none).
+        lowlevel = server._lowlevel_server
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
         tg.cancel_scope.cancel()

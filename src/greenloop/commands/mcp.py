@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from greenloop import config as config_mod
 from greenloop.errors import UsageError
@@ -20,13 +22,35 @@ def serve(args: argparse.Namespace) -> int:
             f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools work in"
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
-    from greenloop import session
-    from greenloop.mcp_server import Running, build_server, new_session_id, serve_stdio
+    from greenloop import mcp_wire, session
 
-    # One connection is one session, unless the environment names the agent's session
-    # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
-    sid = session.resolve(None, env=os.environ, mcp_context=new_session_id())
-    running = Running()
-    server = build_server(workspace, config=cfg, session_id=sid, running=running)
-    serve_stdio(server, running)
+    # Own the wire first, then answer the handshake from the cache while the SDK loads.
+    wire = mcp_wire.Wire.claim()
+    cache = mcp_wire.HandshakeCache(mcp_wire.cache_dir(os.environ), enabled=cfg.enabled)
+    loaded: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def load() -> None:
+        try:
+            from greenloop import mcp_server
+
+            running = mcp_server.Running()
+            # One connection is one session, unless the environment names the agent's session
+            # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
+            sid = session.resolve(None, env=os.environ, mcp_context=mcp_server.new_session_id())
+            server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
+            loaded.update(module=mcp_server, server=server, running=running)
+        except BaseException as exc:
+            loaded["error"] = exc
+        finally:
+            ready.set()
+
+    threading.Thread(target=load, name="mcp-load", daemon=True).start()
+    replay, swallow = mcp_wire.warm_handshake(wire, cache, ready)
+    ready.wait()
+    if "error" in loaded:
+        raise loaded["error"]
+    output = mcp_wire.Output(wire, cache, swallow)
+    stdin = mcp_wire.Input(wire, replay, output.watch)
+    loaded["module"].serve_stdio(loaded["server"], loaded["running"], stdin=stdin, stdout=output)
     return 0

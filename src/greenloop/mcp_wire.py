@@ -1,0 +1,292 @@
+"""The stdio wire of `greenloop mcp`, and a warm handshake while the MCP SDK loads.
+
+Importing the SDK costs most of a second of CPU, and a client sends `initialize` the moment
+it has started the server. So the wire is owned here, with the standard library only:
+
+- the protocol gets private copies of fd 0 and fd 1; fd 0 then reads /dev/null and fd 1
+  writes to stderr, so nothing a handler or a child prints can reach the wire;
+- one daemon thread reads lines from the client into a queue (so reads never block a
+  shutdown), and the SDK's stdio transport reads that queue and writes through `Output`;
+- while the SDK loads in another thread, `initialize` and `tools/list` are answered from a
+  handshake cache the same server wrote on an earlier start: what the SDK answered then,
+  keyed by everything the answers depend on (the versions and files of greenloop and the
+  SDK, `enabled`, the requested protocol version). Every line read meanwhile is replayed
+  to the SDK in order once it is up; the SDK's own answer to a replayed `initialize` is
+  not sent again but refreshes the cache. A miss, or any other first message, simply
+  waits for the SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HandshakeCache", "Input", "Output", "Wire", "cache_dir", "warm_handshake"]
+
+CACHE_VERSION = "1"
+EOF_MARK = None  # what the reader queues when the client closes stdin
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """`$XDG_CACHE_HOME/greenloop`, else `~/.cache/greenloop`."""
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return Path(base) / "greenloop"
+
+
+def _stamp(path: str | None) -> str:
+    if not path:
+        return "-"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{path}:{st.st_mtime_ns}:{st.st_size}"
+
+
+class HandshakeCache:
+    """The SDK's answers to `initialize` (per protocol version) and `tools/list`, on disk."""
+
+    def __init__(self, folder: Path, *, enabled: bool) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sdk = importlib.util.find_spec("mcp")
+        sdk_types = importlib.util.find_spec("mcp_types")
+        parts = [
+            CACHE_VERSION,
+            f"enabled={enabled}",
+            _stamp(os.path.join(here, "mcp_server.py")),
+            _stamp(os.path.join(here, "__init__.py")),
+            _stamp(sdk.origin if sdk else None),
+            _stamp(sdk_types.origin if sdk_types else None),
+        ]
+        key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+        self.path = folder / f"mcp-handshake-{key}.json"
+        self._data: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> dict[str, Any]:
+        if self._data is None:
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self._data = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self._data = {}
+        return self._data
+
+    def initialize(self, protocol_version: str) -> dict[str, Any] | None:
+        found = self._load().get("initialize", {}).get(protocol_version)
+        return found if isinstance(found, dict) else None
+
+    def tools(self) -> dict[str, Any] | None:
+        found = self._load().get("tools_list")
+        return found if isinstance(found, dict) else None
+
+    def remember(self, kind: str, result: dict[str, Any], protocol_version: str | None = None) -> None:
+        """Store one answer of the SDK; written atomically, failures ignored (it is a cache)."""
+        with self._lock:
+            data = self._load()
+            if kind == "initialize" and protocol_version:
+                if data.get("initialize", {}).get(protocol_version) == result:
+                    return
+                data.setdefault("initialize", {})[protocol_version] = result
+            elif kind == "tools_list":
+                if data.get("tools_list") == result:
+                    return
+                data["tools_list"] = result
+            else:
+                return
+            with contextlib.suppress(OSError):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=".mcp-", dir=self.path.parent)
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        json.dump(data, fh)
+                    os.replace(tmp, self.path)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+
+
+def _params(msg: Mapping[str, Any]) -> dict[str, Any]:
+    params = msg.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def _message(line: bytes | str) -> dict[str, Any] | None:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+class Wire:
+    """The process's stdio, claimed for the protocol."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self._in = os.fdopen(read_fd, "rb")
+        self._write_fd = write_fd
+        self._write_lock = threading.Lock()
+        threading.Thread(target=self._read, name="mcp-stdin", daemon=True).start()
+
+    @classmethod
+    def claim(cls) -> Wire:
+        """Private copies of fd 0 and 1 for the protocol; fd 0 <- /dev/null, fd 1 -> stderr."""
+        read_fd, write_fd = os.dup(0), os.dup(1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        return cls(read_fd, write_fd)
+
+    def _read(self) -> None:
+        try:
+            for line in self._in:
+                if line.strip():
+                    self.lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self.lines.put(EOF_MARK)
+
+    def send(self, message: Mapping[str, Any] | str) -> None:
+        text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
+        data = (text.rstrip("\n") + "\n").encode("utf-8")
+        with self._write_lock:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._write_fd, view)
+                view = view[written:]
+
+
+class Input:
+    """The SDK transport's stdin: the replayed lines first, then the wire's queue.
+
+    Iterating it also tells `Output` which request ids were `initialize` and `tools/list`,
+    so that their answers can be cached.
+    """
+
+    def __init__(self, wire: Wire, replay: list[bytes], watch: Callable[[dict[str, Any]], None]) -> None:
+        self.wire = wire
+        self.replay = list(replay)
+        self.watch = watch
+
+    def __aiter__(self) -> Input:
+        return self
+
+    async def __anext__(self) -> str:
+        import anyio.to_thread
+
+        if self.replay:
+            line: bytes | None = self.replay.pop(0)
+        else:
+            # abandon_on_cancel: a shutdown never waits on a client that says nothing
+            line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
+        if line is EOF_MARK or line is None:
+            self.wire.lines.put(EOF_MARK)  # later readers see the end too
+            raise StopAsyncIteration
+        text = line.decode("utf-8", "replace")
+        msg = _message(text)
+        if msg is not None:
+            self.watch(msg)
+        return text
+
+
+class Output:
+    """The SDK transport's stdout: writes to the wire, swallowing the answers the warm
+    handshake already gave and remembering the SDK's handshake answers in the cache."""
+
+    def __init__(self, wire: Wire, cache: HandshakeCache, swallow: set[Any]) -> None:
+        self.wire = wire
+        self.cache = cache
+        self.swallow = set(swallow)
+        self.pending: dict[Any, tuple[str, str | None]] = {}  # request id -> (kind, protocol version)
+        self._lock = threading.Lock()
+
+    def watch(self, msg: dict[str, Any]) -> None:
+        """See a client message on its way to the SDK."""
+        method, rid = msg.get("method"), msg.get("id")
+        if rid is None:
+            return
+        params = _params(msg)
+        if method == "initialize":
+            with self._lock:
+                self.pending[rid] = ("initialize", str(params.get("protocolVersion")))
+        elif method == "tools/list" and not params.get("cursor"):
+            with self._lock:
+                self.pending[rid] = ("tools_list", None)
+
+    async def write(self, text: str) -> None:
+        msg = _message(text)
+        rid = msg.get("id") if msg is not None else None
+        if msg is not None and rid is not None and isinstance(msg.get("result"), dict):
+            with self._lock:
+                kind = self.pending.pop(rid, None)
+            if kind is not None and not msg["result"].get("nextCursor"):
+                self.cache.remember(kind[0], msg["result"], kind[1])
+        if (
+            rid is not None
+            and rid in self.swallow
+            and msg is not None
+            and ("result" in msg or "error" in msg)
+        ):
+            self.swallow.discard(rid)
+            return
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.wire.send, text)
+
+    async def flush(self) -> None:
+        return None
+
+
+def warm_handshake(wire: Wire, cache: HandshakeCache, ready: threading.Event) -> tuple[list[bytes], set[Any]]:
+    """Answer `initialize` and `tools/list` from the cache until `ready` is set.
+
+    Returns the lines read (to replay to the SDK, in order) and the request ids already
+    answered (whose SDK answers are swallowed). Reads nothing when the cache cannot answer
+    the first message, so the SDK then sees the conversation exactly as it came.
+    """
+    first = wire.lines.get()
+    if first is None:
+        wire.lines.put(EOF_MARK)
+        return [], set()
+    replay = [first]
+    msg = _message(first)
+    if msg is None or msg.get("method") != "initialize" or msg.get("id") is None:
+        return replay, set()
+    params = _params(msg)
+    answer = cache.initialize(str(params.get("protocolVersion")))
+    if answer is None:
+        return replay, set()
+    wire.send({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+    swallow = {msg["id"]}
+    tools = cache.tools()
+    while not ready.is_set():
+        try:
+            line = wire.lines.get(timeout=0.005)
+        except queue.Empty:
+            continue
+        if line is None:
+            wire.lines.put(EOF_MARK)
+            break
+        m = _message(line)
+        if (
+            m is not None
+            and tools is not None
+            and m.get("method") == "tools/list"
+            and m.get("id") is not None
+            and not _params(m).get("cursor")
+        ):
+            wire.send({"jsonrpc": "2.0", "id": m["id"], "result": tools})
+            continue  # answered; the SDK need not see it
+        replay.append(line)
+    return replay, swallow
