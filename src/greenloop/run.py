@@ -198,20 +198,17 @@ def output_tail(stdout_path: str, stderr_path: str, chars: int) -> str:
 
 
 class _Counter:
-    """Counts finished tests from output lines (frameworks.progress_event) for live progress."""
+    """Counts finished tests from output lines (frameworks.progress_counts) for live progress."""
 
     def __init__(self, framework: str, on_progress: ProgressCallback, started: float) -> None:
+        from greenloop.frameworks import progress_counts
+
         self.framework = framework or "npm-test"
         self.on_progress = on_progress
         self.started = started
         self.counts = {"pass": 0, "fail": 0, "skip": 0}
         self.lock = threading.Lock()
-        try:
-            from greenloop.frameworks import progress_event
-
-            self.event: Callable[[str, str], str | None] | None = progress_event
-        except ImportError:
-            self.event = None
+        self.count_line = progress_counts
 
     def snapshot(self) -> Progress:
         with self.lock:
@@ -224,13 +221,14 @@ class _Counter:
         )
 
     def line(self, text: str) -> None:
-        if self.event is None:
+        found = self.count_line(self.framework, text)
+        if not found:
             return
-        kind = self.event(self.framework, text)
-        if kind in self.counts:
-            with self.lock:
-                self.counts[kind] += 1
-            self.on_progress(self.snapshot())
+        with self.lock:
+            for kind, n in found.items():
+                if kind in self.counts:
+                    self.counts[kind] += n
+        self.on_progress(self.snapshot())
 
 
 def execute(

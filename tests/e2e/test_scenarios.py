@@ -5,7 +5,12 @@ verbatim command, the Python API with progress, cancellation and the bounded vie
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -183,3 +188,64 @@ def test_demo_project_is_red_with_a_structured_failure(tmp_path: Path) -> None:
     done = cli("run", str(demo / "examples" / "demo"))
     assert done.code == 1 and "test_discount_code_takes_ten_percent_off" in done.stdout
     assert "expected: 1800" in done.stdout and "got:      200" in done.stdout
+
+
+def test_live_progress_redraws_on_a_terminal(tmp_path: Path) -> None:
+    # 30 tests of 0.1 s each: long enough to see several redraws with growing counts
+    slow = "".join(f"def test_{i}():\n    time.sleep(0.1)\n\n" for i in range(30))
+    ws = py_workspace(tmp_path / "ws", {"test_slow.py": "import time\n\n" + slow})
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), TERM="xterm")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "greenloop", "run", str(ws)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = child.communicate(timeout=60)
+    os.close(master)
+    assert child.returncode == 0, out
+    screen = b"".join(chunks).decode()
+    counts = [int(m) for m in re.findall(r"\rrunning… (\d+) passed", screen)]
+    assert counts and counts[-1] > 0, screen
+    assert counts == sorted(counts) and len(set(counts)) > 1, counts
+    assert "✓ green" in out.decode() and "30 passed" in out.decode()
+
+
+def test_agent_and_ci_variables_do_not_change_the_runner_output(tmp_path: Path) -> None:
+    ws = js_workspace(
+        tmp_path / "ws",
+        "vitest",
+        {
+            "a.test.js": (
+                "import { it, expect } from 'vitest'\n"
+                "it('passes', () => {})\nit('fails', () => { expect(1).toBe(2) })\n"
+            )
+        },
+    )
+    env = {
+        "CLAUDECODE": "1",
+        "AI_AGENT": "claude-code",
+        "CURSOR_AGENT": "1",
+        "GITHUB_ACTIONS": "true",
+        "FORCE_COLOR": "1",
+    }
+    done = cli("run", str(ws), "--json", env=env)
+    r = done.json
+    assert done.code == 1 and r["summary"]["failed"] == 1, r
+    run_dir = ws / ".greenloop" / "runs" / r["run_id"]
+    output = (run_dir / "stdout.txt").read_text() + (run_dir / "stderr.txt").read_text()
+    assert "::error" not in output and "\x1b[" not in output
+    assert "✓ passes" in output  # vitest's default reporter lists passing tests; the agent one omits them
+    assert "FAIL  a.test.js > fails" in output
