@@ -51,6 +51,14 @@ def _emit(data: dict[str, Any], out: TextIO) -> None:
     out.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
+def _emit_list(found: bugs.Fold, out: TextIO) -> None:
+    """The list as JSON, one bug a line: greppable, and fast (the C encoder needs no indent)."""
+    data = found.to_json()
+    rows = ",\n".join("    " + json.dumps(b, ensure_ascii=False) for b in data.pop("bugs"))
+    rest = json.dumps(data, ensure_ascii=False, indent=2)
+    out.write('{\n  "bugs": [' + (f"\n{rows}\n  ]," if rows else "],") + rest[1:] + "\n")
+
+
 def _warn(warnings: Iterable[str]) -> None:
     for w in warnings:
         print(f"greenloop: warning: {w}", file=sys.stderr)
@@ -145,10 +153,10 @@ def _list(args: argparse.Namespace) -> int:
     blog = _log(args)
     found = blog.list(unit=args.unit, status=args.status, source=args.source, severity=args.severity)
     _warn(found.warnings)
-    if args.json:
-        _emit(found.to_json(), sys.stdout)
-        return 0
     out = sys.stdout
+    if args.json:
+        _emit_list(found, out)
+        return 0
     if not found.bugs:
         where = found.log if blog.path.exists() else f"{found.log} (not written yet)"
         out.write(f"no bugs match in {where}\n")
