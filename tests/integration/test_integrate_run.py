@@ -468,3 +468,18 @@ def test_bug_bridge_opens_a_bug_for_a_failed_case_and_a_green_run_verifies(tmp_p
 
 def _as_dict(r: IntegrationResult) -> dict[str, Any]:
     return r.to_json()
+
+
+def test_a_broken_transport_still_tears_down_and_writes_a_result(tmp_path: Path, run: Run) -> None:
+    """An exception inside greenloop (here: a transport seam that raises) becomes a crashed result."""
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("transport exploded")
+
+    project = write_project(
+        tmp_path / "p", [unit("api")], [{"id": "c", "steps": [step("api", "GET /api/items")]}]
+    )
+    r = run(project, transport=broken)
+    assert r.crashed and r.exit_code == 3 and r.surviving_processes == ()
+    assert any("transport exploded" in n for n in r.notes)
+    assert json.loads((_runs(project)[0] / "result.json").read_text())["crashed"] is True

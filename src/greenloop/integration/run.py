@@ -419,6 +419,11 @@ def integrate(
         notes.append("interrupted; every unit was stopped")
         with contextlib.suppress(KeyboardInterrupt):
             survivors = sup.teardown(grace_s)
+    except Exception as exc:  # greenloop's own failure: still no survivors, still a result
+        crashed, category = True, "infra_flake"
+        notes.append(f"greenloop failed during the run: {type(exc).__name__}: {exc}")
+        log.note(f"internal error: {type(exc).__name__}: {exc}")
+        survivors = sup.teardown(grace_s)
     finally:
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
