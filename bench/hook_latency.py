@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,13 +53,17 @@ def prepare(ws: Path) -> None:
         )
 
 
-def timed(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> float:
+def timed(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child): CPU time is the steadier figure on a busy machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{argv} failed: {proc.stderr.decode()}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def main() -> int:
@@ -91,18 +96,22 @@ def main() -> int:
         for _ in range(3):  # warm the page cache for both
             timed(baseline, b"", env, ws)
             timed(hook, event, env, ws)
-        base_t: list[float] = []
-        hook_t: list[float] = []
+        base_t: list[tuple[float, float]] = []
+        hook_t: list[tuple[float, float]] = []
         for _ in range(args.rounds):
             base_t.append(timed(baseline, b"", env, ws))
             hook_t.append(timed(hook, event, env, ws))
-        b50, h50 = statistics.median(base_t), statistics.median(hook_t)
-        b90 = statistics.quantiles(base_t, n=10)[-1]
-        h90 = statistics.quantiles(hook_t, n=10)[-1]
-        print(f"hook command: {' '.join(hook)}")
-        print(f"python -c pass : p50 {b50 * 1000:7.1f} ms   p90 {b90 * 1000:7.1f} ms")
-        print(f"Stop hook      : p50 {h50 * 1000:7.1f} ms   p90 {h90 * 1000:7.1f} ms")
-        print(f"ratio p50 hook / python -c pass = {h50 / b50:.2f} (target <= 2.00)")
+        b50, h50 = (statistics.median(t[0] for t in ts) for ts in (base_t, hook_t))
+        b90, h90 = (statistics.quantiles([t[0] for t in ts], n=10)[-1] for ts in (base_t, hook_t))
+        bcpu, hcpu = (statistics.median(t[1] for t in ts) for ts in (base_t, hook_t))
+        print(f"hook command: {' '.join(hook)}  (load average {os.getloadavg()[0]:.1f})")
+        for name, p50, p90, cpu in (("python -c pass", b50, b90, bcpu), ("Stop hook", h50, h90, hcpu)):
+            print(
+                f"{name:15}: p50 {p50 * 1000:7.1f} ms   p90 {p90 * 1000:7.1f} ms   cpu p50 {cpu * 1000:6.1f} ms"
+            )
+        print(
+            f"ratio p50 hook / python -c pass = {h50 / b50:.2f} wall, {hcpu / bcpu:.2f} cpu (target <= 2.00)"
+        )
         if args.importtime:
             p = subprocess.run(
                 [sys.executable, "-X", "importtime", "-m", "greenloop", "hook", "claude-code"],
