@@ -28,7 +28,7 @@ MODULES: dict[str, ModuleType] = {
     "node:test": node_test,
 }
 
-REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit")
+REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit", "node-tap")
 
 
 def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
@@ -52,10 +52,31 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
             return jest.parse_report(path, root)
         if report_format == "junit":
             return junit.parse_junit(path, root)
+        if report_format == "node-tap":
+            return _tap_file(path, root)
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
     known = ", ".join(REPORT_FORMATS)
     return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
+
+
+def _tap_file(path: str, root: str | None) -> ParseResult:
+    """node:test's TAP reporter written to a file (`--test-reporter=tap
+    --test-reporter-destination=FILE`): unlike its junit reporter it keeps failing after-hooks."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except FileNotFoundError:
+        missing = f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
+        return ParseResult(notes=(missing,))
+    except OSError as exc:
+        return ParseResult(notes=(f"report {path} cannot be read ({exc.strerror})",))
+    with fh:
+        res = node_test.parse_text(fh, root=root)
+    if not res.recognized:
+        return ParseResult(summary=res.summary, failures=res.failures,
+                           notes=(f"report {path} is not a complete node:test TAP report", *res.notes),
+                           load_error=res.load_error)
+    return res
 
 
 def progress_event(framework: str, line: str) -> Event | None:

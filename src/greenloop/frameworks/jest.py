@@ -44,6 +44,28 @@ _CODE = re.compile(r"^\s*>?\s*\d+ \|")
 _LOAD_HEADER = "Test suite failed to run"
 
 
+_HOOK_CALL = re.compile(r"\b(beforeAll|afterAll|beforeEach|afterEach)\s*\(")
+
+
+def _hook_in_frame(body: list[str]) -> bool:
+    """Does the code frame of a "Test suite failed to run" block point into a hook?
+
+    Jest reports an afterAll that throws the same way as a file that cannot load; the code
+    frame tells them apart: the marked line sits inside `afterAll(() => …)`.
+    """
+    frame = [b for b in body if _CODE.match(b)]
+    marked = next((i for i, b in enumerate(frame) if b.lstrip().startswith(">")), None)
+    if marked is None:
+        return False
+    for b in reversed(frame[: marked + 1]):
+        code = b.split("|", 1)[1] if "|" in b else b
+        if _HOOK_CALL.search(code):
+            return True
+        if re.search(r"\b(describe|it|test)\s*\(", code):
+            return False
+    return False
+
+
 def _finish(d: FailureDraft, root: str | None) -> Failure:
     # Jest indents a block's body by four spaces.
     body = [b[4:] if b.startswith("    ") else b.strip() for b in d.body]
@@ -101,6 +123,8 @@ class TextParser:
 
     def _close(self) -> None:
         if self.draft is not None:
+            if self.draft.kind == "load" and _hook_in_frame(self.draft.body):
+                self.draft.kind = "hook"
             f = _finish(self.draft, self.root)
             key = (f.test, f.kind, f.file or "" if f.kind == "load" else "")
             if key not in self.names:
@@ -129,6 +153,8 @@ class TextParser:
                 return
             self.console = False
             if title == _LOAD_HEADER:
+                # Named after the file. Whether it could not load or an afterAll threw after
+                # its tests ran is decided at the end of the block (see _suite_kind).
                 name = self.file or "(unknown test file)"
                 self.draft = FailureDraft(test=name, file=self.file, kind="load")
             else:
@@ -164,7 +190,9 @@ class TextParser:
 
     def finish(self) -> ParseResult:
         self._close()
-        loads = sum(1 for f in self.failures if f.kind == "load")
+        # "Test suite failed to run" blocks (a file that cannot load, or an afterAll that threw
+        # after its tests passed) are outside jest's "Tests:" count; per-test failures are in it.
+        loads = sum(1 for f in self.failures if f.kind in ("load", "hook"))
         notes: list[str] = []
         if self.tests_line is not None:
             c = self.tests_line
@@ -173,7 +201,7 @@ class TextParser:
             skipped = c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0)
             recognized = True
         else:
-            failed = max(self.tree["fail"], sum(1 for f in self.failures if f.kind != "load")) + loads
+            failed = max(self.tree["fail"], sum(1 for f in self.failures if f.kind == "test")) + loads
             passed, skipped = self.tree["pass"], self.tree["skip"]
             recognized = False
             if failed or passed or skipped:
@@ -246,6 +274,16 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 failures.append(_assertion_failure(a, file, root))
             else:
                 skipped += 1
+        if r.get("status") == "failed" and assertions and r.get("message") \
+                and not any(a.get("status") == "failed" for a in assertions):
+            # the tests ran and passed, then the file failed: an afterAll threw
+            failed += 1
+            text = strip_ansi(str(r.get("message") or ""))
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip() and _LOAD_HEADER not in ln]
+            first = next((ln for ln in lines if not _CODE.match(ln)), "a hook failed")
+            _, uline = first_user_frame(text)
+            failures.append(Failure(test=rel, file=rel, line=uline, message=first, kind="hook",
+                                    stack=trim_stack(text, root)))
         if r.get("status") == "failed" and not assertions:
             failed += 1
             text = strip_ansi(str(r.get("message") or r.get("failureMessage") or ""))

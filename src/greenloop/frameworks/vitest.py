@@ -130,6 +130,7 @@ class TextParser:
     duration_ms: int | None = None
     unhandled: int = 0
     errors_line: int = 0  # "Errors  N errors" of the closing summary
+    file_tests: dict[str, int] = field(default_factory=dict)  # tests per file, from file lines
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     tree_failed: list[str] = field(default_factory=list)
     annotations: list[Failure] = field(default_factory=list)
@@ -192,7 +193,7 @@ class TextParser:
         file, rest = _split_header(header)
         kind: Literal["test", "load", "hook"]
         if self.section == "Failed Suites":
-            kind = "load" if rest is None else "hook"
+            kind = "load" if rest is None and not self.file_tests.get(file) else "hook"
         else:
             kind = "test" if rest is not None else "load"
         name = file if rest is None else rest
@@ -250,12 +251,17 @@ class TextParser:
         self._tree(line)
 
     def _tree(self, line: str) -> None:
-        m = _TREE.match(line)
+        m = _TREE.match(line) or _FILE_TREE.match(line)
         if not m:
             return
         rest = m.group(3)
         if _FILE_LINE.search(rest):
-            return  # a file's line: its tests are counted one by one (or by the closing line)
+            # a file's line: remember whether its tests ran (a "[ file ]" failure of a file
+            # whose tests ran is a top-level afterAll, not a load failure)
+            fm = _FILE_COUNTS.search(rest)
+            if fm and len(self.file_tests) < 100000:
+                self.file_tests[rest.split(" (", 1)[0].strip()] = int(fm.group(1))
+            return
         sym = m.group(2)
         name = _TIME_SUFFIX.sub("", rest)
         if sym in "✓✔":
