@@ -107,7 +107,7 @@ def main() -> int:
         print(f"hook command: {' '.join(hook)}  (load average {os.getloadavg()[0]:.1f})")
         for name, p50, p90, cpu in (("python -c pass", b50, b90, bcpu), ("Stop hook", h50, h90, hcpu)):
             print(
-                f"{name:15}: p50 {p50 * 1000:7.1f} ms   p90 {p90 * 1000:7.1f} ms   cpu p50 {cpu * 1000:6.1f} ms"
+                f"{name:15}: p50 {p50 * 1000:7.1f} ms  p90 {p90 * 1000:7.1f} ms  cpu p50 {cpu * 1000:6.1f} ms"
             )
         print(
             f"ratio p50 hook / python -c pass = {h50 / b50:.2f} wall, {hcpu / bcpu:.2f} cpu (target <= 2.00)"
