@@ -226,43 +226,7 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path, home: Path) -> No
             "params": {"name": "test_run", "arguments": {"x": 1}},
         },
     ]
-    params = _params(ws, home)
-    proc = subprocess.Popen(
-        [params.command, *params.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=params.env,
-        cwd=str(ws),
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
-        proc.stdin.flush()
-        replies: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 120
-        buffered = b""
-        while len([r for r in replies if "id" in r]) < 5 and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-            if not ready:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            buffered += chunk
-            *lines, buffered = buffered.split(b"\n")
-            # every line is a JSON message: json.loads raises on any stray output
-            replies.extend(json.loads(line) for line in lines if line.strip())
-        proc.stdin.close()
-        assert proc.wait(timeout=30) == 0
-        rest = proc.stdout.read()
-        assert not (buffered + rest).strip() or all(
-            json.loads(x) for x in (buffered + rest).splitlines() if x
-        )
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    replies = _raw_conversation(ws, home, messages, 5)  # json.loads raises on any stray output
     by_id = {r["id"]: r for r in replies if "id" in r}
     assert set(by_id) == {1, 2, 3, 4, 5}
     assert by_id[3]["result"]["isError"] is False
@@ -732,3 +696,97 @@ def test_cancelling_an_integration_run_stops_its_units(tmp_path: Path, home: Pat
         for pid in _marked_pids(marker):
             os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+# --------------------------------------------------------------------------- warm handshake
+
+
+def _raw_conversation(
+    ws: Path, home: Path, messages: list[dict[str, Any]], answers: int
+) -> list[dict[str, Any]]:
+    """Send `messages` at once, read until `answers` replies came, then close stdin."""
+    params = _params(ws, home)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=params.env,
+        cwd=str(ws),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    replies: list[dict[str, Any]] = []
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120
+        buffered = b""
+        while len([r for r in replies if "id" in r]) < answers and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            replies.extend(json.loads(line) for line in lines if line.strip())
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        rest = buffered + proc.stdout.read()
+        replies.extend(json.loads(line) for line in rest.splitlines() if line.strip())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return replies
+
+
+def test_a_warm_start_answers_the_handshake_exactly_as_the_sdk_did(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "test_probe", "arguments": {}},
+        },
+        {"jsonrpc": "2.0", "id": 4, "method": "ping"},
+    ]
+    cold = _raw_conversation(ws, home, messages, 4)
+    caches = list((home / ".cache" / "greenloop").glob("mcp-handshake-*.json"))
+    assert len(caches) == 1  # the SDK's answers were remembered
+    warm = _raw_conversation(ws, home, messages, 4)
+    for replies in (cold, warm):
+        ids = [r["id"] for r in replies if "id" in r]
+        assert sorted(ids) == [1, 2, 3, 4]  # one answer each: the replayed initialize is not answered twice
+    cold_by, warm_by = ({r["id"]: r for r in rs} for rs in (cold, warm))
+    assert warm_by[1]["result"] == cold_by[1]["result"]
+    assert warm_by[2]["result"] == cold_by[2]["result"]
+    assert warm_by[3]["result"]["structuredContent"]["framework"] == "pytest"
+    # the warm start still serves a session of its own
+    assert (
+        warm_by[3]["result"]["structuredContent"]["session_id"]
+        != cold_by[3]["result"]["structuredContent"]["session_id"]
+    )
+
+
+def test_the_handshake_cache_follows_enabled(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+
+    async def names(s: ClientSession) -> list[str]:
+        return [t.name for t in (await s.list_tools()).tools]
+
+    assert len(_with_client(ws, home, names)) == len(TOOL_NAMES)  # writes the cache
+    (ws / "greenloop.toml").write_text("enabled = false\n")
+    assert _with_client(ws, home, names) == []
+    (ws / "greenloop.toml").write_text("enabled = true\n")
+    assert len(_with_client(ws, home, names)) == len(TOOL_NAMES)
