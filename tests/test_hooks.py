@@ -245,6 +245,20 @@ def test_malformed_input_allows_and_says_why(
     assert why in p.stderr
 
 
+def test_a_bad_hook_command_line_never_exits_2(tmp_path: Path) -> None:
+    # To Claude Code, exit 2 from a Stop hook means "block": a typo in the config must not trap.
+    for argv in (["hook"], ["hook", "claude-code", "--bogus"]):
+        p = subprocess.run(
+            [sys.executable, "-m", "greenloop", *argv],
+            input="{}",
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert p.returncode == 0 and p.stdout == "", p.stderr
+
+
 def test_unknown_harness_and_missing_workspace_allow(tmp_path: Path) -> None:
     p = hook("vim", {"session_id": "x"}, cwd=tmp_path)
     assert p.returncode == 0 and p.stdout == "" and "unknown harness" in p.stderr

@@ -182,11 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if len(args_list) == 2 and args_list[0] == "hook" and not args_list[1].startswith("-"):
+    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
         # Fast path: `greenloop hook HARNESS` runs on every agent turn; skip building the tree.
+        # It also never exits 2 on a bad command line: to a harness, exit 2 can mean "block".
         from greenloop.commands.gate import hook_main
 
-        return hook_main(args_list[1])
+        return hook_main(args_list[1] if len(args_list) > 1 else "", extra=args_list[2:])
     parser = build_parser()
     args = parser.parse_args(args_list)
     target = getattr(args, "_handler", None)

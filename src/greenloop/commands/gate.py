@@ -29,11 +29,20 @@ def _folder(value: str, what: str = "PATH") -> str:
     return value
 
 
-def hook_main(harness: str, stdin: Any = None, stdout: Any = None, stderr: Any = None) -> int:
+def hook_main(
+    harness: str,
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    *,
+    extra: list[str] | None = None,
+) -> int:
     """Read the harness's hook JSON on stdin, answer on stdout; exit 0 whatever happens."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    if extra:
+        stderr.write(f"greenloop: ignoring extra hook arguments {extra!r}\n")
     try:
         from greenloop.hooks import handle
 
