@@ -790,3 +790,26 @@ def test_the_handshake_cache_follows_enabled(tmp_path: Path, home: Path) -> None
     assert _with_client(ws, home, names) == []
     (ws / "greenloop.toml").write_text("enabled = true\n")
     assert len(_with_client(ws, home, names)) == len(TOOL_NAMES)
+
+
+def test_timeout_ms_kills_a_hung_run_and_says_so(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-timeout-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    time.sleep(300)\n"
+    )
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return _ok(await s.call_tool("test_run", {"timeout_ms": 3000}))
+
+    try:
+        out = _with_client(ws, home, body)
+        left = _marked_pids(marker)
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert out["timed_out"] is True and out["ok"] is False and out["outcome"] == "broken"
+    assert left == []
