@@ -248,8 +248,8 @@ def test_unit_that_crashes_on_start_fails_at_once_and_starts_nothing_after_it(
         [{"id": "c", "steps": [step("web", "GET /api/health")]}],
     )
     t0 = time.monotonic()
-    r = run(project, health_timeout_s=20)
-    assert time.monotonic() - t0 < 5  # an exit is noticed at once, not at the health timeout
+    r = run(project, health_timeout_s=60)
+    assert time.monotonic() - t0 < 30  # an exit is noticed at once, not at the health timeout
     assert r.crashed and r.exit_code == 3 and r.category_hint == "unit_crash"
     assert r.startup_failure is not None
     assert r.startup_failure["unit"] == "base" and r.startup_failure["exit_code"] == 3
@@ -301,7 +301,7 @@ def test_teardown_kills_what_ignores_sigterm_forks_and_daemonizes(tmp_path: Path
     # Descendants killed after their parent died were re-parented to us (the subreaper): reaped.
     assert _zombie_children_since(ticks) == []
     assert r.ok and r.surviving_processes == (), r.to_json()
-    assert took < 10
+    assert took < 30
     log = (_runs(project)[0] / "process.log").read_text()
     assert "ignoring SIGTERM" in log
     assert "stubborn killed by SIGKILL" in log  # the grace ran out
@@ -316,14 +316,14 @@ def test_slow_answer_hits_the_case_timeout_and_the_next_case_runs(tmp_path: Path
         [
             {
                 "id": "too-slow",
-                "steps": [step("slowpoke", "GET /api/items"), step("slowpoke", "GET /api/slow?s=5")],
+                "steps": [step("slowpoke", "GET /api/items"), step("slowpoke", "GET /api/slow?s=60")],
             },
             {"id": "next", "steps": [step("slowpoke", "GET /api/items", expect={"status": 200})]},
         ],
     )
     t0 = time.monotonic()
     r = run(project, case_timeout_s=1.0)
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 30  # the case gave up long before the 60 s answer
     assert (r.cases_passed, r.cases_failed, r.cases_timeout) == (1, 0, 1) and r.exit_code == 1
     [f] = r.failures
     assert (f.case_id, f.failed_step, f.reason) == ("too-slow", 1, "timeout")
@@ -337,14 +337,14 @@ def test_run_timeout_stops_everything_as_infra_flake(tmp_path: Path, run: Run) -
         tmp_path / "p",
         [unit("slowpoke")],
         [
-            {"id": "first", "steps": [step("slowpoke", "GET /api/slow?s=5")]},
+            {"id": "first", "steps": [step("slowpoke", "GET /api/slow?s=60")]},
             {"id": "never", "steps": [step("slowpoke", "GET /api/items")]},
         ],
     )
     r = run(project, run_timeout_s=2.0, case_timeout_s=30)
     assert r.crashed and r.category_hint == "infra_flake" and r.exit_code == 3
     assert [c["status"] for c in r.cases] == ["timeout", "not_run"]
-    assert r.duration_ms < 6000
+    assert r.duration_ms < 30000  # stopped at the run limit, not after the 60 s answer
 
 
 def test_unit_crashing_mid_run_is_reported_as_unit_crashed(tmp_path: Path, run: Run) -> None:
