@@ -42,6 +42,7 @@ import operator
 import os
 import re
 import secrets
+import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -176,6 +177,7 @@ _LIST_FIELDS = operator.itemgetter("affected_units", "fix_refs")
 _OPT_FIELDS = operator.itemgetter("run_id", "by")
 _CHOICE_FIELDS = operator.itemgetter("status", "source", "severity")
 _ALL_FIELDS = operator.attrgetter(*_KEYS)
+_REPEATED = ("source", "unit_id", "category", "severity", "status", "created_at", "updated_at")
 _STR_ONLY: frozenset[type] = frozenset({str})
 _OPT_TYPES: frozenset[type] = frozenset({str, type(None)})
 
@@ -654,7 +656,12 @@ class BugLog:
     def _save(self, st: os.stat_result) -> None:
         if self.cache_path is None:
             return
-        records = tuple(dict(zip(_KEYS, _ALL_FIELDS(b), strict=True)) for b in self._current.values())
+        intern = sys.intern  # repeated values (status, unit, …) become one object: marshal refs it
+        records = tuple(
+            {**dict(zip(_KEYS, _ALL_FIELDS(b), strict=True)),
+             **{k: intern(getattr(b, k)) for k in _REPEATED}}
+            for b in self._current.values()
+        )
         stamp = None if _racy(st) else _stamp(st, self._offset)
         payload = marshal.dumps(
             (self._offset, self._crc, stamp, self._lines, self._partial, self._warnings, records), 4

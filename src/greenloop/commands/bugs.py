@@ -70,8 +70,7 @@ def _clip(text: str, width: int) -> str:
 
 
 def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
-    """A fixed-column table of bugs, the title clipped to the terminal's width."""
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    """A fixed-column table of bugs; with `width`, titles are clipped to fit it."""
     heads = ("ID", "STATUS", "SEVERITY", "UNIT", "SOURCE", "UPDATED")
     w0, w1, w2, w3, w4, w5 = (
         max(len(h), max(map(len, col), default=0))
@@ -79,7 +78,7 @@ def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
                                   (b.severity for b in found), (b.unit_id for b in found),
                                   (b.source for b in found), (b.updated_at for b in found)), strict=True)
     )
-    title_w = max(width - (w0 + w1 + w2 + w3 + w4 + w5 + 12), 20)
+    title_w = max(width - (w0 + w1 + w2 + w3 + w4 + w5 + 12), 20) if width else 1 << 30
     row = f"%-{w0}s  %-{w1}s  %-{w2}s  %-{w3}s  %-{w4}s  %-{w5}s  %s"
     lines = [row % (*heads, "TITLE")]
     for b in found:
@@ -161,7 +160,8 @@ def _list(args: argparse.Namespace) -> int:
         where = found.log if blog.path.exists() else f"{found.log} (not written yet)"
         out.write(f"no bugs match in {where}\n")
         return 0
-    out.write(table(found.bugs))
+    # Clip titles to a terminal's width; a pipe (grep, less -S, a file) gets them whole.
+    out.write(table(found.bugs, shutil.get_terminal_size().columns if out.isatty() else None))
     out.write(f"{_summary(found.bugs)} in {found.log}\n")
     return 0
 
