@@ -483,3 +483,13 @@ def test_a_broken_transport_still_tears_down_and_writes_a_result(tmp_path: Path,
     assert r.crashed and r.exit_code == 3 and r.surviving_processes == ()
     assert any("transport exploded" in n for n in r.notes)
     assert json.loads((_runs(project)[0] / "result.json").read_text())["crashed"] is True
+
+
+def test_a_start_command_that_does_not_exist(tmp_path: Path, run: Run) -> None:
+    units = [{"id": "ghost", "kind": "be", "start": ["greenloop-no-such-command-xyz", "serve"]}]
+    project = write_project(tmp_path / "p", units, [{"id": "c", "steps": [step("ghost", "GET /")]}])
+    r = run(project)
+    assert r.crashed and r.exit_code == 3
+    assert r.startup_failure is not None and r.startup_failure["reason"] == "spawn_error"
+    assert "greenloop-no-such-command-xyz" in r.startup_failure["message"]
+    assert 'fix "start" in units.json' in r.startup_failure["message"]
