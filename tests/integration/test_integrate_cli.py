@@ -120,3 +120,37 @@ def test_interrupt_tears_everything_down_and_exits_130(tmp_path: Path, mark: str
     log = result_file.with_name("process.log").read_text()
     assert "teardown" in log and "no process left" in log
     # no_survivors scans /proc for this test's marker and folder afterwards.
+
+
+def test_interrupt_while_units_start(tmp_path: Path, mark: str) -> None:
+    project = write_project(
+        tmp_path / "p",
+        [unit("sick", "never-healthy"), unit("web", depends_on=["sick"])],
+        [{"id": "c", "steps": [step("web", "GET /api/items")]}],
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "greenloop", "integrate", str(project), "--sandbox", "full-access"],
+        env={**os.environ, MARK: mark},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    runs = project / "integration" / "runs"
+    try:
+
+        def polling() -> bool:
+            logs = list(runs.glob("*/process.log")) if runs.is_dir() else []
+            return bool(logs) and "health sick GET" in logs[0].read_text()
+
+        assert wait_for(polling, 20)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 130
+    [result_file] = runs.glob("*/result.json")
+    result = json.loads(result_file.read_text())
+    assert result["interrupted"] and result["surviving_processes"] == []
+    assert [c["status"] for c in result["cases"]] == ["not_run"]
