@@ -135,7 +135,9 @@ class FailureOutput(_Out):
 
 
 class SandboxOutput(_Out):
-    mode: str = "full-access"
+    mode: str = Field(default="full-access", description="read-only | workspace-write | full-access")
+    enforced_by: str | None = Field(default=None, description="e.g. 'bubblewrap 0.8.0'; null: no sandbox")
+    workspace_root: str | None = None
 
 
 class RunOutput(_Out):
