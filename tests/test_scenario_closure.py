@@ -166,3 +166,39 @@ def test_background_run_is_recorded_when_the_job_ends(ws: Path) -> None:
     job_id = json.loads(started.stdout)["job_id"]
     assert greenloop(ws, "job", job_id, "--wait").returncode == 0
     assert stop(ws, session) is None
+
+
+def codex_stop(ws: Path, session: str, turn: str) -> dict[str, Any] | None:
+    payload = {
+        "session_id": session,
+        "transcript_path": None,
+        "cwd": str(ws),
+        "hook_event_name": "Stop",
+        "model": "gpt-5-codex",
+        "permission_mode": "default",
+        "turn_id": turn,
+        "stop_hook_active": False,
+        "last_assistant_message": "done",
+    }
+    p = greenloop(ws, "hook", "codex", stdin=json.dumps(payload))
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout) if p.stdout.strip() else None
+
+
+def test_node_test_suite_through_the_codex_hook(tmp_path: Path) -> None:
+    (tmp_path / "calc.test.mjs").write_text(
+        "import {test} from 'node:test';\nimport assert from 'node:assert';\n"
+        "import {add} from './calc.mjs';\n"
+        "test('adds two numbers', () => { assert.strictEqual(add(2, 3), 5); });\n"
+        "test('is a function', () => { assert.strictEqual(typeof add, 'function'); });\n"
+    )
+    (tmp_path / "calc.mjs").write_text("export function add(a, b) { return a - b; }\n")
+    red = greenloop(tmp_path, "run", "--json", "--session", "codex-thread")
+    assert red.returncode == 1, red.stdout + red.stderr
+    assert json.loads(red.stdout)["framework"] == "node:test"
+    steer = codex_stop(tmp_path, "codex-thread", "turn-1")
+    assert steer is not None and list(steer) == ["decision", "reason"]
+    assert "adds two numbers" in steer["reason"]
+    (tmp_path / "calc.mjs").write_text("export function add(a, b) { return a + b; }\n")
+    assert greenloop(tmp_path, "run", "--session", "codex-thread").returncode == 0
+    assert codex_stop(tmp_path, "codex-thread", "turn-1") is None
