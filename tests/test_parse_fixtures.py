@@ -54,7 +54,7 @@ def _key(f: Failure) -> tuple[str, str]:
     # the text shows it relative and some reports absolute.
     if f.kind == "load":
         return ("load", Path(f.test).name)
-    return ("test", f.test)
+    return (f.kind, f.test)
 
 
 def _id(p: Path) -> str:

@@ -120,15 +120,20 @@ class TextParser:
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     load_errors: list[str] = field(default_factory=list)
     suites_failed_to_run: int = 0
+    draft_is_suite: bool = False  # the open block is a "Test suite failed to run" one
 
     def _close(self) -> None:
         if self.draft is not None:
-            if self.draft.kind == "load" and _hook_in_frame(self.draft.body):
+            # A hook's error: an afterAll after passing tests ("Test suite failed to run"),
+            # or a beforeAll/beforeEach that jest reports once per test it stopped.
+            if _hook_in_frame(self.draft.body):
                 self.draft.kind = "hook"
             f = _finish(self.draft, self.root)
             key = (f.test, f.kind, f.file or "" if f.kind == "load" else "")
             if key not in self.names:
                 self.names.add(key)
+                if self.draft_is_suite:
+                    self.suites_failed_to_run += 1
                 if f.kind == "load":
                     self.load_errors.append(f"{f.test}: {f.message.splitlines()[0] if f.message else ''}")
                 if len(self.failures) >= MAX_DETAILED_FAILURES:
@@ -157,8 +162,10 @@ class TextParser:
                 # its tests ran is decided at the end of the block (see _suite_kind).
                 name = self.file or "(unknown test file)"
                 self.draft = FailureDraft(test=name, file=self.file, kind="load")
+                self.draft_is_suite = True
             else:
                 self.draft = FailureDraft(test=title, file=self.file)
+                self.draft_is_suite = False
             return
         if line.startswith("Tests:") or line.startswith("Test Suites:") or line.startswith("Time:") \
                 or line.startswith("Summary of all failing tests"):
@@ -192,7 +199,7 @@ class TextParser:
         self._close()
         # "Test suite failed to run" blocks (a file that cannot load, or an afterAll that threw
         # after its tests passed) are outside jest's "Tests:" count; per-test failures are in it.
-        loads = sum(1 for f in self.failures if f.kind in ("load", "hook"))
+        loads = self.suites_failed_to_run
         notes: list[str] = []
         if self.tests_line is not None:
             c = self.tests_line
@@ -201,7 +208,7 @@ class TextParser:
             skipped = c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0)
             recognized = True
         else:
-            failed = max(self.tree["fail"], sum(1 for f in self.failures if f.kind == "test")) + loads
+            failed = max(self.tree["fail"], len(self.failures) - loads) + loads
             passed, skipped = self.tree["pass"], self.tree["skip"]
             recognized = False
             if failed or passed or skipped:

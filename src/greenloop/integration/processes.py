@@ -62,6 +62,8 @@ REFUSED_INTERVAL_S = 0.02  # while the port refuses connections (a refused conne
 LOG_CAP_BYTES = 10 * 1024 * 1024
 EXCERPT_LINES = 20
 MAX_LINE = 16 * 1024
+RAW_ROLL_BYTES = 32 * 1024 * 1024  # a unit's raw output file is emptied past this, once read
+_READ_CHUNK = 4 * 1024 * 1024
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -298,9 +300,11 @@ class Supervisor:
         sandbox_policy: sandbox.Policy | None = None,
         bwrap: str = "bwrap",
         grace_s: float = GRACE_S,
+        raw_roll_bytes: int = RAW_ROLL_BYTES,
     ) -> None:
         self.log = log
         self.grace_s = grace_s
+        self.raw_roll_bytes = raw_roll_bytes
         self.sandbox_policy = sandbox_policy
         self.bwrap = bwrap
         self.scratch = scratch
@@ -369,12 +373,20 @@ class Supervisor:
         try:
             with open(path, "rb") as fh:
                 fh.seek(offset)
-                data = fh.read(4 * 1024 * 1024)
+                data = fh.read(_READ_CHUNK)
         except OSError:
             return
         if not data and not (final and self._partial.get(path)):
             return
         self._offsets[path] = offset + len(data)
+        if len(data) < _READ_CHUNK and offset + len(data) > self.raw_roll_bytes:
+            # A chatty unit must not fill the disk (or a tmpfs /tmp) with output that
+            # process.log drops anyway: the unit appends (O_APPEND), so once read to the end the
+            # raw file is emptied and its next writes land at offset 0. Lines written in the
+            # instant between the read and the truncate are lost, and only from the middle.
+            with contextlib.suppress(OSError):
+                os.truncate(path, 0)
+                self._offsets[path] = 0
         buf = self._partial.get(path, b"") + data
         *lines, rest = buf.split(b"\n")
         if final and rest:
