@@ -414,3 +414,42 @@ def test_detect_test_command() -> None:
     assert detect_test_command("greenloop run") is None
     assert detect_test_command("cat pytest.ini") is None
     assert detect_test_command("ls") is None
+
+
+RUNNERS = Path(__file__).parent / "runners" / "node_modules"
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not (RUNNERS / ".bin" / "vitest").exists(), reason="npm ci in tests/runners first")
+def test_post_tool_use_records_a_real_vitest_run(tmp_path: Path) -> None:
+    (tmp_path / "node_modules").symlink_to(RUNNERS, target_is_directory=True)
+    (tmp_path / "calc.js").write_text("export const add = (a, b) => a - b;\n")
+    (tmp_path / "calc.test.js").write_text(
+        "import { test, expect } from 'vitest';\nimport { add } from './calc.js';\n"
+        "test('adds two numbers', () => { expect(add(2, 3)).toBe(5); });\n"
+        "test('is stable', () => { expect(1).toBe(1); });\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VITEST", "CI"))}
+    env["FORCE_COLOR"] = "1"  # what an agent's terminal tool often gets: coloured output
+    run = subprocess.run(
+        ["./node_modules/.bin/vitest", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    payload = claude(
+        "PostToolUse",
+        "s-vitest",
+        tmp_path,
+        tool_name="Bash",
+        tool_input={"command": "npx vitest run"},
+        tool_response={"stdout": run.stdout, "stderr": run.stderr, "interrupted": False},
+    )
+    p = hook("claude-code", payload, cwd=tmp_path)
+    assert "recorded" in p.stderr, p.stderr
+    stop = hook("claude-code", claude("Stop", "s-vitest", tmp_path), cwd=tmp_path)
+    reason = json.loads(stop.stdout)["reason"]
+    assert "adds two numbers" in reason and "1 failed, 1 passed of 2" in reason
