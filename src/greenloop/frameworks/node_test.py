@@ -27,7 +27,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_text", "progress_event"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
 
 _SUBTEST = re.compile(r"^(\s*)# Subtest: (.*)$")
 _RESULT = re.compile(r"^(\s*)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$")
@@ -358,3 +358,10 @@ def progress_event(line: str) -> Event | None:
             return "skip"
         return "pass" if r.group(2) == "✔" else "fail"
     return None
+
+
+def parse_report(path: str, root: str | None = None) -> ParseResult:
+    """The JUnit XML report (the junit reporter); missing or invalid gives recognized=False."""
+    from greenloop.frameworks.junit import parse_junit
+
+    return parse_junit(path, root)

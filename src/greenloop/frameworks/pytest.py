@@ -32,7 +32,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_text", "progress_counts", "progress_event", "split_summary_line"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_counts", "progress_event", "split_summary_line"]
 
 _SECTION = re.compile(r"^=+ (.+?) =+$")
 _CLOSING = re.compile(
@@ -380,3 +380,10 @@ def progress_event(line: str) -> Event | None:
         return _STATUS[m.group(2)]
     x = _XDIST.match(s)
     return _STATUS[x.group(1)] if x else None
+
+
+def parse_report(path: str, root: str | None = None) -> ParseResult:
+    """The JUnit XML report (--junitxml); missing or invalid gives recognized=False."""
+    from greenloop.frameworks.junit import parse_junit
+
+    return parse_junit(path, root)
