@@ -32,7 +32,14 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_counts", "progress_event", "split_summary_line"]
+__all__ = [
+    "TextParser",
+    "parse_report",
+    "parse_text",
+    "progress_counts",
+    "progress_event",
+    "split_summary_line",
+]
 
 _SECTION = re.compile(r"^=+ (.+?) =+$")
 _CLOSING = re.compile(
