@@ -415,3 +415,17 @@ def test_share_net_lets_integration_units_reach_host_loopback(tmp_path: Path) ->
                 assert "Connection refused" in _read(tmp_path / "eFalse")
     finally:
         srv.close()
+
+
+def test_a_command_killed_inside_reads_as_killed_by_that_signal(ws: Path, tmp_path: Path) -> None:
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    r = run(ws, [sys.executable, "-c", code], "workspace-write", logs=tmp_path / "logs")
+    assert r.raw.exit_code == 128 + 9  # bwrap's way of saying it
+    raw = sandbox.signal_exit(r.raw)
+    assert (raw.exit_code, raw.signal) == (-9, 9)
+    assert sandbox.bwrap_denial(raw, r.err) is None
+    plain = run(ws, [sys.executable, "-c", code], "full-access", logs=tmp_path / "logs")
+    assert (plain.raw.exit_code, plain.raw.signal) == (raw.exit_code, raw.signal)
+    assert sandbox.signal_exit(plain.raw) == plain.raw
+    exited = run(ws, [sys.executable, "-c", "raise SystemExit(3)"], "workspace-write", logs=tmp_path / "logs")
+    assert sandbox.signal_exit(exited.raw) == exited.raw and exited.raw.exit_code == 3

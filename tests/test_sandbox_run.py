@@ -182,3 +182,11 @@ def test_verbatim_command_runs_inside_the_sandbox(tmp_path: Path, outside: Path)
     assert not target.exists()
     assert "Read-only file system" in r.output_tail
     assert r.sandbox.mode == "workspace-write"
+
+
+def test_a_runner_killed_inside_the_sandbox_is_reported_as_killed(tmp_path: Path) -> None:
+    ws = suite(tmp_path, "import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    r = api.test_run(ws)
+    assert r.outcome == "broken" and r.exit_code == -9
+    assert r.crash_reason is not None and "signal 9" in r.crash_reason
+    assert not r.crash_reason.startswith("sandbox_denied")

@@ -292,7 +292,7 @@ def execute(
         info = SandboxInfo(sandbox or config.sandbox, None, str(workspace))  # resolved, not enforced
         return result(None, verdict, ParseResult(), info)
 
-    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial
+    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial, signal_exit
 
     mode = sandbox or config.sandbox
     try:
@@ -320,6 +320,8 @@ def execute(
     )
     if raw.survivors:
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
+    if info.enforced_by:
+        raw = signal_exit(raw)  # bwrap's 128+N back to "killed by signal N"
     denied = bwrap_denial(raw, _head(stderr_path)) if info.enforced_by else None
     if denied is not None:  # bwrap refused before the command ran: a denial, not a test failure
         refusal = ("the sandbox refused to start the command; no test ran",)

@@ -24,6 +24,7 @@ This module computes argv, environments and verdicts; starting processes is proc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -62,6 +63,7 @@ __all__ = [
     "probe_bwrap",
     "resolve",
     "resolve_for",
+    "signal_exit",
     "tmp_roots",
     "wrap_argv",
 ]
@@ -334,6 +336,16 @@ def bwrap_denial(raw: RawRun, stderr_text: str) -> str | None:
                 return line[len("bwrap: ") :].strip()
             return None
     return None
+
+
+def signal_exit(raw: RawRun) -> RawRun:
+    """A sandboxed run's exit as if it had run outside: bwrap reports a command killed by
+    signal N as exit code 128+N; greenloop reports it as killed by N (exit_code -N), the way
+    an unsandboxed run's is, so a crash reads the same in every mode."""
+    code = raw.exit_code
+    if raw.signal is None and code is not None and 128 < code < 128 + 65:
+        return dataclasses.replace(raw, exit_code=-(code - 128), signal=code - 128)
+    return raw
 
 
 # --------------------------------------------------------------------------- the bwrap argv
