@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+from itkit import MARK, step, unit, write_project
 
 from greenloop.integration.cases import HttpResponse, Unresolved, check_expect, json_equal, resolve, run_case
 from greenloop.integration.ports import RESERVED, PortPicker, PortUnavailable
-from greenloop.integration.processes import ProcessLog
-from greenloop.integration.spec import Assertion, Case, Expect, Step, _parse_assertion, jsonpath_env
+from greenloop.integration.processes import ProcessLog, Supervisor
+from greenloop.integration.spec import (
+    Assertion,
+    Case,
+    Expect,
+    Step,
+    _parse_assertion,
+    jsonpath_env,
+    load_spec,
+)
 from greenloop.integration.trace import REDACTED, TraceEntry, TraceWriter, bound_body, redact, redact_url
 
 RESPONSES: list[Any] = [
@@ -253,3 +263,33 @@ def test_process_log_cap_keeps_start_and_end(tmp_path: Path) -> None:
     assert "lines (" in text and "omitted" in text
     log.write("[u:1] out|", "after close is ignored")
     assert "after close" not in (tmp_path / "process.log").read_text()
+
+
+def test_raw_output_is_rolled_so_a_chatty_unit_cannot_fill_the_disk(tmp_path: Path, mark: str) -> None:
+    project = write_project(
+        tmp_path / "p",
+        [unit("noisy", "flood", "6")],
+        [{"id": "c", "steps": [step("noisy", "GET /api/health")]}],
+    )
+    spec = load_spec(project)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    log = ProcessLog(tmp_path / "process.log")
+    sup = Supervisor(
+        log,
+        scratch,
+        base_env={**os.environ, MARK: mark},
+        picker=PortPicker(),
+        grace_s=0.5,
+        raw_roll_bytes=1024 * 1024,
+    )
+    with sup:
+        sup.assign_ports(spec.units)
+        assert sup.start_all(spec.units) is None
+        sup.pump()
+        raw_size = (scratch / "noisy.out").stat().st_size
+    log.close()
+    assert raw_size < 1024 * 1024  # emptied once read, instead of growing to 6 MB
+    text = (tmp_path / "process.log").read_text()
+    assert "FIRST-LINE of the flood" in text and "LAST-LINE of the flood" in text
+    assert "noisy listening on" in text
