@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import queue
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -57,16 +58,17 @@ class HandshakeCache:
 
     def __init__(self, folder: Path, *, enabled: bool) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
-        sdk = importlib.util.find_spec("mcp")
-        sdk_types = importlib.util.find_spec("mcp_types")
         parts = [
             CACHE_VERSION,
+            sys.version,
             f"enabled={enabled}",
             _stamp(os.path.join(here, "mcp_server.py")),
             _stamp(os.path.join(here, "__init__.py")),
-            _stamp(sdk.origin if sdk else None),
-            _stamp(sdk_types.origin if sdk_types else None),
         ]
+        # The answers are the SDK's, with schemas pydantic wrote: their files are in the key.
+        for name in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
+            spec = importlib.util.find_spec(name)
+            parts.append(_stamp(spec.origin if spec else None))
         key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
         self.path = folder / f"mcp-handshake-{key}.json"
         self._data: dict[str, Any] | None = None
