@@ -363,6 +363,10 @@ def test_interpreter_under_tmp_stays_visible(ws: Path, tmp_path: Path) -> None:
     r = run(ws, [py, "-c", code], "workspace-write", logs=tmp_path / "logs")
     assert r.raw.exit_code == 0, r.text
     assert r.out.strip() == str(venv)
+    # the probe itself, run by an interpreter under /tmp, still finds a working sandbox
+    probe = "from greenloop import sandbox; s = sandbox.probe_bwrap(); print(s.available, s.reason)"
+    done = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True None", done.stderr
 
 
 def test_share_net_lets_integration_units_reach_host_loopback(tmp_path: Path) -> None:

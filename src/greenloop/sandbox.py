@@ -289,7 +289,10 @@ def _probe(path: str, python: str) -> BwrapStatus:
             return BwrapStatus(False, path, reason=f"{path} cannot run ({reason})")
         version = version_text.split()[-1] if version_text else None
         policy = Policy("workspace-write", os.path.realpath(tmp), "explicit")
-        argv = wrap_argv([python, "-I", "-S", "-c", _LOOPBACK_CHECK], policy, bwrap=path, cwd="/")
+        readable = tmp_roots(python, _minimal_env())  # a venv under /tmp stays visible
+        argv = wrap_argv(
+            [python, "-I", "-S", "-c", _LOOPBACK_CHECK], policy, bwrap=path, cwd="/", readable=readable
+        )
         raw = proc.run_to_completion(
             argv, cwd=tmp, env=_minimal_env(), timeout_s=20, stdout_path=out + "2", stderr_path=err + "2"
         )
