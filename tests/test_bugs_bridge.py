@@ -188,6 +188,25 @@ def test_integration_bridge(tmp_path: Path) -> None:
         bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
 
 
+def test_integration_red_run_fixes_the_cases_that_passed(tmp_path: Path) -> None:
+    root = project(tmp_path, "a", "b")
+    log = BugLog(root / "bugs.ndjson")
+    fail = [{"case_id": "one", "reason": "x", "involves": ["a"]}, {"case_id": "two", "reason": "y",
+                                                                    "involves": ["b"]}]
+    first = bugs.bridge_integration_run(str(root), fail, run_id="r1", ok=False, covered_units=["a", "b"],
+                                        passed_cases=[])
+    # case one passes now, case two still fails: one's bug is fixed (not verified), two's stays open
+    second = bugs.bridge_integration_run(str(root), fail[1:], run_id="r2", ok=False,
+                                         covered_units=["a", "b"], passed_cases=["one"])
+    assert second.bugs_transitioned == ({"id": first.bug_ids["one"], "from": "open", "to": "fixed"},)
+    assert log.get(first.bug_ids["one"]).fix_refs == ("r2",)
+    assert log.get(first.bug_ids["two"]).status == "open"
+    # a case both failed and passed (a retried case) is not fixed by its pass
+    third = bugs.bridge_integration_run(str(root), fail[1:], run_id="r3", ok=False,
+                                        covered_units=["b"], passed_cases=["two"])
+    assert third.bugs_transitioned == () and log.get(first.bug_ids["two"]).status == "open"
+
+
 PYTEST_CASES = """
 def add(a, b):
     return a - b  # the bug

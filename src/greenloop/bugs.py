@@ -48,6 +48,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from greenloop import layout
@@ -101,12 +102,12 @@ STATUSES: tuple[str, ...] = get_args(Status)
 SOURCES: tuple[str, ...] = get_args(Source)
 SEVERITIES: tuple[str, ...] = get_args(Severity)
 
-ALLOWED_MOVES: Mapping[str, tuple[str, ...]] = {
+ALLOWED_MOVES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "open": ("fixing", "fixed"),
     "fixing": ("fixed",),
     "fixed": ("verified",),
     "verified": (),
-}
+})
 ACTIVE: tuple[str, ...] = ("open", "fixing")  # the statuses dedup reuses
 
 DETAIL_LIMIT = 4000  # characters of stack/detail kept per line: the log stays fast to fold
@@ -1188,10 +1189,11 @@ def bridge_integration_run(
 
     - each failure opens an `integration_test` bug (unit_id `integration`, test_name the
       case id, affected_units the case's `involves`), or reuses the open one for that case;
-    - a green run (`ok`) first fixes the open/fixing integration bugs it answers (those of
-      `passed_cases` when given, else those whose units are all covered), then moves every
-      fixed bug whose units are all in `covered_units` to verified, with the run id in
-      `fix_refs`.
+    - the open/fixing integration bugs of `passed_cases` move to fixed, in any run (a case
+      that passes is fixed even while another case fails); without `passed_cases`, a green
+      run fixes those whose units are all covered;
+    - a green run (`ok`) then moves every fixed bug whose units are all in `covered_units`
+      to verified, with the run id in `fix_refs`. A red run verifies nothing.
     """
     items = [IntegrationFailure.of(f) for f in failures]
     blog = _log_for(project, clock)
@@ -1211,19 +1213,20 @@ def bridge_integration_run(
             ids[f.case_id] = o.bug.id
             if o.created:
                 opened.append(o.bug.id)
+        passed = set(passed_cases) - set(ids) if passed_cases is not None else None
+
+        def answered(b: Bug) -> bool:
+            if b.source != "integration_test" or b.status not in ACTIVE:
+                return False
+            if passed is not None:
+                return b.test_name in passed
+            return ok and bool(b.affected_units) and set(b.affected_units) <= covered
+
+        # A case that passed answers its bug, even in a run where another case failed.
+        current = blog.fold().bugs
+        _settle(blog, [b for b in current if answered(b)], "fixed", expect=ACTIVE, by=by,
+                run_id=run_id, moved=moved)
         if ok:
-            current = blog.fold().bugs
-            passed = set(passed_cases) if passed_cases is not None else None
-
-            def answered(b: Bug) -> bool:
-                if b.source != "integration_test" or b.status not in ACTIVE:
-                    return False
-                if passed is not None:
-                    return b.test_name in passed
-                return bool(b.affected_units) and set(b.affected_units) <= covered
-
-            _settle(blog, [b for b in current if answered(b)], "fixed", expect=ACTIVE, by=by,
-                    run_id=run_id, moved=moved)
             current = blog.fold().bugs
             done = [b for b in current
                     if b.status == "fixed" and set(b.affected_units or (b.unit_id,)) <= covered]
