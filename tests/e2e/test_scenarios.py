@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -249,3 +250,33 @@ def test_agent_and_ci_variables_do_not_change_the_runner_output(tmp_path: Path) 
     assert "::error" not in output and "\x1b[" not in output
     assert "✓ passes" in output  # vitest's default reporter lists passing tests; the agent one omits them
     assert "FAIL  a.test.js > fails" in output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_greenloop_stops_the_tree_and_keeps_the_result(tmp_path: Path, sig: int) -> None:
+    ws = py_workspace(
+        tmp_path / "ws",
+        {
+            "test_hang.py": "import subprocess, time\n\ndef test_hang():\n"
+            "    subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+            "    open('started', 'w').close()\n    time.sleep(600)\n"
+        },
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "greenloop", "run", str(ws), "--json", "--sandbox", "full-access"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while not (ws / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 130, err
+    r = json.loads(out)
+    assert (r["outcome"], r["aborted"], r["ok"]) == ("broken", True, False)
+    assert (ws / ".greenloop" / "runs" / r["run_id"] / "result.json").exists()
+    assert processes_under(ws) == []

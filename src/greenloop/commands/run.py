@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from greenloop.errors import UsageError
@@ -74,14 +78,38 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.background:
         return _background(path, options, as_json=args.json)
+    with _stop_on_signals() as cancel:
+        if args.json:
+            result = api.test_run(path, cancel=cancel, **options)
+        else:
+            with render.LiveProgress(sys.stderr) as live:
+                result = api.test_run(path, on_progress=live.update, cancel=cancel, **options)
     if args.json:
-        result = api.test_run(path, **options)
         _print_json(result.to_json())
-        return exit_code(result)
-    with render.LiveProgress(sys.stderr) as live:
-        result = api.test_run(path, on_progress=live.update, **options)
-    print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
-    return exit_code(result)
+    else:
+        print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+    return 130 if result.aborted else exit_code(result)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """Ctrl-C, SIGTERM or SIGHUP stop the run's whole process tree and still store its result.
+
+    The runner lives in its own session, so a signal to greenloop would not reach it: the
+    handler sets the cancel event instead, and the run ends as `aborted` (exit 130).
+    """
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        previous[sig] = signal.signal(sig, lambda *_: cancel.set())
+    try:
+        yield cancel
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _background(path: str, options: dict[str, Any], *, as_json: bool) -> int:
