@@ -64,6 +64,12 @@ def test_summary_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "integration BROKEN" in out and "startup failed (exited)" in out and "boom: giving up" in out
 
+    # From inside a unit's folder, the project above it is found.
+    assert (
+        main(["integrate", str(project / "units" / "api"), "--sandbox", "full-access", "--case", "good"]) == 0
+    )
+    assert "integration PASSED" in capsys.readouterr().out
+
     assert main(["integrate", str(tmp_path / "nowhere")]) == 2
     assert main(["integrate", str(project), "--junit", str(tmp_path / "no" / "dir" / "j.xml")]) == 2
     assert "create it first" in capsys.readouterr().err

@@ -101,9 +101,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def integrate(args: argparse.Namespace) -> int:
     from greenloop.integration.run import integrate as run_integration
 
+    from greenloop.layout import find_project_root
+
     project = args.project
     if not os.path.isdir(project):
         raise UsageError(f"PROJECT {project!r} is not a folder: pass the DevLoop project folder (default: .)")
+    if not os.path.isfile(os.path.join(project, "units.json")):
+        # Run from inside a unit (or any subfolder): the project is the folder above with units.json.
+        found = find_project_root(project)
+        if found is not None and (found / "units.json").is_file():
+            project = str(found)
     as_json = bool(getattr(args, "json", False))
 
     def progress(message: str) -> None:
