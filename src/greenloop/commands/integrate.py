@@ -100,7 +100,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def integrate(args: argparse.Namespace) -> int:
     from greenloop.integration.run import integrate as run_integration
-
     from greenloop.layout import find_project_root
 
     project = args.project
