@@ -254,6 +254,8 @@ def test_broken_files(tmp_path: Path, mutate: Any, fragment: str) -> None:
     assert_rejected(tmp_path, project, fragment)
 
 
-def test_browser_steps_are_refused_with_a_clear_message(tmp_path: Path) -> None:
+def test_browser_steps_go_to_frontend_units(tmp_path: Path) -> None:
     case = {"id": "ui", "steps": [{"unit": "notes", "page": "/", "actions": [{"click": "#add"}]}]}
-    assert_rejected(tmp_path, project_with(tmp_path, [case]), 'case "ui", step 0', "browser step", '"call"')
+    assert_rejected(
+        tmp_path, project_with(tmp_path, [case]), 'case "ui", step 0', "browser steps", '"kind": "fe"'
+    )

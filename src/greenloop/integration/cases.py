@@ -26,6 +26,9 @@ __all__ = [
     "REASONS",
     "CaseOutcome",
     "HttpResponse",
+    "Mismatch",
+    "StepExecutor",
+    "StepResult",
     "Transport",
     "Unresolved",
     "check_expect",
@@ -197,6 +200,23 @@ class Mismatch:
     message: str
 
 
+@dataclass(frozen=True)
+class StepResult:
+    """What a non-HTTP executor (the browser) reports for one step.
+
+    `value` is what later placeholders see as `stepN`; `mismatch` fails the case; `artifacts`
+    names evidence files (`screenshot`, `html`) relative to the project.
+    """
+
+    value: Any
+    mismatch: Mismatch | None = None
+    artifacts: Mapping[str, str] = field(default_factory=dict)
+
+
+# (case, step, earlier step values, seconds left in the case) -> result; raises Unresolved.
+StepExecutor = Callable[[Case, Step, Sequence[Any], float], StepResult]
+
+
 def _values(path: str, body: Any) -> list[Any]:
     return list(jsonpath_env().compile(path).findall(body))
 
@@ -275,6 +295,7 @@ class CaseOutcome:
     message: str = ""
     unit: str | None = None  # the unit the failing step called
     involves: tuple[str, ...] = field(default_factory=tuple)
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # evidence files of a failing step
 
     @property
     def passed(self) -> bool:
@@ -306,8 +327,12 @@ def run_case(
     transport: Transport = http_transport,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
+    executors: Mapping[str, StepExecutor] | None = None,
 ) -> CaseOutcome:
-    """Run the steps of one case in order; stop at the first failing step."""
+    """Run the steps of one case in order; stop at the first failing step.
+
+    HTTP steps are sent here; a step of another kind goes to `executors[step.kind]`.
+    """
     start = clock()
     deadline = start + timeout_s
     responses: list[Any] = []
@@ -319,6 +344,7 @@ def run_case(
         expected: Any = None,
         got: Any = None,
         message: str = "",
+        artifacts: Mapping[str, str] | None = None,
     ) -> CaseOutcome:
         return CaseOutcome(
             case_id=case.id,
@@ -332,11 +358,10 @@ def run_case(
             message=message,
             unit=None if step is None else step.unit,
             involves=case.involves,
+            artifacts=dict(artifacts or {}),
         )
 
     for step in case.steps:
-        if step.kind != "http":  # validation admits only HTTP steps for now
-            raise ValueError(f"no executor for {step.kind} steps")
         remaining = deadline - clock()
         if remaining <= 0:
             return outcome(
@@ -347,6 +372,42 @@ def run_case(
                 None,
                 f"case timed out after {timeout_s:g} s before step {step.index}",
             )
+        if step.kind != "http":
+            executor = (executors or {}).get(step.kind)
+            if executor is None:
+                return outcome(
+                    step,
+                    "failed",
+                    "connection_error",
+                    f"a {step.kind} executor",
+                    None,
+                    f"step {step.index}: this run has no executor for {step.kind} steps",
+                )
+            try:
+                result = executor(case, step, responses, remaining)
+            except Unresolved as exc:
+                return outcome(
+                    step,
+                    "failed",
+                    "placeholder_unresolved",
+                    "{{" + exc.expr + "}}",
+                    {"available": exc.available},
+                    f"placeholder {{{{{exc.expr}}}}} cannot be resolved "
+                    f"(keys there: {', '.join(exc.available) or 'none'})",
+                )
+            miss = result.mismatch
+            if miss is not None:
+                return outcome(
+                    step,
+                    "timeout" if miss.reason == "timeout" else "failed",
+                    miss.reason,
+                    miss.expected,
+                    miss.got,
+                    miss.message,
+                    result.artifacts,
+                )
+            responses.append(result.value)
+            continue
         try:
             path = resolve(step.path, responses, url_path=True)
             headers = {str(k): str(resolve(v, responses)) for k, v in step.headers}

@@ -335,9 +335,9 @@ class Supervisor:
         self.teardown()
 
     def assign_ports(self, units: Sequence[Unit]) -> dict[str, int]:
-        """A port for every backend unit, before anything starts (raises PortUnavailable)."""
+        """A port for every unit with a process, before anything starts (raises PortUnavailable)."""
         for u in units:
-            if u.kind == "be" and u.id not in self.units:
+            if u.static is None and u.id not in self.units:  # greenloop serves static fe units
                 self.units[u.id] = UnitProcess(u, self.picker.pick())
         self._ports_changed()
         return self.ports()
@@ -517,8 +517,8 @@ class Supervisor:
         health_interval_s: float = HEALTH_INTERVAL_S,
         deadline: float | None = None,
     ) -> StartFailure | None:
-        """Start every backend unit as soon as its dependencies are healthy; wait for all."""
-        pending = {u.id: u for u in units if u.kind == "be"}
+        """Start every unit with a process as soon as its dependencies are healthy; wait for all."""
+        pending = {u.id: u for u in units if u.static is None}
         healthy: set[str] = set()
         watching: set[str] = set()
         events: queue.Queue[Any] = queue.Queue()

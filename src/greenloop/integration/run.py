@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from greenloop.errors import UsageError
-from greenloop.integration.cases import CASE_TIMEOUT_S, CaseOutcome, Transport, http_transport, run_case
+from greenloop.integration import browser as browser_mod
+from greenloop.integration.browser import BrowserSession
+from greenloop.integration.cases import (
+    CASE_TIMEOUT_S,
+    CaseOutcome,
+    StepExecutor,
+    Transport,
+    http_transport,
+    run_case,
+)
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.processes import (
     GRACE_S,
@@ -33,6 +42,7 @@ from greenloop.integration.processes import (
     Supervisor,
 )
 from greenloop.integration.spec import Spec, load_spec
+from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter, bound_body
 from greenloop.layout import new_run_id
 
@@ -66,9 +76,10 @@ class IntegrationFailure:
     message: str = ""
     unit: str | None = None
     bug_id: str | None = None
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # a browser step's screenshot, html
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "case_id": self.case_id,
             "failed_step": self.failed_step,
             "reason": self.reason,
@@ -80,6 +91,9 @@ class IntegrationFailure:
             "unit": self.unit,
             "bug_id": self.bug_id,
         }
+        if self.artifacts:
+            out["artifacts"] = dict(self.artifacts)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> IntegrationFailure:
@@ -95,6 +109,7 @@ class IntegrationFailure:
             message=str(d.get("message") or ""),
             unit=None if d.get("unit") is None else str(d["unit"]),
             bug_id=None if d.get("bug_id") is None else str(d["bug_id"]),
+            artifacts={str(k): str(v) for k, v in (d.get("artifacts") or {}).items()},
         )
 
 
@@ -281,6 +296,7 @@ def _case_failure(o: CaseOutcome, sup: Supervisor) -> IntegrationFailure:
         stderr_excerpt="\n".join(excerpts),
         message=o.message,
         unit=o.unit,
+        artifacts=o.artifacts,
     )
 
 
@@ -329,6 +345,7 @@ def integrate(
     bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
     if bwrap is not None:
         bwrap.require(policy.mode)
+    chromium = browser_mod.require_browser(base_env) if spec.has_browser_steps else None
     say = on_event or (lambda _m: None)
     t_start = clock()
     started_at = _iso(wall())
@@ -342,11 +359,11 @@ def integrate(
     trace = TraceWriter(folder / "http-trace.ndjson")
     scratch = Path(tempfile.mkdtemp(prefix=f"greenloop-{run_id}-"))
     picker = port_picker or PortPicker()
-    units = [u for u in spec.needed_units() if u.kind == "be"]
+    units = [u for u in spec.needed_units() if u.static is None]  # the ones with a process
+    static_units = [u for u in spec.needed_units() if u.static is not None]  # served by greenloop
+    static_servers: dict[str, StaticServer] = {}
+    browser: BrowserSession | None = None
     notes: list[str] = []
-    skipped_fe = [u.id for u in spec.needed_units() if u.kind != "be"]
-    if skipped_fe:
-        notes.append(f"frontend units are not started by this version: {', '.join(skipped_fe)}")
     outcomes: dict[str, CaseOutcome] = {}
     failures: list[IntegrationFailure] = []
     startup: StartFailure | None = None
@@ -369,8 +386,24 @@ def integrate(
             f"units ran in sandbox mode {policy.mode} ({bwrap.enforced_by}); they share the host loopback"
         )
     deadline = t_start + run_timeout_s
+
+    def all_ports() -> dict[str, int]:
+        return {**sup.ports(), **{uid: srv.port for uid, srv in static_servers.items()}}
+
+    def teardown() -> list[dict[str, Any]]:
+        """The browser first (it holds connections to every unit), then the servers, then units."""
+        left: list[dict[str, Any]] = []
+        if browser is not None:
+            browser.close()
+            left = browser.survivors()
+            log.note("browser closed" + (f"; still alive: {left}" if left else ""))
+        for srv in static_servers.values():
+            srv.stop()
+        return left + sup.teardown(grace_s)
+
     log.note(
-        f"integration run {run_id} in {root}: {len(spec.cases)} cases, units {', '.join(u.id for u in units)}"
+        f"integration run {run_id} in {root}: {len(spec.cases)} cases, "
+        f"units {', '.join(u.id for u in spec.needed_units())}"
     )
     try:
         with sup:
@@ -386,9 +419,33 @@ def integrate(
                     health_interval_s=health_interval_s,
                     deadline=deadline,
                 )
+            backend_urls = {uid: up.url for uid, up in sup.units.items()}
+            for u in static_units if startup is None else ():
+                try:
+                    srv = static_servers[u.id] = serve_unit(u, backend_urls, picker, write=log.write)
+                except PortUnavailable as exc:
+                    startup = StartFailure(u.id, "port_unavailable", str(exc))
+                    break
+                _write_env(env_path, all_ports())
+                log.note(f"serving {u.id} ({u.static}) on {srv.url}, api_base {srv.config['api_base']}")
             if startup is None:
-                urls = {uid: up.url for uid, up in sup.units.items()}
+                urls = {**backend_urls, **{uid: srv.url for uid, srv in static_servers.items()}}
                 log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")
+                executors: dict[str, StepExecutor] = {}
+                if chromium is not None:
+                    browser = browser_mod.BrowserSession(
+                        executable=chromium,
+                        run_folder=folder,
+                        run_ref=rel,
+                        urls=urls,
+                        backends=[u.id for u in units if u.kind == "be"],
+                        trace=trace,
+                        log=log.write,
+                        labels={uid: f"[{uid}:{port}]" for uid, port in all_ports().items()},
+                        env=base_env,
+                        clock=clock,
+                    )
+                    executors["browser"] = browser.step
                 for case in spec.cases:
                     remaining = deadline - clock()
                     if remaining <= 0:
@@ -405,7 +462,10 @@ def integrate(
                         transport=transport,
                         clock=clock,
                         wall=wall,
+                        executors=executors,
                     )
+                    if browser is not None:
+                        browser.end_case()
                     sup.pump()
                     outcomes[case.id] = o
                     log.note(f"case {case.id}: {o.status}" + (f" ({o.message})" if o.message else ""))
@@ -413,17 +473,17 @@ def integrate(
                         crashed, category = True, "infra_flake"
                         notes.append(f"the run exceeded {run_timeout_s:g} s during case {case.id}")
                         break
-            survivors = sup.teardown(grace_s)
+            survivors = teardown()
     except KeyboardInterrupt:
         interrupted = True
         notes.append("interrupted; every unit was stopped")
         with contextlib.suppress(KeyboardInterrupt):
-            survivors = sup.teardown(grace_s)
+            survivors = teardown()
     except Exception as exc:  # greenloop's own failure: still no survivors, still a result
         crashed, category = True, "infra_flake"
         notes.append(f"greenloop failed during the run: {type(exc).__name__}: {exc}")
         log.note(f"internal error: {type(exc).__name__}: {exc}")
-        survivors = sup.teardown(grace_s)
+        survivors = teardown()
     finally:
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -507,7 +567,7 @@ def integrate(
         cases_failed=n_failed,
         cases_timeout=n_timeout,
         failures=tuple(failures),
-        ports_used=sup.ports(),
+        ports_used=all_ports(),
         surviving_processes=tuple(survivors),
         category_hint=category,
         crashed=crashed,

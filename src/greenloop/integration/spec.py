@@ -20,15 +20,19 @@ import jsonpath
 from greenloop.errors import SpecError
 
 __all__ = [
+    "ACTIONS",
     "DEFAULT_HEALTH",
     "DEFAULT_START",
+    "FE_HEALTH",
     "HTTP_METHODS",
     "UNIT_KINDS",
+    "Action",
     "Assertion",
     "Case",
     "Contract",
     "Endpoint",
     "Expect",
+    "PageExpect",
     "Spec",
     "Step",
     "Unit",
@@ -41,6 +45,8 @@ __all__ = [
 
 DEFAULT_START: tuple[str, ...] = ("node", "code/server.js")
 DEFAULT_HEALTH = "/api/health"
+FE_HEALTH = "/"  # the default health path of a frontend unit started by its own command
+ACTIONS = ("goto", "fill", "click", "press", "wait_for")
 UNIT_KINDS = ("be", "fe")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 COMPARE_OPS = ("==", "!=", ">=", "<=", ">", "<")
@@ -50,9 +56,13 @@ _UNIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _PLACEHOLDER_BODY = re.compile(r"^step(\d+)((?:\.[A-Za-z0-9_$-]+|\[\d+\])*)$")
 _STEP_KEYS = {"unit", "call", "headers", "body", "expect", "name"}
+_BROWSER_STEP_KEYS = {"unit", "page", "actions", "expect", "wait_ms", "name"}
+_PAGE_EXPECT_KEYS = {"selector", "text", "count"}
 _EXPECT_KEYS = {"status", "json", "assert"}
 _CASE_KEYS = {"id", "involves", "steps", "description", "name"}
-_UNIT_KEYS = {"id", "kind", "path", "start", "health", "depends_on", "env", "name", "description", "calls"}
+_UNIT_KEYS = {
+    "id", "kind", "path", "start", "health", "depends_on", "env", "name", "description", "calls", "static"
+}
 
 
 def jsonpath_env() -> jsonpath.JSONPathEnvironment:
@@ -116,6 +126,7 @@ class Unit:
     depends_on: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     contract: Contract | None = None
+    static: str | None = None  # absolute folder greenloop serves for a frontend unit (no start)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +137,7 @@ class Unit:
             "health": self.health,
             "depends_on": list(self.depends_on),
             "env": dict(self.env),
+            "static": self.static,
         }
 
 
@@ -158,21 +170,64 @@ class Expect:
 
 
 @dataclass(frozen=True)
+class Action:
+    """One browser action: goto (value = path), fill/press (selector, value), click (selector),
+    wait_for (selector and/or text)."""
+
+    verb: str
+    selector: str = ""
+    value: str = ""
+    text: str = ""
+
+    def describe(self) -> str:
+        if self.verb == "goto":
+            return f"goto {self.value}"
+        if self.verb in ("fill", "press"):
+            return f"{self.verb} {self.selector} {json.dumps(self.value, ensure_ascii=False)}"
+        if self.verb == "wait_for" and self.text:
+            return f"wait_for {self.selector + ' ' if self.selector else ''}text {_q(self.text)}"
+        return f"{self.verb} {self.selector}"
+
+
+@dataclass(frozen=True)
+class PageExpect:
+    """A page holds: an element matches `selector` (one of them contains `text`; exactly `count`)."""
+
+    selector: str
+    text: str | None = None
+    count: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"selector": self.selector}
+        if self.text is not None:
+            out["text"] = self.text
+        if self.count is not None:
+            out["count"] = self.count
+        return out
+
+
+@dataclass(frozen=True)
 class Step:
-    """One step of a case. An HTTP step has `call`; other kinds (browser pages) may follow."""
+    """One step of a case: an HTTP step has `call`; a browser step has `page` and/or `actions`."""
 
     index: int
     unit: str
     method: str
     path: str
-    kind: str = "http"  # the executor that runs it; browser steps ("page"/"actions") will add one
+    kind: str = "http"  # the executor that runs it: "http" or "browser"
     headers: tuple[tuple[str, str], ...] = ()
     body: Any = None
     has_body: bool = False
     expect: Expect = Expect()
+    page: str | None = None  # browser: the path to open on the unit's URL first
+    actions: tuple[Action, ...] = ()
+    checks: tuple[PageExpect, ...] = ()  # browser: the step's "expect"
+    wait_ms: int | None = None  # browser: how long actions and expectations wait (default 5 s)
 
     @property
     def call(self) -> str:
+        if self.kind == "browser":
+            return f"page {self.page}" if self.page is not None else "browser actions"
         return f"{self.method} {self.path}"
 
 
@@ -194,6 +249,10 @@ class Spec:
             if u.id == unit_id:
                 return u
         raise KeyError(unit_id)
+
+    @property
+    def has_browser_steps(self) -> bool:
+        return any(s.kind == "browser" for c in self.cases for s in c.steps)
 
     def needed_units(self) -> tuple[Unit, ...]:
         """The units the selected cases use, plus everything they depend on, in file order."""
@@ -320,14 +379,45 @@ def load_units(project: str | Path) -> tuple[Unit, ...]:
         folder = (root / rel).resolve()
         if not folder.is_dir():
             problems.add(where, f'field "path": folder {_q(rel)} does not exist; create it or fix the path')
-        start = raw.get("start", list(DEFAULT_START))
-        if not isinstance(start, list) or not start or not all(isinstance(a, str) and a for a in start):
+        static: str | None = None
+        if "static" in raw:
+            static_rel = raw["static"]
+            if kind != "fe":
+                problems.add(where, 'field "static" is for frontend units ("kind": "fe"); remove it')
+            elif "start" in raw:
+                problems.add(
+                    where,
+                    'fields "static" and "start" exclude each other: greenloop serves the "static" '
+                    'folder itself; keep one of them',
+                )
+            elif not isinstance(static_rel, str) or not static_rel or Path(static_rel).is_absolute():
+                problems.add(
+                    where, f'field "static" must be a folder relative to the unit (got {_q(static_rel)})'
+                )
+            elif not (folder / static_rel).resolve().is_dir():
+                problems.add(
+                    where,
+                    f'field "static": folder {_q(static_rel)} does not exist in {_q(rel)}; '
+                    "create it or fix the path",
+                )
+            else:
+                static = str((folder / static_rel).resolve())
+        if kind == "fe" and "static" not in raw and "start" not in raw:
+            problems.add(
+                where,
+                'a frontend unit needs "static" (a folder greenloop serves, e.g. "static") or "start" '
+                "(the argv of its own server)",
+            )
+        start = raw.get("start", [] if kind == "fe" else list(DEFAULT_START))
+        if kind == "fe" and "start" not in raw:
+            pass
+        elif not isinstance(start, list) or not start or not all(isinstance(a, str) and a for a in start):
             problems.add(
                 where,
                 'field "start" must be a non-empty argv list of strings, e.g. ["node", "code/server.js"]',
             )
             start = list(DEFAULT_START)
-        health = raw.get("health", DEFAULT_HEALTH)
+        health = raw.get("health", FE_HEALTH if kind == "fe" else DEFAULT_HEALTH)
         if not isinstance(health, str) or not health.startswith("/"):
             problems.add(where, f'field "health" must be a path starting with "/" (got {_q(health)})')
             health = DEFAULT_HEALTH
@@ -356,6 +446,7 @@ def load_units(project: str | Path) -> tuple[Unit, ...]:
                 depends_on=tuple(deps),
                 env=tuple(env_pairs),
                 contract=contract,
+                static=static,
             )
         )
     ids = {u.id for u in units}
@@ -495,13 +586,15 @@ def _parse_step(
     if not isinstance(raw, dict):
         problems.add(where, "must be an object {unit, call, headers, body, expect}")
         return None
-    if "call" not in raw and ("page" in raw or "actions" in raw):
-        problems.add(
-            where,
-            'a browser step ("page"/"actions") needs frontend unit support, which this version does not '
-            'have; use an HTTP step with "call": "METHOD /path"',
-        )
-        return None
+    if "page" in raw or "actions" in raw:
+        if "call" in raw:
+            problems.add(
+                where,
+                'a step is either an HTTP step ("call") or a browser step ("page"/"actions"), not both; '
+                "split it into two steps",
+            )
+            return None
+        return _parse_browser_step(raw, index, where, units, problems)
     for key in raw:
         if key not in _STEP_KEYS:
             problems.add(where, f"unknown field {_q(key)} (known: {', '.join(sorted(_STEP_KEYS))})")
@@ -561,6 +654,156 @@ def _parse_step(
         body=body,
         has_body=has_body,
         expect=expect,
+    )
+
+
+def _text_arg(value: Any, where: str, field: str, index: int, problems: _Problems, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        problems.add(where, f'field "{field}" must be {what} (got {_q(value)})')
+        return ""
+    _check_placeholders(value, index, where, field, problems)
+    return value
+
+
+def _parse_action(raw: Any, i: int, index: int, where: str, problems: _Problems) -> Action | None:
+    field = f"actions[{i}]"
+    if not isinstance(raw, dict) or len(raw) != 1:
+        problems.add(
+            where,
+            f'field "{field}" must be an object with one action, e.g. {{"click": "button#add"}} '
+            f"(actions: {', '.join(ACTIONS)}; got {_q(raw)})",
+        )
+        return None
+    [(verb, arg)] = raw.items()
+    field = f"{field}.{verb}"
+    if verb not in ACTIONS:
+        problems.add(where, f'field "actions[{i}]": unknown action {_q(verb)} (known: {", ".join(ACTIONS)})')
+        return None
+    if verb == "goto":
+        path = _text_arg(arg, where, field, index, problems, 'a path starting with "/", e.g. "/"')
+        if path and not path.startswith("/"):
+            problems.add(where, f'field "{field}": path {_q(path)} must start with "/" (the unit\'s own URL)')
+        return Action(verb, value=path)
+    if verb in ("fill", "press"):
+        example = '["input[name=title]", "buy milk"]' if verb == "fill" else '["input[name=title]", "Enter"]'
+        pair = isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg)
+        if not pair or not arg[0]:
+            problems.add(where, f'field "{field}" must be [selector, text], e.g. {example} (got {_q(arg)})')
+            return None
+        _check_placeholders(arg, index, where, field, problems)
+        return Action(verb, selector=arg[0], value=arg[1])
+    if verb == "click":
+        sel = _text_arg(arg, where, field, index, problems, 'a selector, e.g. "button#add"')
+        return Action(verb, selector=sel)
+    # wait_for: "li" | {"text": "buy milk"} | {"selector": "li", "text": "buy milk"}
+    if isinstance(arg, str):
+        return Action(verb, selector=_text_arg(arg, where, field, index, problems, "a selector"))
+    if isinstance(arg, dict) and arg and set(arg) <= {"selector", "text"}:
+        sel = _text_arg(arg["selector"], where, f"{field}.selector", index, problems, "a selector") if (
+            "selector" in arg
+        ) else ""
+        text = _text_arg(arg["text"], where, f"{field}.text", index, problems, "a non-empty text") if (
+            "text" in arg
+        ) else ""
+        return Action(verb, selector=sel, text=text)
+    problems.add(
+        where,
+        f'field "{field}" must be a selector ("li") or {{"text": "buy milk"}} or '
+        f'{{"selector": "li", "text": "buy milk"}} (got {_q(arg)})',
+    )
+    return None
+
+
+def _parse_page_expect(
+    raw: Any, field: str, index: int, where: str, problems: _Problems
+) -> PageExpect | None:
+    if not isinstance(raw, dict):
+        problems.add(where, f'field "{field}" must be an object {{selector, text, count}} (got {_q(raw)})')
+        return None
+    for key in raw:
+        if key not in _PAGE_EXPECT_KEYS:
+            problems.add(where, f'unknown field "{field}.{key}" (known: selector, text, count)')
+    sel = raw.get("selector")
+    if not isinstance(sel, str) or not sel:
+        problems.add(
+            where, f'field "{field}.selector" is required: a selector such as "li" (got {_q(sel)})'
+        )
+        return None
+    _check_placeholders(sel, index, where, f"{field}.selector", problems)
+    text = raw.get("text")
+    if text is not None:
+        if not isinstance(text, str) or not text:
+            problems.add(where, f'field "{field}.text" must be a non-empty string (got {_q(text)})')
+            text = None
+        else:
+            _check_placeholders(text, index, where, f"{field}.text", problems)
+    count = raw.get("count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        problems.add(where, f'field "{field}.count" must be a whole number >= 0 (got {_q(count)})')
+        count = None
+    return PageExpect(sel, text, count)
+
+
+def _parse_browser_step(
+    raw: Mapping[str, Any], index: int, where: str, units: Mapping[str, Unit], problems: _Problems
+) -> Step | None:
+    for key in raw:
+        if key not in _BROWSER_STEP_KEYS:
+            problems.add(
+                where,
+                f"unknown field {_q(key)} in a browser step (known: {', '.join(sorted(_BROWSER_STEP_KEYS))})",
+            )
+    uid = raw.get("unit")
+    unit = units.get(uid) if isinstance(uid, str) else None
+    if unit is None:
+        problems.add(
+            where, f'field "unit": unknown unit {_q(uid)} (units.json has: {", ".join(sorted(units))})'
+        )
+    elif unit.kind != "fe":
+        problems.add(
+            where,
+            f'field "unit": unit {_q(uid)} is a {unit.kind} unit; browser steps ("page"/"actions") go to '
+            'frontend units ("kind": "fe")',
+        )
+    page: str | None = None
+    if "page" in raw:
+        page = _text_arg(raw["page"], where, "page", index, problems, 'a path starting with "/", e.g. "/"')
+        if page and not page.startswith("/"):
+            problems.add(where, f'field "page": path {_q(page)} must start with "/" (the unit\'s own URL)')
+    actions: list[Action] = []
+    raw_actions = raw.get("actions", [])
+    if not isinstance(raw_actions, list):
+        problems.add(
+            where, 'field "actions" must be a list like [{"fill": ["input", "text"]}, {"click": "button"}]'
+        )
+    else:
+        for i, a in enumerate(raw_actions):
+            action = _parse_action(a, i, index, where, problems)
+            if action is not None:
+                actions.append(action)
+    checks: list[PageExpect] = []
+    exp = raw.get("expect")
+    if exp is not None:
+        items = exp if isinstance(exp, list) else [exp]
+        for i, item in enumerate(items):
+            field = "expect" if not isinstance(exp, list) else f"expect[{i}]"
+            check = _parse_page_expect(item, field, index, where, problems)
+            if check is not None:
+                checks.append(check)
+    wait_ms = raw.get("wait_ms")
+    if wait_ms is not None and (isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms <= 0):
+        problems.add(where, f'field "wait_ms" must be a whole number of milliseconds > 0 (got {_q(wait_ms)})')
+        wait_ms = None
+    return Step(
+        index=index,
+        unit=uid if isinstance(uid, str) else "",
+        method="",
+        path="",
+        kind="browser",
+        page=page,
+        actions=tuple(actions),
+        checks=tuple(checks),
+        wait_ms=wait_ms,
     )
 
 
@@ -659,6 +902,23 @@ def load_spec(project: str | os.PathLike[str], cases: Sequence[str] = ()) -> Spe
             problems.add(where, 'field "steps" must be a non-empty list of steps')
             continue
         steps = [_parse_step(s, i, cid, by_id, env, problems) for i, s in enumerate(steps_raw)]
+        opened = False
+        for st in steps:
+            if st is None or st.kind != "browser":
+                continue
+            if not (st.page or st.actions or st.checks):
+                problems.add(
+                    f"{where}, step {st.index}",
+                    'a browser step needs "page", "actions" or "expect"; it does nothing as written',
+                )
+            starts_page = st.page is not None or (bool(st.actions) and st.actions[0].verb == "goto")
+            if not opened and not starts_page:
+                problems.add(
+                    f"{where}, step {st.index}",
+                    'field "page": the first browser step of a case must open a page ("page": "/" or '
+                    'a first action {"goto": "/"})',
+                )
+            opened = True
         step_units = [s.unit for s in steps if s is not None and s.unit in by_id]
         all_involved = tuple(dict.fromkeys([*[u for u in involves if u in by_id], *step_units]))
         parsed.append(Case(cid, all_involved, tuple(s for s in steps if s is not None)))

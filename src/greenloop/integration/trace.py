@@ -100,9 +100,10 @@ class TraceEntry:
     response_body: Any
     duration_ms: int
     error: str | None = None
+    source: str | None = None  # "browser" for a page's own requests; HTTP steps leave it out
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "ts": self.ts,
             "case_id": self.case_id,
             "step": self.step,
@@ -117,6 +118,9 @@ class TraceEntry:
             "duration_ms": self.duration_ms,
             "error": self.error,
         }
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TraceEntry:
@@ -134,6 +138,7 @@ class TraceEntry:
             response_body=d.get("response_body"),
             duration_ms=int(d.get("duration_ms") or 0),
             error=None if d.get("error") is None else str(d["error"]),
+            source=None if d.get("source") is None else str(d["source"]),
         )
 
 

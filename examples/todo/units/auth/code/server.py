@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -20,6 +21,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+LOOPBACK_ORIGIN = re.compile(r"^http://(127\.0\.0\.1|localhost)(:\d+)?$")
 USERS = {
     "alice": {"id": "u-alice", "name": "Alice", "password": "wonderland"},
     "bob": {"id": "u-bob", "name": "Bob", "password": "builder"},
@@ -53,6 +55,21 @@ def make_handler(tokens: Tokens) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, fmt: str, *args: Any) -> None:
             sys.stderr.write("auth: " + (fmt % args) + "\n")
+
+        def end_headers(self) -> None:
+            # The todo-fe page is served from its own loopback port: allow its cross-origin calls.
+            origin = self.headers.get("Origin", "")
+            if LOOPBACK_ORIGIN.match(origin):
+                self.send_header("Access-Control-Allow-Origin", origin)
+                self.send_header("Vary", "Origin")
+                self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+                self.send_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+            super().end_headers()
+
+        def do_OPTIONS(self) -> None:  # noqa: N802 - a CORS preflight
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def send_json(self, status: int, data: Any) -> None:
             body = json.dumps(data).encode()

@@ -22,6 +22,19 @@ function row(r) {
 
 function createApp({ authUrl, db }) {
   const app = express();
+  // The todo-fe page is served from its own loopback port: allow cross-origin calls from
+  // loopback pages (and answer their preflight requests).
+  app.use((req, res, next) => {
+    const origin = req.get('origin');
+    if (origin && /^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?$/.test(origin)) {
+      res.set('Access-Control-Allow-Origin', origin);
+      res.set('Vary', 'Origin');
+      res.set('Access-Control-Allow-Headers', 'Authorization, Content-Type');
+      res.set('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE, OPTIONS');
+    }
+    if (req.method === 'OPTIONS') return res.status(204).end();
+    next();
+  });
   app.use(express.json());
 
   app.get('/api/health', (req, res) => res.json({ ok: true }));
