@@ -190,3 +190,16 @@ def test_a_runner_killed_inside_the_sandbox_is_reported_as_killed(tmp_path: Path
     assert r.outcome == "broken" and r.exit_code == -9
     assert r.crash_reason is not None and "signal 9" in r.crash_reason
     assert not r.crash_reason.startswith("sandbox_denied")
+
+
+@pytest.mark.parametrize("framework", ["vitest", "jest", "pytest", "node:test"])
+def test_every_runner_reports_through_a_read_only_sandbox(framework: str, tmp_path: Path) -> None:
+    """Caches and the run's report folder stay writable where each runner needs them."""
+    from tests.e2e.test_runners import build
+
+    ws = build(framework, "red", tmp_path / "ws")
+    r = api.test_run(ws, sandbox="read-only")
+    assert (r.outcome, r.framework) == ("red", framework), (r.crash_reason, r.notes, r.output_tail)
+    assert r.summary.passed == 1 and r.summary.failed == 1
+    assert not any("report was missing" in n for n in r.notes), r.notes
+    assert r.sandbox.mode == "read-only" and r.sandbox.enforced_by
