@@ -515,16 +515,19 @@ def test_a_client_that_goes_away_mid_run_leaves_no_process_behind(tmp_path: Path
     assert left == []
 
 
-def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, home: Path) -> None:
-    ws = _pytest_workspace(tmp_path / "ws", red=False)
+@pytest.mark.parametrize("tool", ["test_run", "integration_run"])
+def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, home: Path, tool: str) -> None:
     marker = f"greenloop-term-{os.getpid()}-{time.monotonic_ns()}"
-    (ws / "test_hang.py").write_text(
-        "import pathlib, subprocess, sys, time\n\n"
-        "def test_hang():\n"
-        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
-        "    pathlib.Path('started.flag').write_text('x')\n"
-        "    time.sleep(300)\n"
-    )
+    if tool == "integration_run":
+        ws = _integration_project(tmp_path / "proj", "slow-start", marker)
+    else:
+        ws = _pytest_workspace(tmp_path / "ws", red=False)
+        (ws / "test_hang.py").write_text(
+            "import subprocess, sys, time\n\n"
+            "def test_hang():\n"
+            f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+            "    time.sleep(300)\n"
+        )
     init = {
         "protocolVersion": "2025-06-18",
         "capabilities": {},
@@ -533,7 +536,7 @@ def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, ho
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_run", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {}}},
     ]
     params = _params(ws, home)
     proc = subprocess.Popen(
@@ -549,7 +552,7 @@ def test_sigterm_to_the_server_stops_its_runs_before_it_exits(tmp_path: Path, ho
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
         proc.stdin.flush()  # stdin stays open: this is not a disconnect
         deadline = time.monotonic() + 60
-        while not ((ws / "started.flag").exists() and _marked_pids(marker)) and time.monotonic() < deadline:
+        while not _marked_pids(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _marked_pids(marker), "the hung test never started"
         proc.send_signal(signal.SIGTERM)

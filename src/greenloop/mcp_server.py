@@ -6,16 +6,18 @@ record into that model. Nothing is decided here that the CLI would decide differ
 
 What this module adds is the plumbing a long-lived tool server needs:
 
-- one session per server process (one stdio connection), `mcp-<uuid>` unless the
-  environment names one (`GREENLOOP_SESSION`) or a call names `session_id`; every result
-  reports the session id it was recorded under, so the gate sees the model's runs;
+- one session per server process (one stdio connection), `mcp-<hex>` unless the
+  environment names one (`greenloop.session.resolve`) or a call names `session_id`; every
+  result reports the session id it was recorded under, so the gate sees the model's runs;
 - blocking library calls run in a worker thread under a per-tool time limit; a client's
   cancellation (or the limit) sets the run's cancel event, so its process tree dies, and
   the tool waits for that before it answers;
 - progress notifications while a suite runs (tests done so far);
 - every failure becomes a tool result with `isError: true` and a message a model can act
   on: bad arguments (unknown names, wrong types) are named one by one; nothing reaches
-  stdout but protocol (the SDK's stdio transport diverts fd 1 to stderr while serving).
+  stdout but protocol (greenloop.mcp_wire owns the wire; fd 1 points at stderr).
+
+See docs/mcp.md for the whole picture.
 """
 
 from __future__ import annotations
@@ -284,17 +286,20 @@ class IntegrationOutput(_Out):
 
 
 class Running:
-    """The cancellable calls in flight (their cancel and finished events), so that a shutdown
-    can stop their process trees before the server exits."""
+    """The cancellable calls in flight, so that a shutdown can stop their process trees
+    before the server exits: each call's cancel event, its finished event and, for a call
+    stopped by interruption, how to interrupt it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
+        self._calls: dict[int, tuple[threading.Event, threading.Event, Callable[[], None] | None]] = {}
 
-    def add(self, cancel: threading.Event, finished: threading.Event) -> int:
+    def add(
+        self, cancel: threading.Event, finished: threading.Event, interrupt: Callable[[], None] | None = None
+    ) -> int:
         with self._lock:
             key = id(cancel)
-            self._calls[key] = (cancel, finished)
+            self._calls[key] = (cancel, finished, interrupt)
             return key
 
     def discard(self, key: int) -> None:
@@ -302,13 +307,15 @@ class Running:
             self._calls.pop(key, None)
 
     def stop_all(self, wait_s: float) -> int:
-        """Set every cancel event, then wait (up to `wait_s` in all) for the calls to end."""
+        """Cancel (and interrupt) every call, then wait up to `wait_s` in all for them to end."""
         with self._lock:
             calls = list(self._calls.values())
-        for cancel, _ in calls:
+        for cancel, _, interrupt in calls:
             cancel.set()
+            if interrupt is not None:
+                interrupt()
         deadline = time.monotonic() + wait_s
-        for _, finished in calls:
+        for _, finished, _ in calls:
             finished.wait(max(0.0, deadline - time.monotonic()))
         return len(calls)
 
@@ -362,7 +369,7 @@ class _Stopwatch:
         finished = threading.Event()
         key = None
         if self.cancel is not None and self.running is not None:
-            key = self.running.add(self.cancel, finished)
+            key = self.running.add(self.cancel, finished, self.interrupt)
 
         def work() -> T:
             try:
