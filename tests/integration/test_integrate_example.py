@@ -38,8 +38,9 @@ def test_the_example_project_passes_every_case(tmp_path: Path, mark: str) -> Non
     project = copy_example(tmp_path / "todo")
     r = integrate(project, env={**os.environ, MARK: mark}, grace_s=2.0)
     assert r.ok, json.dumps(r.to_json(), indent=1)
-    assert r.cases_total == r.cases_passed == 6
-    assert set(r.ports_used) == {"auth", "todo-api"}
+    cases = json.loads((project / "integration" / "spec.json").read_text())["cases"]
+    assert r.cases_total == r.cases_passed == len(cases) >= 6
+    assert {"auth", "todo-api"} <= set(r.ports_used)
     folder = project / r.result_ref.rsplit("/", 1)[0]
     trace = read_lines(folder / "http-trace.ndjson")
     # The token flow: the token auth issued went to todo-api, and is redacted in the trace.

@@ -493,3 +493,27 @@ def test_a_start_command_that_does_not_exist(tmp_path: Path, run: Run) -> None:
     assert r.startup_failure is not None and r.startup_failure["reason"] == "spawn_error"
     assert "greenloop-no-such-command-xyz" in r.startup_failure["message"]
     assert 'fix "start" in units.json' in r.startup_failure["message"]
+
+
+def test_a_huge_got_is_bounded_in_the_result(tmp_path: Path, run: Run) -> None:
+    project = write_project(
+        tmp_path / "p",
+        [unit("api")],
+        [
+            {
+                "id": "big",
+                "steps": [
+                    step(
+                        "api",
+                        "POST /api/echo",
+                        body={"blob": "x" * 50000},
+                        expect={"json": {"$.body.blob": "y"}},
+                    )
+                ],
+            }
+        ],
+    )
+    r = run(project)
+    [f] = r.failures
+    assert isinstance(f.got, str) and len(f.got) < 2100 and "more chars" in f.got
+    assert (project / r.result_ref).stat().st_size < 20000

@@ -290,8 +290,8 @@ def _case_failure(o: CaseOutcome, sup: Supervisor) -> IntegrationFailure:
         case_id=o.case_id,
         failed_step=o.failed_step,
         reason=o.reason or "assertion_failed",
-        expected=o.expected,
-        got=bound_body(o.got, 2000) if not isinstance(o.got, (dict, list)) else o.got,
+        expected=bound_body(o.expected, 2000),  # the value itself when small, else cut JSON text
+        got=bound_body(o.got, 2000),
         involves=o.involves,
         stderr_excerpt="\n".join(excerpts),
         message=o.message,
