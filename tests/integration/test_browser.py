@@ -1,0 +1,227 @@
+"""Frontend units checked in a real headless Chromium (Debian's chromium through Playwright).
+
+All real and on loopback: the example project's Python and Node units, its static todo-fe
+unit served by greenloop, and one browser per run. After every test the autouse scan of
+conftest.py finds no process carrying the test's marker (Chromium inherits it), and no child
+of this process (the Playwright driver) is left either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from itkit import FAKE, read_lines
+
+from greenloop.integration.browser import find_chromium
+from greenloop.integration.run import IntegrationResult
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
+MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"
+UI_CASES = ["ui-shows-a-todo-created-through-the-api", "a-todo-added-in-the-ui-is-in-the-api"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (MODULES / "better-sqlite3").is_dir() or shutil.which("node") is None,
+        reason="the example's Node unit is not installed: npm ci in examples/todo/units/todo-api",
+    ),
+    pytest.mark.skipif(find_chromium(os.environ) is None, reason="Debian's chromium is not installed"),
+]
+
+Run = Callable[..., IntegrationResult]
+
+
+def copy_example(dest: Path) -> Path:
+    shutil.copytree(
+        EXAMPLE, dest, ignore=shutil.ignore_patterns("node_modules", "runs", "bugs.ndjson*", ".greenloop")
+    )
+    (dest / "units" / "todo-api" / "node_modules").symlink_to(MODULES, target_is_directory=True)
+    return dest
+
+
+def edit_json(path: Path, change: Callable[[Any], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def my_children() -> list[str]:
+    """Live processes whose parent is this test process (the Playwright driver would be one)."""
+    me, found = str(os.getpid()), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                rest = fh.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if rest[1].decode() == me and rest[0] not in (b"Z", b"X"):
+            found.append(f"{entry.name} {cmd}")
+    return found
+
+
+def run_folder(project: Path, r: IntegrationResult) -> Path:
+    return project / r.result_ref.rsplit("/", 1)[0]
+
+
+def test_the_ui_shows_what_the_api_stored_and_the_api_stores_what_the_ui_added(
+    tmp_path: Path, run: Run
+) -> None:
+    project = copy_example(tmp_path / "todo")
+    r = run(project, cases=UI_CASES)
+    assert r.ok, json.dumps(r.to_json(), indent=1)
+    assert r.cases_passed == 2 and r.surviving_processes == ()
+    assert set(r.ports_used) == {"auth", "todo-api", "todo-fe"}
+    assert len(set(r.ports_used.values())) == 3
+    assert not my_children()
+    folder = run_folder(project, r)
+    env = json.loads((folder / "env.json").read_text())
+    assert env["todo-fe"] == {"port": r.ports_used["todo-fe"], "url": f"http://127.0.0.1:{r.ports_used['todo-fe']}"}
+
+    trace = read_lines(folder / "http-trace.ndjson")
+    api = f"http://127.0.0.1:{r.ports_used['todo-api']}"
+    auth = f"http://127.0.0.1:{r.ports_used['auth']}"
+    page = [t for t in trace if t.get("source") == "browser"]
+    steps = [t for t in trace if "source" not in t]
+    assert {t["case_id"] for t in steps} == set(UI_CASES)  # the HTTP steps keep their shape
+    assert set(page[0]) == set(steps[0]) | {"source"}
+    # The page called the backends it was pointed at: window.__API_BASE__ and the auth backend.
+    added = [t for t in page if t["method"] == "POST" and t["url"] == f"{api}/api/todos"]
+    assert len(added) == 1
+    [add] = added
+    assert (add["case_id"], add["step"], add["unit"], add["status"]) == (UI_CASES[1], 0, "todo-api", 201)
+    assert add["request_body"] == {"title": "water the plants"}
+    assert add["response_body"]["owner"] == "bob"
+    assert add["request_headers"]["authorization"] == "[redacted]"
+    logins = [t for t in page if t["url"] == f"{auth}/api/login"]
+    assert [t["unit"] for t in logins] == ["auth", "auth"]
+    assert all(t["response_body"]["token"] == "[redacted]" for t in logins)
+    assert all(t["request_body"]["password"] == "[redacted]" for t in logins)
+    listed = [t for t in page if t["case_id"] == UI_CASES[0] and t["url"] == f"{api}/api/todos"]
+    assert listed and listed[-1]["response_body"]["items"][0]["title"] == "buy oat milk"
+    assert not any(t["url"].startswith(f"http://127.0.0.1:{r.ports_used['todo-fe']}") for t in page)
+
+    log = (folder / "process.log").read_text()
+    fe = f"[todo-fe:{r.ports_used['todo-fe']}]"
+    assert f'{fe} out| "GET / HTTP/1.1" 200' in log
+    assert f"{fe} out| \"GET /app.js HTTP/1.1\" 200" in log
+    assert "browser closed" in log
+
+
+def test_a_page_pointed_at_a_stopped_backend_shows_its_error_state(tmp_path: Path, run: Run) -> None:
+    project = copy_example(tmp_path / "todo")
+
+    def units(data: Any) -> None:
+        data["units"].append({"id": "doomed", "kind": "be", "start": [sys.executable, FAKE, "ok"]})
+        fe = next(u for u in data["units"] if u["id"] == "todo-fe")
+        fe["depends_on"] = ["doomed", "auth"]
+
+    edit_json(project / "units.json", units)
+    (project / "units" / "doomed").mkdir()
+    case = {
+        "id": "backend-gone",
+        "steps": [
+            {"unit": "doomed", "call": "POST /api/crash", "expect": {"status": 200}},
+            {
+                "unit": "todo-fe",
+                "page": "/",
+                "expect": [
+                    {"selector": "#error", "text": "Cannot reach the todo service"},
+                    {"selector": "body[data-state=error]", "count": 1},
+                    {"selector": "#login:visible", "count": 0},
+                ],
+            },
+        ],
+    }
+    edit_json(project / "integration" / "spec.json", lambda d: d.update(cases=[case]))
+    r = run(project)
+    assert r.cases_passed == 1, json.dumps(r.to_json(), indent=1)
+    assert r.surviving_processes == () and not my_children()
+    folder = run_folder(project, r)
+    doomed = f"http://127.0.0.1:{r.ports_used['doomed']}"
+    [health] = [t for t in read_lines(folder / "http-trace.ndjson") if t.get("source") == "browser"]
+    assert health["url"] == f"{doomed}/api/health" and health["status"] is None
+    assert "ERR_CONNECTION_REFUSED" in health["error"] and health["unit"] == "doomed"
+    log = (folder / "process.log").read_text()
+    fe = f"[todo-fe:{r.ports_used['todo-fe']}] console|"
+    assert f"{fe} error: cannot reach todo service at {doomed}" in log
+    assert not (folder / "browser").exists()  # a passing step leaves no screenshot
+
+
+def test_a_failing_expectation_saves_a_screenshot_and_the_page(tmp_path: Path, run: Run) -> None:
+    project = copy_example(tmp_path / "todo")
+
+    def break_case(data: Any) -> None:
+        case = next(c for c in data["cases"] if c["id"] == UI_CASES[0])
+        case["steps"][2]["expect"] = {"selector": "#todos li", "text": "a todo nobody wrote"}
+        case["steps"][2]["wait_ms"] = 700
+
+    edit_json(project / "integration" / "spec.json", break_case)
+    r = run(project, cases=[UI_CASES[0]])
+    assert r.exit_code == 1 and (r.cases_failed, r.cases_timeout) == (1, 0)
+    [f] = r.failures
+    assert (f.case_id, f.failed_step, f.reason, f.unit) == (UI_CASES[0], 2, "assertion_failed", "todo-fe")
+    assert f.expected == {"selector": "#todos li", "text": "a todo nobody wrote"}
+    assert f.got["texts"] == ["buy oat milk"] and f.got["count_with_text"] == 0
+    assert "within 0.7 s" in f.message and "1 element(s) match" in f.message
+    shot, html = project / f.artifacts["screenshot"], project / f.artifacts["html"]
+    assert shot.read_bytes().startswith(PNG) and shot.stat().st_size > 1000
+    assert "buy oat milk" in html.read_text() and "window.__API_BASE__" in html.read_text()
+    stored = json.loads((run_folder(project, r) / "result.json").read_text())
+    assert stored["failures"][0]["artifacts"] == dict(f.artifacts)
+    assert r.surviving_processes == () and not my_children()
+
+
+PAGE_SERVER = r"""
+import http.server, json, os
+api = os.environ["API_URL"]
+page = ('<!doctype html><html><head><title>items</title></head><body><ul id="items"></ul><script>'
+        'fetch(%s + "/api/items").then(r => r.json()).then(d => { for (const i of d.items) {'
+        ' const li = document.createElement("li"); li.textContent = "item " + i.id;'
+        ' document.getElementById("items").append(li); } });'
+        '</script></body></html>') % json.dumps(api)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = page.encode()
+        self.send_response(200); self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer((os.environ["HOST"], int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+def test_a_frontend_unit_with_its_own_server_gets_its_backend_url(tmp_path: Path, run: Run) -> None:
+    root = tmp_path / "p"
+    for uid in ("api", "web"):
+        (root / "units" / uid).mkdir(parents=True)
+    units = [
+        {"id": "api", "kind": "be", "start": [sys.executable, FAKE, "ok"]},
+        {"id": "web", "kind": "fe", "start": [sys.executable, "-c", PAGE_SERVER], "depends_on": ["api"]},
+    ]
+    (root / "units.json").write_text(json.dumps({"units": units}))
+    case = {
+        "id": "items-in-the-page",
+        "steps": [
+            {"unit": "web", "page": "/", "expect": {"selector": "#items li", "count": 2}},
+            {"unit": "web", "actions": [{"wait_for": {"selector": "li", "text": "item 2"}}],
+             "expect": {"selector": "li", "text": "{{step0.texts.0}}"}},
+        ],
+    }
+    (root / "integration").mkdir()
+    (root / "integration" / "spec.json").write_text(json.dumps({"cases": [case]}))
+    r = run(root)
+    assert r.ok, json.dumps(r.to_json(), indent=1)
+    assert set(r.ports_used) == {"api", "web"} and r.surviving_processes == () and not my_children()
+    trace = read_lines(run_folder(root, r) / "http-trace.ndjson")
+    [items] = [t for t in trace if t["url"].endswith("/api/items")]
+    assert (items["source"], items["unit"], items["status"]) == ("browser", "api", 200)
