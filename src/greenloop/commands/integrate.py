@@ -57,6 +57,7 @@ def summary_text(r: IntegrationResult) -> str:
         lines.append(f"✗ {f.case_id}{step} [{f.reason}] {f.message}")
         lines.append(f"    expected: {_one_line(f.expected)}")
         lines.append(f"    got:      {_one_line(f.got)}")
+        lines.extend(f"    {name}: {path}" for name, path in f.artifacts.items())
         if f.stderr_excerpt:
             lines.append("    stderr:")
             lines.extend("      " + ln for ln in f.stderr_excerpt.splitlines()[-8:])
