@@ -98,7 +98,7 @@ SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]
 StatusArg = Literal["open", "fixing", "fixed", "verified"]
 SessionArg = Annotated[
     str | None,
-    Field(description="Record under this agent session instead of this connection's own session."),
+    Field(min_length=1, description="Use this agent session instead of this connection's own session."),
 ]
 
 
@@ -181,12 +181,18 @@ class ProbeOutput(_Out):
     command: list[str] = Field(default_factory=list, description="The command test_run would run.")
     package_manager: str | None = None
     notes: list[str] = Field(default_factory=list)
+    suites: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every test root found (a monorepo may have several)."
+    )
 
 
 class LastRunOutput(_Out):
     run_id: str | None = None
     ok: bool | None = None
     at: str | None = None
+    outcome: str | None = None
+    failing: list[str] = Field(default_factory=list, description="Names of the failing tests.")
+    source: str | None = Field(default=None, description="Who ran it: a greenloop run, or a hook's parse.")
 
 
 class ClosureOutput(_Out):
