@@ -288,6 +288,10 @@ def test_raw_output_is_rolled_so_a_chatty_unit_cannot_fill_the_disk(tmp_path: Pa
         assert sup.start_all(spec.units) is None
         sup.pump()
         raw_size = (scratch / "noisy.out").stat().st_size
+        # While the unit runs, the survivor scan sees it (after teardown it must see nothing).
+        alive = sup.survivors()
+        assert [p["unit"] for p in alive] == ["noisy"] and "fakeunit.py" in alive[0]["cmdline"]
+    assert sup.survivors() == []
     log.close()
     assert raw_size < 1024 * 1024  # emptied once read, instead of growing to 6 MB
     text = (tmp_path / "process.log").read_text()

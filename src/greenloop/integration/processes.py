@@ -450,7 +450,7 @@ class Supervisor:
         except OSError as exc:
             msg = (
                 f"unit {up.unit.id} could not start {list(launch.argv)} in {launch.cwd}: "
-                f"{exc.strerror or exc}; fix \"start\" in units.json"
+                f'{exc.strerror or exc}; fix "start" in units.json'
             )
             self.log.note(msg)
             return StartFailure(up.unit.id, "spawn_error", msg)
@@ -651,6 +651,27 @@ class Supervisor:
             if st[1] != "Z" and self._is_ours(pid, st):
                 self._tracked[pid] = st[2]
 
+    def _token_holders(self) -> dict[int, str]:
+        """Live processes carrying one of this run's unit tokens, by pid -> unit id (one /proc scan)."""
+        units = {up.child.token: uid for uid, up in self.units.items() if up.child is not None}
+        if not units:
+            return {}
+        marker = proc.TOKEN_VAR.encode() + b"="
+        me = os.getpid()
+        found: dict[int, str] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            pid = int(entry.name)
+            for var in _environ(pid):
+                if var.startswith(marker):
+                    uid = units.get(var[len(marker) :].decode("utf-8", "replace"))
+                    st = _stat(pid) if uid is not None else None
+                    if uid is not None and st is not None and st[1] not in ("Z", "X"):
+                        found[pid] = uid
+                    break
+        return found
+
     def _track_tokens(self) -> None:
         """Note every live descendant carrying one of this run's tokens (before any signal).
 
@@ -658,13 +679,11 @@ class Supervisor:
         subreaper); knowing its pid and start time lets the sweep reap exactly it, never a
         zombie that belongs to someone else's subprocess.Popen in the same process.
         """
-        for up in self.units.values():
-            if up.child is None:
-                continue
-            for pid in proc.find_by_token(up.child.token):
-                st = _stat(pid)
-                if st is not None and pid != up.child.pid:
-                    self._tracked.setdefault(pid, st[2])
+        unit_pids = {up.child.pid for up in self.units.values() if up.child is not None}
+        for pid in self._token_holders():
+            st = _stat(pid)
+            if st is not None and pid not in unit_pids:
+                self._tracked.setdefault(pid, st[2])
 
     def _kill_tracked(self) -> None:
         self._adopt_orphans()
@@ -701,15 +720,11 @@ class Supervisor:
 
     def survivors(self) -> list[dict[str, Any]]:
         """Every process of this run still alive (should be none after teardown)."""
-        out: list[dict[str, Any]] = []
-        for up in self.units.values():
-            if up.child is None:
-                continue
-            for pid in proc.find_by_token(up.child.token):
-                out.append({"pid": pid, "unit": up.unit.id, "cmdline": _cmdline(pid)})
+        holders = self._token_holders()
+        out = [{"pid": pid, "unit": uid, "cmdline": _cmdline(pid)} for pid, uid in holders.items()]
         for pid in self._tracked:
             st = _stat(pid)
-            if st is not None and st[1] != "Z":
+            if st is not None and st[1] != "Z" and pid not in holders:
                 out.append({"pid": pid, "unit": None, "cmdline": _cmdline(pid)})
         return out
 
