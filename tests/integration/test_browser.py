@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import FAKE, read_lines
+from itkit import FAKE, MARK, read_lines, scan, wait_for
 
 from greenloop.integration.browser import find_chromium
 from greenloop.integration.run import IntegrationResult
@@ -225,3 +227,47 @@ def test_a_frontend_unit_with_its_own_server_gets_its_backend_url(tmp_path: Path
     trace = read_lines(run_folder(root, r) / "http-trace.ndjson")
     [items] = [t for t in trace if t["url"].endswith("/api/items")]
     assert (items["source"], items["unit"], items["status"]) == ("browser", "api", 200)
+
+
+def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: str) -> None:
+    root = tmp_path / "p"
+    for uid in ("api", "web"):
+        (root / "units" / uid).mkdir(parents=True)
+    (root / "units" / "web" / "static").mkdir()
+    (root / "units" / "web" / "static" / "index.html").write_text("<html><head></head><body></body></html>")
+    units = [
+        {"id": "api", "kind": "be", "start": [sys.executable, FAKE, "ok"]},
+        {"id": "web", "kind": "fe", "static": "static", "depends_on": ["api"]},
+    ]
+    (root / "units.json").write_text(json.dumps({"units": units}))
+    never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
+    (root / "integration").mkdir()
+    spec = {"cases": [{"id": "waits", "steps": [never]}]}
+    (root / "integration" / "spec.json").write_text(json.dumps(spec))
+    argv = [sys.executable, "-m", "greenloop", "integrate", str(root), "--json", "--sandbox", "full-access"]
+    child = subprocess.Popen(
+        argv, env={**os.environ, MARK: mark}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    runs = root / "integration" / "runs"
+    try:
+
+        def page_open() -> bool:
+            logs = list(runs.glob("*/process.log")) if runs.is_dir() else []
+            return bool(logs) and '"GET / HTTP/1.1" 200' in logs[0].read_text()
+
+        gone = child.poll() is not None and child.stderr is not None
+        assert wait_for(page_open, 30), child.stderr.read() if gone and child.stderr else ""
+        assert scan(mark, str(tmp_path)), "Chromium should be running now"
+        child.send_signal(signal.SIGINT)
+        code = child.wait(timeout=20)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert code == 130
+    [result_file] = runs.glob("*/result.json")
+    result = json.loads(result_file.read_text())
+    assert result["interrupted"] is True and result["surviving_processes"] == []
+    assert "browser closed" in result_file.with_name("process.log").read_text()
+    # no_survivors scans /proc for this test's marker, which Chromium and its driver inherit.

@@ -205,6 +205,7 @@ class BrowserSession:
         self.clock = clock
         self.token = f"{proc.TOKEN_VAR.lower()}-{os.getpid()}-browser-{os.urandom(4).hex()}"
         self.launched = False
+        self._busy = threading.Event()  # a step is running in the worker
         self._worker: _Worker | None = None
         # Owned by the worker thread:
         self._pw: Any = None
@@ -233,7 +234,7 @@ class BrowserSession:
         deadline = self.clock() + remaining_s
         if self._worker is None:
             self._worker = _Worker()
-        fut = self._worker.submit(lambda: self._run(case, step, page, actions, checks, deadline))
+        fut = self._worker.submit(lambda: self._busy_run(case, step, page, actions, checks, deadline))
         try:
             result: StepResult = fut.result(timeout=remaining_s + 10.0)
         except TimeoutError:
@@ -253,11 +254,13 @@ class BrowserSession:
     def close(self) -> None:
         """Close the browser and Playwright, then sweep Chromium processes by token."""
         if self._worker is not None:
+            if self._busy.is_set():
+                # A step still holds the worker (an interrupt): killing Chromium ends it at once.
+                proc.kill_token(self.token)
             done = self._worker.submit(self._shutdown)
             with contextlib.suppress(Exception):
                 done.result(timeout=_CLOSE_WAIT_S)
-            if not done.done():
-                # A step still holds the worker (an interrupt): kill Chromium, which ends it.
+            if not done.done():  # Chromium hangs: kill it, which ends whatever waits on it
                 proc.kill_token(self.token)
                 with contextlib.suppress(Exception):
                     done.result(timeout=_CLOSE_WAIT_S)
@@ -386,6 +389,21 @@ class BrowserSession:
             error=None if failure is None else str(failure),
             source="browser",
         )
+
+    def _busy_run(
+        self,
+        case: Case,
+        step: Step,
+        page_path: str | None,
+        actions: Sequence[Action],
+        checks: Sequence[PageExpect],
+        deadline: float,
+    ) -> StepResult:
+        self._busy.set()
+        try:
+            return self._run(case, step, page_path, actions, checks, deadline)
+        finally:
+            self._busy.clear()
 
     def _run(
         self,
