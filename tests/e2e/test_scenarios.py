@@ -280,3 +280,24 @@ def test_interrupting_greenloop_stops_the_tree_and_keeps_the_result(tmp_path: Pa
     assert (r["outcome"], r["aborted"], r["ok"]) == ("broken", True, False)
     assert (ws / ".greenloop" / "runs" / r["run_id"] / "result.json").exists()
     assert processes_under(ws) == []
+
+
+def test_npm_test_script_runs_the_full_suite_parsed_as_text(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / "package.json").write_text(json.dumps({"name": "x", "scripts": {"test": "node --test"}}))
+    (ws / "math.test.js").write_text(
+        "const test = require('node:test')\nconst assert = require('node:assert')\n"
+        "test('adds', () => { assert.strictEqual(1 + 2, 3) })\n"
+        "test('adds badly', () => { assert.strictEqual(2 + 2, 5) })\n"
+    )
+    first = cli("run", str(ws), "--json")
+    r = first.json
+    assert (first.code, r["framework"], r["outcome"]) == (1, "npm-test", "red"), r
+    assert r["summary"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
+    (failure,) = r["failures"]
+    assert (failure["test"], failure["line"]) == ("adds badly", 4)
+    assert (failure["expected"], failure["got"]) == ("5", "4")
+    assert any("parsed as text" in n for n in r["notes"])
+    again = cli("run", str(ws), "--json", "--last-failed").json
+    assert again["summary"]["total"] == 2 and any("cannot filter" in n for n in again["notes"])
