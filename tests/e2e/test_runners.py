@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from tests.e2e.conftest import cli, js_workspace, node_workspace, processes_under, py_workspace
 
+from greenloop.schema import validate_run_result
+
 pytestmark = pytest.mark.e2e
 
 Builder = Callable[[Path, str], Path]
@@ -185,7 +187,9 @@ def build(framework: str, kind: str, root: Path) -> Path:
 def run_json(ws: Path, *extra: str) -> tuple[int, dict[str, object]]:
     done = cli("run", str(ws), "--json", *extra)
     assert done.stdout.strip(), done.stderr
-    return done.code, done.json
+    result = done.json
+    assert validate_run_result(result) == [], "result.json must follow the published schema"
+    return done.code, result
 
 
 FRAMEWORKS = ["vitest", "jest", "pytest", "node:test"]
