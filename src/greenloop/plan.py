@@ -128,9 +128,17 @@ def _venv_python(venv: Path) -> Path | None:
 
 
 def _venv_has(venv: Path, module: str) -> bool:
+    """Is `module` installed in the virtualenv (or visible through its system site-packages)?"""
     if any(venv.glob(f"lib/python*/site-packages/{module}")):
         return True
-    return (venv / "Lib" / "site-packages" / module).exists()
+    if (venv / "Lib" / "site-packages" / module).exists():
+        return True
+    try:
+        cfg = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    # A venv made with --system-site-packages sees the base interpreter's packages; trust it.
+    return re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", cfg, re.M | re.I) is not None
 
 
 def python_runner(

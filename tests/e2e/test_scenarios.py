@@ -301,3 +301,17 @@ def test_npm_test_script_runs_the_full_suite_parsed_as_text(tmp_path: Path) -> N
     assert any("parsed as text" in n for n in r["notes"])
     again = cli("run", str(ws), "--json", "--last-failed").json
     assert again["summary"]["total"] == 2 and any("cannot filter" in n for n in again["notes"])
+
+
+def test_the_workspace_virtualenv_runs_pytest(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS.replace("== 5", "== 4")})
+    # a real virtualenv that sees this interpreter's pytest through its system site-packages
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(ws / ".venv")],
+        check=True,
+    )
+    done = cli("run", str(ws), "--json")
+    r = done.json
+    assert done.code == 0, r
+    assert r["command"].startswith(str(ws / ".venv" / "bin" / "python") + " -m pytest")
+    assert any("virtualenv .venv" in n for n in r["notes"])
