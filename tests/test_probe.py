@@ -222,3 +222,11 @@ def test_probe_writes_nothing(tmp_path: Path) -> None:
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     probe(str(tmp_path))
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_broken_package_json_is_ignored_with_a_note(tmp_path: Path) -> None:
+    write(tmp_path, "package.json", '{"devDependencies": {"vitest": "4"},}')
+    write(tmp_path, "test_a.py")
+    d = probe(str(tmp_path))
+    assert d.framework == "pytest"
+    assert any("package.json is not a valid JSON object" in n for n in d.notes)

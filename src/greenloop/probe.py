@@ -327,6 +327,8 @@ def probe(
             "(pass a narrower PATH to see all of them)"
         )
     marker = _declared(root)
+    if (root / "package.json").is_file() and _read_json(root / "package.json") is None:
+        notes.append("package.json is not a valid JSON object; it was ignored (fix its syntax)")
     suites: list[Suite] = []
     if marker is None or marker.framework == "npm-test":
         for rel in walked.nested_roots:
