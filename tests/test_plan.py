@@ -241,3 +241,13 @@ def test_default_interpreter_is_this_one(tmp_path: Path) -> None:
     argv, _, unavailable = python_runner(str(tmp_path), {}, lambda n: None)
     assert argv == (sys.executable, "-m", "pytest") and unavailable is None
     assert os.path.isabs(argv[0])
+
+
+def test_a_target_that_is_not_a_path_gets_a_note(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    p = mk(tmp_path, "pytest", target="tests/test_a.py::test_x adds")
+    assert p.argv[-2:] == ("tests/test_a.py::test_x", "adds")
+    assert [n for n in p.notes if "target" in n] == [
+        "target 'adds' is not a path in the workspace; pytest takes it as a file filter, not a test name"
+    ]

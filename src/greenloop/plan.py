@@ -366,6 +366,13 @@ def plan(
     if options.last_failed:
         extra, _ = _last_failed_args(framework, root, previous, notes)
         argv += extra
+    for token in targets:
+        path = token.split("::", 1)[0]
+        if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
+            notes.append(
+                f"target {token!r} is not a path in the workspace; {framework} takes it as a "
+                "file filter, not a test name"
+            )
     argv += targets
     return Plan(
         framework=framework,
