@@ -249,5 +249,6 @@ def test_a_target_that_is_not_a_path_gets_a_note(tmp_path: Path) -> None:
     p = mk(tmp_path, "pytest", target="tests/test_a.py::test_x adds")
     assert p.argv[-2:] == ("tests/test_a.py::test_x", "adds")
     assert [n for n in p.notes if "target" in n] == [
-        "target 'adds' is not a path in the workspace; pytest takes it as a file filter, not a test name"
+        "target 'adds' is not a path in the workspace; pytest needs a path or a node id such as "
+        "tests/test_a.py::test_name"
     ]

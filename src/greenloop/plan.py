@@ -369,10 +369,12 @@ def plan(
     for token in targets:
         path = token.split("::", 1)[0]
         if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
-            notes.append(
-                f"target {token!r} is not a path in the workspace; {framework} takes it as a "
-                "file filter, not a test name"
+            how = (
+                "pytest needs a path or a node id such as tests/test_a.py::test_name"
+                if framework == "pytest"
+                else f"{framework} takes it as a file filter, not a test name"
             )
+            notes.append(f"target {token!r} is not a path in the workspace; {how}")
     argv += targets
     return Plan(
         framework=framework,
