@@ -164,24 +164,26 @@ def test_torn_and_corrupt_lines_are_skipped_with_their_line_number(log: BugLog) 
     log.transition(a.id, "fixing")
     good = log.path.read_bytes()
     torn_a = json.dumps({**a.to_json(), "status": "fixed"})[:60]  # a's newest line, cut mid-write
-    junk = b"this is not json\n" + b'["a", "list"]\n' + b'{"id": "bug-h", "status": "weird"}\n'
+    junk = (b"this is not json\n" + b'["a", "list"]\n' + b'{"id": "bug-h", "status": "weird"}\n'
+            + b'{"id": "bug-u", "status": "open", "title": "\xff"}\n')
     log.path.write_bytes(good + junk + b"\n" + torn_a.encode())
     fresh = BugLog(log.path)
     folded = fresh.fold()
     assert {x.id: x.status for x in folded.bugs} == {a.id: "fixing", b.id: "open"}
     w = folded.warnings
-    assert len(w) == 4
+    assert len(w) == 5
     assert "line 4: not valid JSON" in w[0]
     assert "line 5: not a bug record" in w[1]
     assert "line 6: not a bug record (status 'weird'" in w[2]
-    assert "line 8: incomplete" in w[3] and "torn" in w[3]
+    assert "line 7: not valid UTF-8" in w[3]
+    assert "line 9: incomplete" in w[4] and "torn" in w[4]
     # a writer ends the torn line before appending, so its own line survives whole
     c = fresh.open(unit_id="u", test_name="c", title="c").bug
-    raw = log.path.read_text().splitlines()
-    assert raw[7] == torn_a and json.loads(raw[8])["id"] == c.id
+    raw = log.path.read_bytes().decode(errors="replace").splitlines()
+    assert raw[8] == torn_a and json.loads(raw[9])["id"] == c.id
     again = BugLog(log.path).fold()
     assert {x.id for x in again.bugs} == {a.id, b.id, c.id}
-    assert any("line 8" in x for x in again.warnings)
+    assert any("line 9" in x for x in again.warnings)
     # show parses every line of the bug and reports the torn one
     shown = BugLog(log.path).show(a.id)
     assert [h.bug.status for h in shown.history] == ["open", "fixing"]
