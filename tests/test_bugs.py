@@ -206,6 +206,14 @@ def test_incremental_reader_sees_other_writers_and_torn_tails(tmp_path: Path) ->
     writer.open(unit_id="u", test_name="b", title="b")
     assert len(reader.fold().bugs) == 3 and not reader.warnings
     assert len(path.read_text().splitlines()) == 4
+    # a hand-written line in another key order and spacing is read in full, by fold and show
+    with path.open("a") as fh:
+        fh.write('{"status":"open","unit_id":"u","test_name":"h2","id":"bug-hand2"}\n')
+        fh.write(json.dumps({"by": "me", **{**a.to_json(), "id": "bug-hand2", "test_name": "h2",
+                                              "status": "fixed"}}) + "\n")
+    assert reader.fold().bugs[-1].id == "bug-hand2" and reader.fold().bugs[-1].status == "fixed"
+    assert [h.bug.status for h in reader.show("bug-hand2").history] == ["open", "fixed"]
+    assert not reader.warnings
     # the log replaced under a reader (rotated, restored from a backup): it starts over
     path.write_text(hand + "\n")
     assert [x.id for x in reader.fold().bugs] == ["bug-hand"]
