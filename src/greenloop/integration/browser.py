@@ -531,6 +531,9 @@ class BrowserSession:
             except PlaywrightError as exc:  # an invalid selector, or a page in the middle of a load
                 error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 texts = []
+                if page.is_closed() or "has been closed" in error:
+                    raise _Cut("connection_error", check.to_json(), {"error": error},
+                               f"step {step.index} (browser): the page is gone: {error}") from None
             hits = texts if check.text is None else [t for t in texts if check.text in t]
             held = len(hits) == check.count if check.count is not None else bool(hits)
             if held:
@@ -538,8 +541,10 @@ class BrowserSession:
             left_ms = (end - self.clock()) * 1000
             if left_ms <= 0:
                 break
-            with contextlib.suppress(PlaywrightError):
+            try:
                 page.wait_for_timeout(min(POLL_MS, max(1.0, left_ms)))
+            except PlaywrightError:
+                time.sleep(min(POLL_MS, max(1.0, left_ms)) / 1000)
         got: dict[str, Any] = {"count": len(texts), "texts": [t[:200] for t in texts[:10]]}
         if check.text is not None:
             got["count_with_text"] = len([t for t in texts if check.text in t])

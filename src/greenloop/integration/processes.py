@@ -301,8 +301,10 @@ class Supervisor:
         bwrap: str = "bwrap",
         grace_s: float = GRACE_S,
         raw_roll_bytes: int = RAW_ROLL_BYTES,
+        before_teardown: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
+        self.before_teardown = before_teardown  # e.g. close the browser that talks to the units
         self.grace_s = grace_s
         self.raw_roll_bytes = raw_roll_bytes
         self.sandbox_policy = sandbox_policy
@@ -733,6 +735,8 @@ class Supervisor:
         grace_s = self.grace_s if grace_s is None else grace_s
         if self.stopping.is_set() and not self._pump.is_alive():
             return self.survivors()
+        if self.before_teardown is not None and not self.stopping.is_set():
+            self.before_teardown()
         self.stopping.set()
         started = [up for up in self.units.values() if up.child is not None]
         t0 = time.monotonic()

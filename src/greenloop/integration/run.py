@@ -370,6 +370,15 @@ def integrate(
     crashed = interrupted = False
     category: str | None = None
     survivors: list[dict[str, Any]] = []
+    def close_front() -> None:
+        """The browser (it holds connections to every unit), then the static servers."""
+        if browser is not None:
+            browser.close()
+            left = browser.survivors()
+            log.note("browser closed" + (f"; still alive: {left}" if left else ""))
+        for srv in static_servers.values():
+            srv.stop()
+
     sup = Supervisor(
         log,
         scratch,
@@ -378,6 +387,7 @@ def integrate(
         clock=clock,
         on_ports=lambda ports: _write_env(env_path, ports),
         grace_s=grace_s,
+        before_teardown=close_front,
         sandbox_policy=policy,
         bwrap=bwrap.path or "bwrap" if bwrap is not None else "bwrap",
     )
@@ -391,15 +401,9 @@ def integrate(
         return {**sup.ports(), **{uid: srv.port for uid, srv in static_servers.items()}}
 
     def teardown() -> list[dict[str, Any]]:
-        """The browser first (it holds connections to every unit), then the servers, then units."""
-        left: list[dict[str, Any]] = []
-        if browser is not None:
-            browser.close()
-            left = browser.survivors()
-            log.note("browser closed" + (f"; still alive: {left}" if left else ""))
-        for srv in static_servers.values():
-            srv.stop()
-        return left + sup.teardown(grace_s)
+        """Everything: the Supervisor calls close_front first, then stops the units."""
+        left = sup.teardown(grace_s)
+        return left + (browser.survivors() if browser is not None else [])
 
     log.note(
         f"integration run {run_id} in {root}: {len(spec.cases)} cases, "
