@@ -177,8 +177,6 @@ _STR_FIELDS = operator.itemgetter(
 _LIST_FIELDS = operator.itemgetter("affected_units", "fix_refs")
 _OPT_FIELDS = operator.itemgetter("run_id", "by")
 _CHOICE_FIELDS = operator.itemgetter("status", "source", "severity")
-_ALL_FIELDS = operator.attrgetter(*_KEYS)
-_REPEATED = ("source", "unit_id", "category", "severity", "status", "created_at", "updated_at")
 _STR_ONLY: frozenset[type] = frozenset({str})
 _OPT_TYPES: frozenset[type] = frozenset({str, type(None)})
 
@@ -255,6 +253,12 @@ class Bug:
                     fields = dict(d)
                     fields["affected_units"] = tuple(lists[0])
                     fields["fix_refs"] = tuple(lists[1])
+                    # values repeated across bugs become one object each (less memory, and the
+                    # fold cache's marshal writes a reference instead of another copy)
+                    intern = sys.intern
+                    fields["status"], fields["source"], fields["severity"] = map(intern, choices)
+                    fields["unit_id"] = intern(strs[1])
+                    fields["category"] = intern(strs[4])
                     bug = object.__new__(cls)
                     object.__setattr__(bug, "__dict__", fields)
                     return bug
@@ -657,12 +661,8 @@ class BugLog:
     def _save(self, st: os.stat_result) -> None:
         if self.cache_path is None:
             return
-        intern = sys.intern  # repeated values (status, unit, …) become one object: marshal refs it
-        records = tuple(
-            {**dict(zip(_KEYS, _ALL_FIELDS(b), strict=True)),
-             **{k: intern(getattr(b, k)) for k in _REPEATED}}
-            for b in self._current.values()
-        )
+        # A bug's instance dict holds exactly its fields (see from_json and _restore).
+        records = tuple(vars(b) for b in self._current.values())
         stamp = None if _racy(st) else _stamp(st, self._offset)
         payload = marshal.dumps(
             (self._offset, self._crc, stamp, self._lines, self._partial, self._warnings, records), 4
