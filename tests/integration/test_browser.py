@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from itkit import FAKE, MARK, read_lines, scan, wait_for
 
-from greenloop.integration.browser import find_chromium
+from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
 from greenloop.integration.run import IntegrationResult
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
@@ -229,8 +229,8 @@ def test_a_frontend_unit_with_its_own_server_gets_its_backend_url(tmp_path: Path
     assert (items["source"], items["unit"], items["status"]) == ("browser", "api", 200)
 
 
-def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: str) -> None:
-    root = tmp_path / "p"
+def static_project(root: Path, *steps: dict[str, Any]) -> Path:
+    """A fake backend and a static frontend unit with an empty page; one case of `steps`."""
     for uid in ("api", "web"):
         (root / "units" / uid).mkdir(parents=True)
     (root / "units" / "web" / "static").mkdir()
@@ -240,10 +240,37 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: s
         {"id": "web", "kind": "fe", "static": "static", "depends_on": ["api"]},
     ]
     (root / "units.json").write_text(json.dumps({"units": units}))
-    never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
     (root / "integration").mkdir()
-    spec = {"cases": [{"id": "waits", "steps": [never]}]}
+    spec = {"cases": [{"id": "waits", "steps": list(steps)}]}
     (root / "integration" / "spec.json").write_text(json.dumps(spec))
+    return root
+
+
+def test_a_wait_cut_by_the_case_timeout_is_a_timeout(tmp_path: Path, run: Run) -> None:
+    never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 60000}
+    root = static_project(tmp_path / "p", never)
+    r = run(root, case_timeout_s=4.0)
+    assert (r.cases_failed, r.cases_timeout, r.exit_code) == (0, 1, 1)
+    [f] = r.failures
+    assert (f.failed_step, f.reason) == (0, "timeout")
+    assert f.artifacts["screenshot"].endswith("waits-step0.png")
+    assert r.surviving_processes == () and not my_children()
+
+
+def test_a_browser_that_cannot_start_breaks_the_run(tmp_path: Path, run: Run) -> None:
+    root = static_project(tmp_path / "p", {"unit": "web", "page": "/", "expect": {"selector": "body"}})
+    r = run(root, env={**os.environ, MARK: "x", CHROMIUM_ENV: "/bin/false"}, record_bugs=True)
+    assert r.exit_code == 3 and r.crashed and r.category_hint == "infra_flake"
+    [f] = r.failures
+    assert f.reason == "connection_error" and "the browser could not start" in f.message
+    assert any("/bin/false" in n for n in r.notes)
+    assert not (root / "bugs.ndjson").exists() or not (root / "bugs.ndjson").read_text().strip()
+    assert r.surviving_processes == () and not my_children()
+
+
+def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: str) -> None:
+    never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
+    root = static_project(tmp_path / "p", never)
     argv = [sys.executable, "-m", "greenloop", "integrate", str(root), "--json", "--sandbox", "full-access"]
     child = subprocess.Popen(
         argv, env={**os.environ, MARK: mark}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

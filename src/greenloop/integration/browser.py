@@ -205,6 +205,7 @@ class BrowserSession:
         self.clock = clock
         self.token = f"{proc.TOKEN_VAR.lower()}-{os.getpid()}-browser-{os.urandom(4).hex()}"
         self.launched = False
+        self.launch_error: str | None = None  # why Chromium could not start (the run is broken)
         self._busy = threading.Event()  # a step is running in the worker
         self._worker: _Worker | None = None
         # Owned by the worker thread:
@@ -220,15 +221,17 @@ class BrowserSession:
     # ---- the caller's side ---------------------------------------------------------------
     def step(self, case: Case, step: Step, responses: Sequence[Any], remaining_s: float) -> StepResult:
         """Run one browser step within `remaining_s`; raises cases.Unresolved for placeholders."""
-        page = None if step.page is None else resolve(step.page, responses, url_path=False)
+        def text(template: str, *, url_path: bool = False) -> str:
+            value = resolve(template, responses, url_path=url_path)
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+        page = None if step.page is None else text(step.page, url_path=True)
         actions = [
-            Action(a.verb, str(resolve(a.selector, responses)), str(resolve(a.value, responses)),
-                   str(resolve(a.text, responses)))
+            Action(a.verb, text(a.selector), text(a.value, url_path=a.verb == "goto"), text(a.text))
             for a in step.actions
         ]
         checks = [
-            PageExpect(str(resolve(c.selector, responses)),
-                       None if c.text is None else str(resolve(c.text, responses)), c.count)
+            PageExpect(text(c.selector), None if c.text is None else text(c.text), c.count)
             for c in step.checks
         ]
         deadline = self.clock() + remaining_s
@@ -417,13 +420,21 @@ class BrowserSession:
         wait_ms = step.wait_ms if step.wait_ms is not None else DEFAULT_WAIT_MS
         try:
             if self._browser is None:
-                self._launch()
+                if self.launch_error is not None:
+                    raise RuntimeError(self.launch_error)
+                try:
+                    self._launch()
+                except Exception as exc:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    self.launch_error = f"{self.executable}: {first}"
+                    raise
             page = self._open_page(case)
         except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return StepResult(
                 None,
-                Mismatch("connection_error", "a running browser", {"error": str(exc)[:500]},
-                         f"step {step.index}: the browser could not start: {str(exc).splitlines()[0]}"),
+                Mismatch("connection_error", "a running browser", {"error": str(exc)[:2000]},
+                         f"step {step.index}: the browser could not start: {first}"),
             )
         self._step, self._unit = step.index, step.unit
         base = self.urls.get(step.unit, "")

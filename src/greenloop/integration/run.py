@@ -470,9 +470,18 @@ def integrate(
                     )
                     if browser is not None:
                         browser.end_case()
+                        if browser.launch_error is not None:
+                            crashed, category = True, "infra_flake"
+                            notes.append(
+                                f"the browser could not start ({browser.launch_error}); "
+                                "later cases were not run"
+                            )
+                            log.note(f"browser could not start: {browser.launch_error}")
                     sup.pump()
                     outcomes[case.id] = o
                     log.note(f"case {case.id}: {o.status}" + (f" ({o.message})" if o.message else ""))
+                    if browser is not None and browser.launch_error is not None:
+                        break
                     if o.status == "timeout" and clock() >= deadline:
                         crashed, category = True, "infra_flake"
                         notes.append(f"the run exceeded {run_timeout_s:g} s during case {case.id}")
@@ -544,7 +553,8 @@ def integrate(
 
     bugs_opened: tuple[str, ...] = ()
     moved: tuple[Mapping[str, str], ...] = ()
-    if record_bugs and not interrupted and not (startup is not None and startup.infra):
+    browser_broken = browser is not None and browser.launch_error is not None  # no bug: infrastructure
+    if record_bugs and not interrupted and not (startup is not None and startup.infra) and not browser_broken:
         try:
             from greenloop import bugs
 

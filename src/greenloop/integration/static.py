@@ -35,6 +35,18 @@ CONFIG_PATH = "/greenloop-config.json"
 _HEAD = re.compile(rb"<head\b[^>]*>", re.IGNORECASE)
 _HTML_START = re.compile(rb"<html\b[^>]*>", re.IGNORECASE)
 _DOCTYPE = re.compile(rb"^\s*<!doctype[^>]*>", re.IGNORECASE)
+# The types a browser is strict about (module scripts, styles) do not depend on /etc/mime.types.
+_TYPES = {
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".css": "text/css",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".svg": "image/svg+xml",
+    ".wasm": "application/wasm",
+}
 
 
 def frontend_config(dep_urls: Mapping[str, str]) -> dict[str, Any]:
@@ -152,10 +164,14 @@ class StaticServer:
                 except OSError as exc:
                     self._send(500, "text/plain; charset=utf-8", f"{exc}\n".encode(), head)
                     return
-                ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+                ctype = (
+                    _TYPES.get(target.suffix.lower())
+                    or mimetypes.guess_type(target.name)[0]
+                    or "application/octet-stream"
+                )
                 if ctype == "text/html":
                     data = inject_config(data, server.config)
-                if ctype.startswith("text/") or ctype in ("application/javascript", "application/json"):
+                if ctype.startswith("text/") or ctype == "application/json":
                     ctype += "; charset=utf-8"
                 self._send(200, ctype, data, head)
 
