@@ -71,21 +71,17 @@ def _clip(text: str, width: int) -> str:
 
 def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
     """A fixed-column table of bugs; with `width`, titles are clipped to fit it."""
-    heads = ("ID", "STATUS", "SEVERITY", "UNIT", "SOURCE", "UPDATED")
-    w0, w1, w2, w3, w4, w5 = (
-        max(len(h), max(map(len, col), default=0))
-        for h, col in zip(heads, ((b.id for b in found), (b.status for b in found),
-                                  (b.severity for b in found), (b.unit_id for b in found),
-                                  (b.source for b in found), (b.updated_at for b in found)), strict=True)
-    )
-    title_w = max(width - (w0 + w1 + w2 + w3 + w4 + w5 + 12), 20) if width else 1 << 30
-    row = f"%-{w0}s  %-{w1}s  %-{w2}s  %-{w3}s  %-{w4}s  %-{w5}s  %s"
-    lines = [row % (*heads, "TITLE")]
-    for b in found:
-        t = b.title
-        if len(t) > title_w or "\n" in t or "\t" in t:
-            t = _clip(t, title_w)
-        lines.append(row % (b.id, b.status, b.severity, b.unit_id, b.source, b.updated_at, t))
+    heads = ("ID", "STATUS", "SEVERITY", "UNIT", "SOURCE", "UPDATED", "TITLE")
+    rows = [(b.id, b.status, b.severity, b.unit_id, b.source, b.updated_at, b.title) for b in found]
+    cols = list(zip(*rows, strict=True)) or [()] * len(heads)
+    widths = [max(len(h), max(map(len, c), default=0)) for h, c in zip(heads[:-1], cols, strict=False)]
+    title_w = max(width - (sum(widths) + 2 * len(widths)), 20) if width else 1 << 30
+    fmt = "  ".join(f"%-{w}s" for w in widths) + "  %s"
+    lines = [fmt % heads]
+    for r in rows:
+        t = r[6]
+        lines.append(fmt % r if len(t) <= title_w and "\n" not in t and "\t" not in t
+                     else fmt % (*r[:6], _clip(t, title_w)))
     return "\n".join(lines) + "\n"
 
 
