@@ -257,9 +257,9 @@ def test_a_wait_cut_by_the_case_timeout_is_a_timeout(tmp_path: Path, run: Run) -
     assert r.surviving_processes == () and not my_children()
 
 
-def test_a_browser_that_cannot_start_breaks_the_run(tmp_path: Path, run: Run) -> None:
+def test_a_browser_that_cannot_start_breaks_the_run(tmp_path: Path, run: Run, mark: str) -> None:
     root = static_project(tmp_path / "p", {"unit": "web", "page": "/", "expect": {"selector": "body"}})
-    r = run(root, env={**os.environ, MARK: "x", CHROMIUM_ENV: "/bin/false"}, record_bugs=True)
+    r = run(root, env={**os.environ, MARK: mark, CHROMIUM_ENV: "/bin/false"}, record_bugs=True)
     assert r.exit_code == 3 and r.crashed and r.category_hint == "infra_flake"
     [f] = r.failures
     assert f.reason == "connection_error" and "the browser could not start" in f.message
