@@ -152,7 +152,11 @@ def test_run(
     unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
     result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
     _store(result, run_dir, unit_dir)
-    final = _after_run(str(ws), result)
+    try:
+        final = _after_run(str(ws), result)
+    except Exception as exc:  # bookkeeping must never lose the result of a run that happened
+        note = f"the run could not be recorded for the gate or the bug log ({type(exc).__name__}: {exc})"
+        final = replace(result, notes=(*result.notes, note))
     if final != result:
         _store(final, run_dir, unit_dir)
     return final

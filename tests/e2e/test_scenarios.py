@@ -315,3 +315,13 @@ def test_the_workspace_virtualenv_runs_pytest(tmp_path: Path) -> None:
     assert done.code == 0, r
     assert r["command"].startswith(str(ws / ".venv" / "bin" / "python") + " -m pytest")
     assert any("virtualenv .venv" in n for n in r["notes"])
+
+
+def test_a_broken_bug_log_does_not_lose_the_run(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
+    (ws / "bugs.ndjson").mkdir()  # the bug log cannot be written
+    done = cli("run", str(ws), "--json")
+    r = done.json
+    assert (done.code, r["outcome"], r["summary"]["failed"]) == (1, "red", 1), r
+    assert any("bugs.ndjson" in n or "could not be recorded" in n for n in r["notes"]), r["notes"]
+    assert json.loads(Path(r["result_ref"]).read_text()) == r
