@@ -117,7 +117,6 @@ UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
 FOLD_CACHE = "bugs.fold"  # in the log folder's .greenloop/: the folded state of the log's first bytes
 CACHE_MIN_BYTES = 2 << 20  # logs smaller than this fold fast enough without a cache
-_CACHE_MAGIC = b"greenloop-bugs-fold/2\n"
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
 _PREFIX_LEN = len(ID_PREFIX)
 
@@ -171,6 +170,8 @@ def dedup_key(unit_id: str, test_name: str) -> str:
 
 _KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity", "title",
          "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by")
+# The cache's format and the record's fields: a cache written for other fields is not read.
+_CACHE_MAGIC = b"greenloop-bugs-fold/2:%08x\n" % zlib.crc32(",".join(_KEYS).encode())
 _STR_FIELDS = operator.itemgetter(
     "id", "unit_id", "test_name", "title", "category", "detail", "created_at", "updated_at", "dedup_key"
 )
@@ -642,12 +643,13 @@ class BugLog:
         if (stamp is None or stamp != _stamp(st, offset)) and zlib.crc32(_read_range(fd, 0, offset)) != crc:
             return  # the log changed under the cache
         current: dict[str, Bug] = {}
-        keys = set(_KEYS)
-        for rec in records:
-            if type(rec) is not dict or rec.keys() != keys:
-                return  # not what _save writes
-            bug = object.__new__(Bug)  # the fields were checked when the lines were read
-            object.__setattr__(bug, "__dict__", rec)
+        new, setattr_ = object.__new__, object.__setattr__
+        n = len(_KEYS)
+        for rec in records:  # the magic names the fields; their values were checked when read
+            if type(rec) is not dict or len(rec) != n:
+                return
+            bug = new(Bug)
+            setattr_(bug, "__dict__", rec)
             current[rec["id"]] = bug
         self._current = current
         self._active = None

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,9 +87,7 @@ def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
 
 
 def _summary(found: Sequence[bugs.Bug]) -> str:
-    counts: dict[str, int] = {}
-    for b in found:
-        counts[b.status] = counts.get(b.status, 0) + 1
+    counts: Counter[str] = Counter(b.status for b in found)
     parts = [f"{counts[s]} {s}" for s in bugs.STATUSES if s in counts]
     return f"{len(found)} bug{'s' if len(found) != 1 else ''}" + (f" ({', '.join(parts)})" if parts else "")
 
