@@ -74,6 +74,9 @@ def main() -> int:
     env.update(CI="1", NO_COLOR="1")
     for var in ("CLAUDECODE", "AI_AGENT", "CURSOR_AGENT", "GITHUB_ACTIONS", "FORCE_COLOR"):
         env.pop(var, None)
+    # Measure an ordinary installation: bytecode is cached after the warm-up run, as it is for
+    # anyone who runs greenloop twice (some sandboxes set PYTHONDONTWRITEBYTECODE for everything).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     suites = {"pytest": pytest_suite, "vitest": vitest_suite}
     if args.only:
         suites = {args.only: suites[args.only]}
