@@ -40,6 +40,7 @@ __all__ = [
     "latest_run",
     "list_runs",
     "load_run",
+    "prune_runs",
     "test_closure_check",
     "test_probe",
     "test_run",
@@ -48,6 +49,7 @@ __all__ = [
 RESULT_FILE = "result.json"
 FIELD_CHARS = 4000  # per text field of a failure in the bounded view
 MAX_NAMES = 50  # failures listed by name in the bounded view
+KEEP_RUNS = 100  # stored runs kept per workspace (with their full output)
 
 
 def _workspace(workspace: str | os.PathLike[str]) -> Path:
@@ -159,6 +161,7 @@ def test_run(
         final = replace(result, notes=(*result.notes, note))
     if final != result:
         _store(final, run_dir, unit_dir)
+    prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
 
 
@@ -242,6 +245,36 @@ def list_runs(workspace: str | os.PathLike[str]) -> list[str]:
         except OSError:
             continue
     return [name for _, name in sorted(found)]
+
+
+def prune_runs(
+    workspace: str | os.PathLike[str], *, keep: int = KEEP_RUNS, protect: str | None = None
+) -> list[str]:
+    """Delete all but the newest `keep` run folders of a workspace; returns the deleted ids.
+
+    Folders without a result (a run killed with greenloop itself) count by their own age. Only
+    `.greenloop/runs/` is pruned: a DevLoop unit's `units/<unit>/runs/` is the unit's history.
+    """
+    runs = layout.state_dir(workspace) / "runs"
+    aged: list[tuple[int, str]] = []
+    try:
+        entries = [e for e in os.scandir(runs) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            try:
+                mtime = os.stat(os.path.join(entry.path, RESULT_FILE)).st_mtime_ns
+            except OSError:
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+        except OSError:
+            continue
+        aged.append((mtime, entry.name))
+    aged.sort()
+    doomed = [name for _, name in aged[: max(0, len(aged) - keep)] if name != protect]
+    for name in doomed:
+        shutil.rmtree(runs / name, ignore_errors=True)
+    return doomed
 
 
 def load_run(workspace: str | os.PathLike[str], run_id: str) -> RunResult:
