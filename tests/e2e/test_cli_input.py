@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.e2e.conftest import cli, py_workspace
+
+from .helpers import cli, py_workspace
 
 pytestmark = pytest.mark.e2e
 

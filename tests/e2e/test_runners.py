@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.e2e.conftest import cli, js_workspace, node_workspace, processes_under, py_workspace
 
 from greenloop.schema import validate_run_result
+
+from .helpers import cli, js_workspace, node_workspace, processes_under, py_workspace
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.e2e.conftest import REPO, cli, js_workspace, processes_under, py_workspace
 
 from greenloop import api
 from greenloop.model import Progress
+
+from .helpers import REPO, cli, js_workspace, processes_under, py_workspace
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the end-to-end layer: real workspaces, the real CLI, a process scan."""
+"""Helpers of the end-to-end layer: real workspaces, the real CLI as a subprocess, a process scan."""
 
 from __future__ import annotations
 
@@ -126,10 +126,3 @@ def node_workspace(root: Path, files: dict[str, str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / ".git").mkdir()
     return write_files(root, files)
-
-
-@pytest.fixture
-def no_leftovers(tmp_path: Path) -> Any:
-    """Fails the test if any process started in its workspace is still alive afterwards."""
-    yield tmp_path
-    assert wait_until(lambda: not processes_under(tmp_path), 3.0), processes_under(tmp_path)
