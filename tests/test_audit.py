@@ -350,7 +350,7 @@ def test_git_sandbox_compares_with_head(tmp_path: Path) -> None:
     report = audit_unit(unit)
     assert report.check("sandbox").ok and "compared with git HEAD" in details(report, "sandbox")
     (unit / "tests" / "test_more.py").write_text("def test_more():\n    assert True\n")
-    (unit / "runs" / "run-1").mkdir(exist_ok=True)
+    (unit / "runs" / "run-1").mkdir(parents=True, exist_ok=True)
     (unit / "runs" / "run-1" / "stdout.txt").write_text("x")
     assert audit_unit(unit).check("sandbox").ok
     # running the tests leaves caches and greenloop's own state behind: not a violation

@@ -171,6 +171,22 @@ def test_share_net_keeps_the_host_network_for_integration_units(tmp_path: Path) 
     assert "--unshare-net" not in argv and "--unshare-pid" in argv
 
 
+def test_tmp_roots_show_a_linked_node_modules_whole(tmp_path: Path) -> None:
+    """A workspace whose node_modules links to a shared install under /tmp (as the e2e tests
+    and monorepos do) must see the whole installation, not just the runner's own package."""
+    shared = tmp_path / "shared" / "node_modules"
+    (shared / "vitest").mkdir(parents=True)
+    (shared / "vitest" / "vitest.mjs").write_text("")
+    (shared / ".bin").mkdir()
+    (shared / ".bin" / "vitest").symlink_to("../vitest/vitest.mjs")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "node_modules").symlink_to(shared)
+    roots = sandbox.tmp_roots(str(ws / "node_modules" / ".bin" / "vitest"), {"PATH": "/usr/bin"}, str(ws))
+    assert str(shared) in roots
+    assert not [r for r in roots if r.startswith(str(shared) + os.sep)]
+
+
 def test_tmp_roots_find_interpreters_and_path_entries_under_tmp(tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     (prefix / "bin").mkdir(parents=True)

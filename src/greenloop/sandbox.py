@@ -359,7 +359,11 @@ def _under(path: str, root: str) -> bool:
 
 
 def _tool_root(path: str) -> str:
-    """The installation a tool belongs to: the prefix above `bin/`, else its own folder."""
+    """The installation a tool belongs to: the `node_modules` folder holding it, the prefix
+    above `bin/`, else its own folder."""
+    parts = path.split(os.sep)
+    if "node_modules" in parts[:-1]:
+        return os.sep.join(parts[: parts.index("node_modules") + 1])
     folder = os.path.dirname(path)
     if os.path.basename(folder) in ("bin", "Scripts"):
         prefix = os.path.dirname(folder)
@@ -377,6 +381,15 @@ def tmp_roots(argv0: str | None, env: Mapping[str, str], cwd: str = ".") -> list
         if found:
             found = os.path.abspath(os.path.join(cwd, found))
             candidates += [_tool_root(found), _tool_root(os.path.realpath(found))]
+    # A workspace whose node_modules or virtualenv is a link to a folder under /tmp (a shared
+    # install, a monorepo's hoisted modules) must still see the whole linked installation.
+    try:
+        with os.scandir(cwd) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    candidates.append(os.path.realpath(entry.path))
+    except OSError:
+        pass
     for entry in (env.get("PATH") or "").split(os.pathsep):
         if entry and os.path.isabs(entry):
             candidates += [_tool_root(os.path.join(entry, "x")), _tool_root(os.path.realpath(entry) + "/x")]
