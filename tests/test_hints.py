@@ -367,3 +367,29 @@ def test_timeout_is_read_from_the_message_not_from_function_names() -> None:
         stack="at withTimeout (code/retry.js:8:12)",
     )
     assert match(failure) == "js-property-of-undefined"
+
+
+def test_pytest_where_line_names_the_function_that_returned_the_wrong_value() -> None:
+    """pytest's assertion rewriting says which call produced the value: the hint points there."""
+    failure = Failure(
+        test="tests/test_cart.py::test_discount",
+        file="tests/test_cart.py",
+        line=27,
+        message="AssertionError: assert 200 == 1800\n +  where 200 = total_with_discount('TENOFF')\n"
+        " +    where total_with_discount = Cart(items={}).total_with_discount",
+        expected="1800",
+        got="200",
+    )
+    assert match(failure) == "returned-value"
+    en = hint_for(failure)
+    assert "total_with_discount('TENOFF') returned 200" in en and "expects 1800" in en
+    assert "tests/test_cart.py:27" in en
+    zh = hint_for(failure, language="zh")
+    assert "total_with_discount('TENOFF')" in zh and "1800" in zh
+    truthy = Failure(
+        test="tests/test_v.py::test_ok",
+        file="tests/test_v.py",
+        line=3,
+        message="AssertionError: assert False\n +  where False = is_valid('a@b')",
+    )
+    assert "expects a different value" in hint_for(truthy)

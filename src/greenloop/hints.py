@@ -346,6 +346,15 @@ RULES: tuple[Rule, ...] = (
         "{test_where} 这组输入下如何构造该值(默认值、字段名、类型)。",
     ),
     Rule(
+        "returned-value",
+        _M,
+        (r"(?:^|\n)[\s+]*where (?P<value>[^\n]+?) = (?P<call>[\w.]+)\((?P<args>[^\n]{0,80})\)\s*(?:\n|$)",),
+        "{call}({args}) returned {value} where {test} expects {wanted}; the computation inside"
+        " {call} is the likely culprit: follow it with that input ({test_where}).",
+        "{call}({args}) 返回了 {value},而 {test} 期望 {wanted};问题很可能出在 {call} 内部的计算:"
+        "用这组输入逐步检查它({test_where})。",
+    ),
+    Rule(
         "zero-division",
         _M,
         (r"ZeroDivisionError|division by zero",),
@@ -554,6 +563,7 @@ def hint_for(failure: Failure, *, framework: str | None = None, language: str = 
         "where": where or ("测试代码" if zh else "the test's code"),
         "test_where": test_where or ("测试文件" if zh else "the test file"),
         "expected": expected or groups.get("expected", ""),
+        "wanted": expected or ("另一个值" if zh else "a different value"),
         "got": got or groups.get("got", ""),
         "stub": stub,
         "expectation": expectation,

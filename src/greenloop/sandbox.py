@@ -384,10 +384,10 @@ def tmp_roots(argv0: str | None, env: Mapping[str, str], cwd: str = ".") -> list
     # A workspace whose node_modules or virtualenv is a link to a folder under /tmp (a shared
     # install, a monorepo's hoisted modules) must still see the whole linked installation.
     try:
-        with os.scandir(cwd) as entries:
-            for entry in entries:
-                if entry.is_symlink():
-                    candidates.append(os.path.realpath(entry.path))
+        with os.scandir(cwd) as links:
+            for link in links:
+                if link.is_symlink():
+                    candidates.append(os.path.realpath(link.path))
     except OSError:
         pass
     for entry in (env.get("PATH") or "").split(os.pathsep):
