@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -12,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import read_lines, step, unit, write_project
+from itkit import FAKE, MARK, read_lines, step, unit, write_project
 
+from greenloop.errors import SpecError
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
 
@@ -485,13 +487,61 @@ def test_a_broken_transport_still_tears_down_and_writes_a_result(tmp_path: Path,
     assert json.loads((_runs(project)[0] / "result.json").read_text())["crashed"] is True
 
 
-def test_a_start_command_that_does_not_exist(tmp_path: Path, run: Run) -> None:
-    units = [{"id": "ghost", "kind": "be", "start": ["greenloop-no-such-command-xyz", "serve"]}]
+def test_a_start_program_that_does_not_exist_is_bad_input(tmp_path: Path, run: Run) -> None:
+    """Checked before anything starts: not on PATH, not a file in the unit folder (exit 2)."""
+    units = [
+        {"id": "ghost", "kind": "be", "start": ["greenloop-no-such-command-xyz", "serve"]},
+        {"id": "lost", "kind": "be", "start": ["bin/missing.sh"]},
+        {"id": "local", "kind": "be", "start": ["serve.sh"]},
+        {"id": "plain", "kind": "be", "start": ["./data.txt"]},
+    ]
+    project = write_project(
+        tmp_path / "p", units, [{"id": "c", "steps": [step(u["id"], "GET /") for u in units]}]
+    )
+    (project / "units" / "local" / "serve.sh").write_text("#!/bin/sh\n")
+    (project / "units" / "local" / "serve.sh").chmod(0o755)
+    (project / "units" / "plain" / "data.txt").write_text("not a program\n")
+    with pytest.raises(SpecError) as info:
+        run(project)
+    msg = str(info.value)
+    assert info.value.exit_code == 2
+    assert 'unit "ghost": field "start": program "greenloop-no-such-command-xyz" is not on PATH' in msg
+    assert 'unit "lost": field "start": program "bin/missing.sh" does not exist in the unit folder' in msg
+    assert 'unit "local"' in msg and 'write "./serve.sh"' in msg
+    assert 'unit "plain"' in msg and "is not executable; run chmod +x" in msg
+    assert _runs(project) == []  # no run folder, nothing started
+
+
+def test_a_program_on_the_units_path_is_found(tmp_path: Path, run: Run, mark: str) -> None:
+    """PATH is the one the units start with (the env seam), not greenloop's own."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "greenloop-test-unit"
+    tool.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {FAKE!r}\n"
+        f"runpy.run_path({FAKE!r}, run_name='__main__')\n"
+    )
+    tool.chmod(0o755)
+    units = [{"id": "api", "kind": "be", "start": ["greenloop-test-unit", "ok"]}]
+    project = write_project(tmp_path / "p", units, [{"id": "c", "steps": [step("api", "GET /api/items")]}])
+    with pytest.raises(SpecError, match="not on PATH"):
+        run(project)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", MARK: mark}
+    r = run(project, env=env)
+    assert r.ok, r.to_json()
+
+
+def test_a_program_that_exists_but_cannot_start_fails_at_run_time(tmp_path: Path, run: Run) -> None:
+    """A broken interpreter line passes validation and fails the spawn itself (exit 3)."""
+    units = [{"id": "ghost", "kind": "be", "start": ["./serve"]}]
     project = write_project(tmp_path / "p", units, [{"id": "c", "steps": [step("ghost", "GET /")]}])
+    script = project / "units" / "ghost" / "serve"
+    script.write_text("#!/greenloop/no/such/interpreter\n")
+    script.chmod(0o755)
     r = run(project)
     assert r.crashed and r.exit_code == 3
     assert r.startup_failure is not None and r.startup_failure["reason"] == "spawn_error"
-    assert "greenloop-no-such-command-xyz" in r.startup_failure["message"]
+    assert "./serve" in r.startup_failure["message"]
     assert 'fix "start" in units.json' in r.startup_failure["message"]
 
 

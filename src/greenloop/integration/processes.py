@@ -52,6 +52,7 @@ __all__ = [
     "StartFailure",
     "Supervisor",
     "UnitProcess",
+    "unit_exit",
     "unit_launch",
 ]
 
@@ -178,13 +179,14 @@ class UnitProcess:
     )
     healthy_at: float | None = None
     started_at: float | None = None
+    sandboxed: bool = False  # started inside bwrap: its exit code 128+N means killed by signal N
 
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
 
     def exit_code(self) -> int | None:
-        return None if self.child is None else self.child.poll()
+        return None if self.child is None else unit_exit(self.child.poll(), sandboxed=self.sandboxed)
 
     def excerpt(self) -> str:
         lines = list(self.stderr_tail) or list(self.stdout_tail)
@@ -196,7 +198,7 @@ class StartFailure:
     """Why the units could not all become healthy."""
 
     unit: str
-    reason: str  # exited | health_timeout | port_unavailable | spawn_error | run_timeout | interrupted
+    reason: str  # exited | health_timeout | port_unavailable | spawn_error | run_timeout | cancelled
     message: str
     exit_code: int | None = None
     stderr_excerpt: str = ""
@@ -213,6 +215,16 @@ class StartFailure:
             "exit_code": self.exit_code,
             "stderr_excerpt": self.stderr_excerpt,
         }
+
+
+def unit_exit(code: int | None, *, sandboxed: bool) -> int | None:
+    """A unit's exit code as if it had run outside the sandbox: bwrap (the unit's pid 1 inside
+    its namespace) reports a command killed by signal N as exit code 128+N; greenloop reports
+    it as -N, as Popen does for an unsandboxed unit, so the reason reads "killed by SIGKILL"
+    in every mode (the same mapping as `sandbox.signal_exit` for test runs)."""
+    if sandboxed and code is not None and 128 < code < 128 + 65:
+        return -(code - 128)
+    return code
 
 
 def _describe_exit(code: int) -> str:
@@ -438,6 +450,7 @@ class Supervisor:
                 return StartFailure(up.unit.id, "port_unavailable", f"unit {up.unit.id}: {exc}")
             self._ports_changed()
         launch = self._confine(unit_launch(up.unit, up.port, deps, self.base_env))
+        up.sandboxed = self.sandbox_policy is not None and self.sandbox_policy.sandboxed
         token = f"{proc.TOKEN_VAR.lower()}-{os.getpid()}-{up.unit.id}-{os.urandom(4).hex()}"
         self._tokens.add(token)
         try:
@@ -518,8 +531,12 @@ class Supervisor:
         health_timeout_s: float = HEALTH_TIMEOUT_S,
         health_interval_s: float = HEALTH_INTERVAL_S,
         deadline: float | None = None,
+        cancel: threading.Event | None = None,
     ) -> StartFailure | None:
-        """Start every unit with a process as soon as its dependencies are healthy; wait for all."""
+        """Start every unit with a process as soon as its dependencies are healthy; wait for all.
+
+        A set `cancel` ends the wait within about 50 ms with reason "cancelled" (the caller
+        tears down what was started)."""
         pending = {u.id: u for u in units if u.static is None}
         healthy: set[str] = set()
         watching: set[str] = set()
@@ -553,6 +570,11 @@ class Supervisor:
                 if deadline is not None and self.clock() >= deadline:
                     waiting = ", ".join(sorted(watching | set(pending)))
                     return StartFailure(waiting, "run_timeout", f"the run timed out while starting {waiting}")
+                if cancel is not None and cancel.is_set():
+                    waiting = ", ".join(sorted(watching | set(pending)))
+                    return StartFailure(
+                        waiting, "cancelled", f"the run was cancelled while starting {waiting}"
+                    )
                 try:
                     uid, what, detail = events.get(timeout=0.05)
                 except queue.Empty:
@@ -624,7 +646,7 @@ class Supervisor:
             return None
         # Asked after a connection error: a dying process closes its sockets a moment before
         # it can be reaped, so give it that moment.
-        return up.child.wait(0.3)
+        return unit_exit(up.child.wait(0.3), sandboxed=up.sandboxed)
 
     # ---- stopping --------------------------------------------------------------------------
     def _is_ours(self, pid: int, stat: tuple[int, str, int]) -> bool:

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from greenloop.integration.processes import (
     StartFailure,
     Supervisor,
 )
-from greenloop.integration.spec import Spec, load_spec
+from greenloop.integration.spec import Spec, check_programs, load_spec
 from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter, bound_body
 from greenloop.layout import new_run_id
@@ -135,6 +136,7 @@ class IntegrationResult:
     cases: tuple[Mapping[str, Any], ...] = ()
     startup_failure: Mapping[str, Any] | None = None
     interrupted: bool = False
+    aborted: bool = False
     process_log: str = ""
     http_trace: str = ""
     env_ref: str = ""
@@ -145,8 +147,9 @@ class IntegrationResult:
 
     @property
     def exit_code(self) -> int:
-        """0 all passed; 1 cases failed; 3 infrastructure, crash or survivors; 130 interrupted."""
-        if self.interrupted:
+        """0 all passed; 1 cases failed; 3 infrastructure, crash or survivors; 130 interrupted
+        (Ctrl-C) or aborted (the caller's cancel event)."""
+        if self.interrupted or self.aborted:
             return 130
         if self.crashed or self.surviving_processes:
             return 3
@@ -172,6 +175,7 @@ class IntegrationResult:
             "cases": [dict(c) for c in self.cases],
             "startup_failure": None if self.startup_failure is None else dict(self.startup_failure),
             "interrupted": self.interrupted,
+            "aborted": self.aborted,
             "process_log": self.process_log,
             "http_trace": self.http_trace,
             "env_ref": self.env_ref,
@@ -202,6 +206,7 @@ class IntegrationResult:
             cases=tuple(dict(c) for c in d.get("cases") or ()),
             startup_failure=None if d.get("startup_failure") is None else dict(d["startup_failure"]),
             interrupted=bool(d.get("interrupted", False)),
+            aborted=bool(d.get("aborted", False)),
             process_log=str(d.get("process_log") or ""),
             http_trace=str(d.get("http_trace") or ""),
             env_ref=str(d.get("env_ref") or ""),
@@ -249,6 +254,8 @@ def write_junit(result: IntegrationResult, path: str | os.PathLike[str]) -> None
         status = case.get("status")
         if status == "not_run":
             ET.SubElement(tc, "skipped", message="not run: the run stopped before this case")
+        elif status == "aborted":
+            ET.SubElement(tc, "skipped", message="aborted: the run was cancelled during this case")
         elif status != "passed":
             f = failures.get(cid)
             el = ET.SubElement(
@@ -300,6 +307,53 @@ def _case_failure(o: CaseOutcome, sup: Supervisor) -> IntegrationFailure:
     )
 
 
+class _CaseThread:
+    """One case run in its own thread, so that a cancel can end the run mid-case: the caller
+    stops waiting, tears the units (and the browser) down, which ends the case's in-flight
+    request, then joins the thread."""
+
+    def __init__(self, fn: Callable[[], CaseOutcome]) -> None:
+        self._fn = fn
+        self._outcome: CaseOutcome | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="greenloop-case", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._outcome = self._fn()
+        except BaseException as exc:  # handed to the caller
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, cancel: threading.Event) -> CaseOutcome | None:
+        """The case's outcome, or None when `cancel` is set first (checked every 50 ms)."""
+        while not self._done.wait(0.05):
+            if cancel.is_set():
+                return None
+        if self._error is not None:
+            raise self._error
+        return self._outcome
+
+    def join(self, timeout_s: float) -> bool:
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+
+def _aborted_row(case_id: str, duration_ms: int) -> dict[str, Any]:
+    return {
+        "id": case_id,
+        "status": "aborted",
+        "duration_ms": duration_ms,
+        "steps_run": None,
+        "failed_step": None,
+        "reason": None,
+        "message": "the run was cancelled during this case; its outcome is unknown",
+    }
+
+
 def integrate(
     project: str | os.PathLike[str],
     *,
@@ -320,6 +374,7 @@ def integrate(
     record_bugs: bool = True,
     on_event: Callable[[str], None] | None = None,
     sandbox: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> IntegrationResult:
     """Run a DevLoop project's integration cases against its real units on loopback ports.
 
@@ -327,6 +382,13 @@ def integrate(
     then nothing was started and no run folder written. Otherwise always returns a result
     (written to integration/runs/<run_id>/result.json) after a full teardown; a Ctrl-C is
     re-raised after the teardown and the result are written.
+
+    `cancel` (as `api.test_run` takes it): once set, the run stops within about 50 ms of the
+    current wait (a unit's start, a case, or between cases), tears everything down and returns
+    a result with `aborted = true`, `ok = false`, `crashed = false`, `category_hint = null`
+    and exit code 130; the case that was running is `"status": "aborted"`, later ones
+    `"not_run"`, and no bug is opened or moved. With `cancel`, each case runs in a worker
+    thread so that the wait can be cut; without it, the run behaves exactly as before.
     """
     spec: Spec = load_spec(project, cases)
     root = Path(spec.root)
@@ -341,6 +403,7 @@ def integrate(
     from greenloop import sandbox as sandbox_mod
 
     base_env = dict(os.environ if env is None else env)
+    check_programs(spec.needed_units(), base_env)
     policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
     bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
     if bwrap is not None:
@@ -367,7 +430,9 @@ def integrate(
     outcomes: dict[str, CaseOutcome] = {}
     failures: list[IntegrationFailure] = []
     startup: StartFailure | None = None
-    crashed = interrupted = False
+    crashed = interrupted = aborted = False
+    aborted_case: tuple[str, int] | None = None  # (case id, ms it ran) when cancelled mid-case
+    straggler: _CaseThread | None = None
     category: str | None = None
     survivors: list[dict[str, Any]] = []
     def close_front() -> None:
@@ -422,7 +487,12 @@ def integrate(
                     health_timeout_s=health_timeout_s,
                     health_interval_s=health_interval_s,
                     deadline=deadline,
+                    cancel=cancel,
                 )
+                if startup is not None and startup.reason == "cancelled":
+                    aborted = True
+                    notes.append(f"cancelled: {startup.message}; every unit was stopped")
+                    startup = None
             backend_urls = {uid: up.url for uid, up in sup.units.items()}
             for u in static_units if startup is None else ():
                 try:
@@ -432,7 +502,7 @@ def integrate(
                     break
                 _write_env(env_path, all_ports())
                 log.note(f"serving {u.id} ({u.static}) on {srv.url}, api_base {srv.config['api_base']}")
-            if startup is None:
+            if startup is None and not aborted:
                 urls = {**backend_urls, **{uid: srv.url for uid, srv in static_servers.items()}}
                 log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")
                 executors: dict[str, StepExecutor] = {}
@@ -451,23 +521,43 @@ def integrate(
                     )
                     executors["browser"] = browser.step
                 for case in spec.cases:
+                    if cancel is not None and cancel.is_set():
+                        aborted = True
+                        notes.append(f"cancelled before case {case.id}; every unit was stopped")
+                        break
                     remaining = deadline - clock()
                     if remaining <= 0:
                         crashed, category = True, "infra_flake"
                         notes.append(f"the run exceeded {run_timeout_s:g} s; later cases were not run")
                         break
                     say(f"case {case.id}")
-                    o = run_case(
-                        case,
-                        urls=urls,
-                        timeout_s=min(case_timeout_s, remaining),
-                        trace=trace,
-                        crashed=sup.crashed,
-                        transport=transport,
-                        clock=clock,
-                        wall=wall,
-                        executors=executors,
-                    )
+
+                    def one(case: Any = case, remaining: float = remaining) -> CaseOutcome:
+                        return run_case(
+                            case,
+                            urls=urls,
+                            timeout_s=min(case_timeout_s, remaining),
+                            trace=trace,
+                            crashed=sup.crashed,
+                            transport=transport,
+                            clock=clock,
+                            wall=wall,
+                            executors=executors,
+                        )
+
+                    if cancel is None:
+                        o = one()
+                    else:
+                        case_start = clock()
+                        straggler = _CaseThread(one)
+                        got = straggler.wait(cancel)
+                        if got is None:
+                            aborted = True
+                            aborted_case = (case.id, int((clock() - case_start) * 1000))
+                            notes.append(f"cancelled during case {case.id}; every unit was stopped")
+                            log.note(f"case {case.id}: cancelled")
+                            break
+                        o, straggler = got, None
                     if browser is not None:
                         browser.end_case()
                         if browser.launch_error is not None:
@@ -498,6 +588,9 @@ def integrate(
         log.note(f"internal error: {type(exc).__name__}: {exc}")
         survivors = teardown()
     finally:
+        if straggler is not None and not straggler.join(grace_s + 10.0):
+            # Its request is cut by the teardown; a transport that ignores that is left behind.
+            notes.append("the cancelled case's thread was still running after the teardown")
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -533,6 +626,9 @@ def integrate(
     case_rows: list[dict[str, Any]] = []
     for case in spec.cases:
         o2 = outcomes.get(case.id)
+        if o2 is None and aborted_case is not None and aborted_case[0] == case.id:
+            case_rows.append(_aborted_row(*aborted_case))
+            continue
         case_rows.append(
             o2.to_json()
             if o2
@@ -549,12 +645,13 @@ def integrate(
     passed = [o.case_id for o in outcomes.values() if o.passed]
     n_timeout = sum(1 for o in outcomes.values() if o.status == "timeout")
     n_failed = sum(1 for o in outcomes.values() if o.status == "failed")
-    ok = not crashed and not interrupted and not survivors and len(passed) == len(spec.cases)
+    ok = not crashed and not interrupted and not aborted and not survivors and len(passed) == len(spec.cases)
 
     bugs_opened: tuple[str, ...] = ()
     moved: tuple[Mapping[str, str], ...] = ()
     browser_broken = browser is not None and browser.launch_error is not None  # no bug: infrastructure
-    if record_bugs and not interrupted and not (startup is not None and startup.infra) and not browser_broken:
+    stopped = interrupted or aborted or browser_broken or (startup is not None and startup.infra)
+    if record_bugs and not stopped:
         try:
             from greenloop import bugs
 
@@ -591,6 +688,7 @@ def integrate(
         cases=tuple(case_rows),
         startup_failure=None if startup is None else startup.to_json(),
         interrupted=interrupted,
+        aborted=aborted or interrupted,
         process_log=f"{rel}/process.log",
         http_trace=f"{rel}/http-trace.ndjson",
         env_ref=f"{rel}/env.json",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "Spec",
     "Step",
     "Unit",
+    "check_programs",
     "env_var_name",
     "jsonpath_env",
     "load_spec",
@@ -854,6 +856,50 @@ def _parse_expect(raw: Any, where: str, env: jsonpath.JSONPathEnvironment, probl
                 except ValueError as exc:
                     problems.add(where, f'field "expect.assert[{i}]" {_q(text)}: {exc}')
     return Expect(status, tuple(pairs), tuple(asserts))
+
+
+def _program_problem(unit: Unit, path_var: str | None) -> str | None:
+    """Why `unit.start[0]` cannot be executed as the unit's spawn would look it up, or None.
+
+    The lookup is exec's: a name with a "/" is a file relative to the unit's folder (or
+    absolute); a bare name is searched on PATH only, never in the unit's folder."""
+    program = unit.start[0]
+    if "/" in program:
+        target = Path(unit.path) / program
+        if not target.is_file():
+            return (
+                f'field "start": program {_q(program)} does not exist in the unit folder '
+                f"{_q(unit.path)}; fix the path or create the file"
+            )
+        if not os.access(target, os.X_OK):
+            return (
+                f'field "start": program {_q(program)} is not executable; run chmod +x on it '
+                f'or start it through its interpreter (e.g. ["python3", {json.dumps(program)}])'
+            )
+        return None
+    if shutil.which(program, path=path_var if path_var is not None else os.defpath) is not None:
+        return None
+    hint = "install it or fix the name"
+    if (Path(unit.path) / program).is_file():
+        hint = f'to run the file in the unit folder write "./{program}"'
+    return f'field "start": program {_q(program)} is not on PATH; {hint}'
+
+
+def check_programs(units: Sequence[Unit], env: Mapping[str, str]) -> None:
+    """Raise SpecError (nothing started) when a unit's start program does not exist.
+
+    `env` is the environment the units are started with (its PATH is searched). Frontend units
+    that greenloop serves itself (`static`) have no program. A program that exists but fails
+    when started (a broken interpreter line, a crash) is still reported by the run itself.
+    """
+    problems = _Problems()
+    for u in units:
+        if u.static is not None or not u.start:
+            continue
+        problem = _program_problem(u, env.get("PATH"))
+        if problem is not None:
+            problems.add(f"units.json unit {_q(u.id)}", problem)
+    problems.raise_if_any("units.json")
 
 
 def load_spec(project: str | os.PathLike[str], cases: Sequence[str] = ()) -> Spec:
