@@ -84,6 +84,7 @@ def main() -> int:
                 "transcript_path": str(ws / "t.jsonl"),
                 "cwd": str(ws),
                 "hook_event_name": "Stop",
+                "permission_mode": "default",  # Claude Code sends it: the mode-event check runs too
                 "stop_hook_active": False,
                 "last_assistant_message": "done",
             }

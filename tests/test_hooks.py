@@ -453,3 +453,82 @@ def test_post_tool_use_records_a_real_vitest_run(tmp_path: Path) -> None:
     stop = hook("claude-code", claude("Stop", "s-vitest", tmp_path), cwd=tmp_path)
     reason = json.loads(stop.stdout)["reason"]
     assert "adds two numbers" in reason and "1 failed, 1 passed of 2" in reason
+
+
+# ------------------------------------------------------------------ permission modes -> sandbox mode events
+
+
+def _policy(ws: Path, session: str) -> tuple[str, str]:
+    from greenloop import sandbox
+
+    env = {"GREENLOOP_CONFIG_HOME": str(ws / ".no-user-config")}
+    p = sandbox.resolve_for(ws, session_id=session, env=env)
+    return p.mode, p.source
+
+
+def _mode_rows(ws: Path, session: str) -> list[str]:
+    from greenloop.store import db_path
+
+    with sqlite3.connect(db_path(ws)) as conn:
+        rows = conn.execute("SELECT mode FROM sandbox_modes WHERE session_id = ? ORDER BY id", (session,))
+        return [str(r[0]) for r in rows]
+
+
+def test_claude_code_plan_mode_makes_the_sessions_runs_read_only_until_it_ends(tmp_path: Path) -> None:
+    p = hook("claude-code", claude("UserPromptSubmit", "s1", tmp_path, permission_mode="plan"), cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout == ""  # UserPromptSubmit stdout would reach the model
+    assert "sandbox read-only" in p.stderr
+    assert _policy(tmp_path, "s1") == ("read-only", "session")
+    assert _policy(tmp_path, "other") == ("workspace-write", "config")  # per session
+    # the same mode again writes nothing
+    hook("claude-code", claude("Stop", "s1", tmp_path, permission_mode="plan"), cwd=tmp_path)
+    assert _mode_rows(tmp_path, "s1") == ["claude-code:plan", "read-only"]
+    # leaving plan mode: an unmapped mode, so the configured default applies again
+    edits = claude("UserPromptSubmit", "s1", tmp_path, permission_mode="acceptEdits")
+    p = hook("claude-code", edits, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
+    assert _policy(tmp_path, "s1") == ("workspace-write", "config")
+    bypass = claude("UserPromptSubmit", "s1", tmp_path, permission_mode="bypassPermissions")
+    hook("claude-code", bypass, cwd=tmp_path)
+    assert _policy(tmp_path, "s1") == ("workspace-write", "config")  # never loosened by a hook
+    assert _mode_rows(tmp_path, "s1")[-1] == "claude-code:bypassPermissions"
+
+
+def test_an_explicit_sandbox_set_stands_until_the_harness_mode_changes(tmp_path: Path) -> None:
+    hook("claude-code", claude("UserPromptSubmit", "s1", tmp_path, permission_mode="default"), cwd=tmp_path)
+    set_cmd = [sys.executable, "-m", "greenloop", "sandbox", "set", "--session", "s1", "full-access"]
+    subprocess.run(set_cmd, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    assert _policy(tmp_path, "s1") == ("full-access", "session")
+    for event in ("Stop", "UserPromptSubmit"):  # unchanged harness mode: nothing written
+        hook("claude-code", claude(event, "s1", tmp_path, permission_mode="default"), cwd=tmp_path)
+    assert _policy(tmp_path, "s1") == ("full-access", "session")
+    hook("claude-code", claude("UserPromptSubmit", "s1", tmp_path, permission_mode="plan"), cwd=tmp_path)
+    assert _policy(tmp_path, "s1") == ("read-only", "session")
+
+
+def test_codex_permission_mode_keeps_the_stop_answer_exact(tmp_path: Path) -> None:
+    hook("codex", {**codex_stop("c1", "t1", tmp_path), "hook_event_name": "UserPromptSubmit"}, cwd=tmp_path)
+    record(tmp_path, "c1", False, "run-red")
+    p = hook("codex", {**codex_stop("c1", "t1", tmp_path), "permission_mode": "plan"}, cwd=tmp_path)
+    assert p.returncode == 0
+    assert set(json.loads(p.stdout)) == {"decision", "reason"}  # Codex rejects unknown keys
+    assert "sandbox read-only" in p.stderr
+    assert _policy(tmp_path, "c1") == ("read-only", "session")
+    # Codex's own sandbox names map to their equals
+    hook("codex", {**codex_stop("c1", "t2", tmp_path), "permission_mode": "danger-full-access"}, cwd=tmp_path)
+    assert _policy(tmp_path, "c1") == ("full-access", "session")
+    hook("codex", {**codex_stop("c1", "t3", tmp_path), "permission_mode": "default"}, cwd=tmp_path)
+    assert _policy(tmp_path, "c1") == ("workspace-write", "config")
+
+
+def test_permission_mode_is_never_written_without_state_or_from_garbage(tmp_path: Path) -> None:
+    off, other = tmp_path / "off", tmp_path / "on"
+    off.mkdir()
+    other.mkdir()
+    (off / "greenloop.toml").write_text("enabled = false\n")
+    p = hook("claude-code", claude("UserPromptSubmit", "s1", off, permission_mode="plan"), cwd=off)
+    assert p.returncode == 0 and not (off / ".greenloop").exists()
+    for bad in ("plan'; DROP TABLE runs; --", 7, "", "x" * 100):
+        p = hook("claude-code", claude("UserPromptSubmit", "s1", other, permission_mode=bad), cwd=other)
+        assert p.returncode == 0 and p.stdout == ""
+    assert _mode_rows(other, "s1") == []

@@ -13,13 +13,30 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
+    "PERMISSION_MODES",
     "HookAnswer",
     "HookContext",
     "detect_test_command",
     "json_line",
+    "record_permission_mode",
     "record_shell_run",
     "text_of",
 ]
+
+# A harness's `permission_mode` (hook input) -> greenloop's sandbox mode, where the two clearly
+# mean the same confinement. Claude Code and Codex send Claude Code's vocabulary (default,
+# acceptEdits, plan, dontAsk, bypassPermissions; Claude Code also auto): those are approval
+# policies, not filesystem sandboxes, so only `plan` (read and plan, no edits) is mapped, to
+# read-only. Codex's own sandbox names are mapped to their equals, in case a harness sends them.
+# Anything else is unmapped: the session falls back to the configured default. See
+# docs/sandbox.md, "Mode events from hooks".
+PERMISSION_MODES: Mapping[str, str] = {
+    "plan": "read-only",
+    "read-only": "read-only",
+    "workspace-write": "workspace-write",
+    "danger-full-access": "full-access",
+}
+_MODE_NAME = re.compile(r"^[A-Za-z][A-Za-z-]{0,39}$")
 
 
 class HookAnswer(NamedTuple):
@@ -63,6 +80,52 @@ class HookContext(NamedTuple):
         from greenloop.gate import Gate
 
         return Gate(workspace, clock=self.clock, harness=harness, warn=_warn_stderr)
+
+
+def record_permission_mode(
+    ctx: HookContext, workspace: str, session_id: str, harness: str, payload: Mapping[str, Any]
+) -> str:
+    """Record the harness's permission mode as the session's sandbox mode event, on change.
+
+    Each change of the harness's reported mode is recorded as a marker `<harness>:<mode>` (not
+    a sandbox mode: resolution skips it, so the configured default applies), followed by the
+    mapped greenloop mode when there is one (`PERMISSION_MODES`). An unchanged mode writes
+    nothing, so a `greenloop sandbox set` made after it stands until the harness reports a
+    different mode; leaving `plan` ends its read-only. Nothing is written for a workspace
+    without state (greenloop disabled, or never used there). Returns a line for stderr.
+    """
+    raw = payload.get("permission_mode")
+    if not isinstance(raw, str) or not _MODE_NAME.match(raw):
+        return ""
+    try:
+        mode = _record_mode(ctx, workspace, session_id, harness, raw)
+    except Exception as exc:  # the mode is a hint for later runs; never the reason a hook fails
+        return f"greenloop: could not record the permission mode {raw!r} ({type(exc).__name__}: {exc})\n"
+    if mode is None:
+        return ""
+    return f"greenloop: {harness} permission mode {raw}: test runs of this session use sandbox {mode}\n"
+
+
+def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str, raw: str) -> str | None:
+    """The greenloop mode recorded for `raw` now, or None (unmapped, unchanged or no state)."""
+    from greenloop import store as store_mod
+
+    if not os.path.isfile(store_mod.db_path(workspace)):
+        return None
+    marker = f"{harness}:{raw}"
+    mode = PERMISSION_MODES.get(raw)
+    with store_mod.Store(workspace, clock=ctx.clock, warn=_warn_stderr) as st:
+        row = st.conn.execute(
+            "SELECT mode FROM sandbox_modes WHERE session_id = ? AND substr(mode, 1, ?) = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (session_id, len(harness) + 1, f"{harness}:"),
+        ).fetchone()
+        if row is not None and row[0] == marker:
+            return None
+        st.record_sandbox_mode(session_id, marker)
+        if mode is not None:
+            st.record_sandbox_mode(session_id, mode)
+    return mode
 
 
 def _warn_stderr(message: str) -> None:
@@ -157,7 +220,9 @@ def record_shell_run(
         return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
     s = Counts.of(parsed.summary)
     reason: str | None = None
-    if parsed.load_error:
+    from greenloop.frameworks.common import load_failures_only
+
+    if parsed.load_error and load_failures_only(parsed):  # load failures beside failing tests: red
         outcome, reason = "broken", f"the suite could not load: {parsed.load_error}"
     elif s.failed > 0 or (exit_code not in (None, 0)):
         outcome = "red"

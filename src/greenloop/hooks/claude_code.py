@@ -7,13 +7,22 @@
 - UserPromptSubmit starts a new turn (a new interception budget); it prints nothing, since
   this event's stdout would be added to the model's context.
 - PostToolUse on Bash records a test run the agent made itself, parsed from its output.
+- Every event's `permission_mode` is recorded, on change, as the session's sandbox mode event
+  (`plan` -> read-only; the others leave the configured default: `base.record_permission_mode`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+from greenloop.hooks.base import (
+    HookAnswer,
+    HookContext,
+    json_line,
+    record_permission_mode,
+    record_shell_run,
+    text_of,
+)
 
 __all__ = ["HARNESS", "handle"]
 
@@ -28,15 +37,17 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     if event in ("Stop", "SubagentStop"):
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
         decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id)
+        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
         if decision.kind == "steer":
-            return HookAnswer(stdout=json_line({"decision": "block", "reason": decision.message}))
+            steer = {"decision": "block", "reason": decision.message}
+            return HookAnswer(stdout=json_line(steer), stderr=note)
         if decision.kind == "release":
-            return HookAnswer(stdout=json_line({"systemMessage": decision.message}))
-        return HookAnswer()
+            return HookAnswer(stdout=json_line({"systemMessage": decision.message}), stderr=note)
+        return HookAnswer(stderr=note)
     if event == "UserPromptSubmit":
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
         ctx.gate(workspace, HARNESS).on_turn_start(session_id)
-        return HookAnswer()
+        return HookAnswer(stderr=record_permission_mode(ctx, workspace, session_id, HARNESS, payload))
     if event == "PostToolUse":
         if payload.get("tool_name") != "Bash":
             return HookAnswer()
@@ -46,5 +57,6 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
             return HookAnswer(stderr="greenloop: PostToolUse(Bash) input has no tool_input.command.\n")
         output, code = text_of(payload.get("tool_response"))
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
-        return HookAnswer(stderr=record_shell_run(ctx, workspace, session_id, command, output, code))
+        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
+        return HookAnswer(stderr=note + record_shell_run(ctx, workspace, session_id, command, output, code))
     return HookAnswer(stderr=f"greenloop: ignoring Claude Code event {event!r}; allowing.\n")

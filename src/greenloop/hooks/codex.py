@@ -7,13 +7,22 @@
   universal output fields); allow prints nothing.
 - UserPromptSubmit (with turn_id) starts that turn.
 - PostToolUse on Bash records a test run the agent made itself, parsed from its output.
+- Every event's `permission_mode` (Codex sends Claude Code's vocabulary) is recorded, on
+  change, as the session's sandbox mode event (`base.record_permission_mode`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+from greenloop.hooks.base import (
+    HookAnswer,
+    HookContext,
+    json_line,
+    record_permission_mode,
+    record_shell_run,
+    text_of,
+)
 
 __all__ = ["HARNESS", "handle"]
 
@@ -33,15 +42,17 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     if event in ("Stop", "SubagentStop"):
         workspace = ctx.workspace(payload)
         decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id, _turn(payload))
+        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
         if decision.kind == "steer":
-            return HookAnswer(stdout=json_line({"decision": "block", "reason": decision.message}))
+            steer = {"decision": "block", "reason": decision.message}
+            return HookAnswer(stdout=json_line(steer), stderr=note)
         if decision.kind == "release":
-            return HookAnswer(stdout=json_line({"systemMessage": decision.message}))
-        return HookAnswer()
+            return HookAnswer(stdout=json_line({"systemMessage": decision.message}), stderr=note)
+        return HookAnswer(stderr=note)
     if event == "UserPromptSubmit":
         workspace = ctx.workspace(payload)
         ctx.gate(workspace, HARNESS).on_turn_start(session_id, _turn(payload))
-        return HookAnswer()
+        return HookAnswer(stderr=record_permission_mode(ctx, workspace, session_id, HARNESS, payload))
     if event == "PostToolUse":
         tool_input = payload.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
@@ -51,5 +62,6 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
             return HookAnswer()
         output, code = text_of(payload.get("tool_response"))
         workspace = ctx.workspace(payload)
-        return HookAnswer(stderr=record_shell_run(ctx, workspace, session_id, command, output, code))
+        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
+        return HookAnswer(stderr=note + record_shell_run(ctx, workspace, session_id, command, output, code))
     return HookAnswer(stderr=f"greenloop: ignoring Codex event {event!r}; allowing.\n")
