@@ -28,8 +28,8 @@ def raw(exit_code: int | None = 0, **kw: object) -> RawRun:
     return RawRun(exit_code=exit_code, **base)  # type: ignore[arg-type]
 
 
-def parsed(total: int = 0, passed: int = 0, failed: int = 0, **kw: object) -> ParseResult:
-    fails = tuple(Failure(test=f"t{i}") for i in range(failed))
+def parsed(total: int = 0, passed: int = 0, failed: int = 0, loads: int = 0, **kw: object) -> ParseResult:
+    fails = tuple(Failure(test=f"t{i}", kind="load" if i < loads else "test") for i in range(failed))
     return ParseResult(summary=Summary(total, passed, failed, 0), failures=fails, recognized=True, **kw)  # type: ignore[arg-type]
 
 
@@ -52,12 +52,31 @@ def parsed(total: int = 0, passed: int = 0, failed: int = 0, **kw: object) -> Pa
         (raw(5), parsed(0, 0), None, "broken", False, "retry_tester", "no tests ran"),
         (
             raw(1),
-            parsed(1, 0, 1, load_error="SyntaxError in a.js"),
+            parsed(1, 0, 1, loads=1, load_error="SyntaxError in a.js"),
             True,
             "broken",
             False,
             "retry_tester",
             "could not load the code under test: SyntaxError",
+        ),
+        (  # only load failures, while other files' tests passed: still the tester's to fix
+            raw(1),
+            parsed(4, 3, 1, loads=1, load_error="SyntaxError in a.js"),
+            True,
+            "broken",
+            False,
+            "retry_tester",
+            "could not load the code under test: SyntaxError",
+        ),
+        # files that cannot load beside tests that failed normally: red, both listed
+        (
+            raw(1),
+            parsed(5, 2, 3, loads=1, load_error="a.js: SyntaxError"),
+            True,
+            "red",
+            False,
+            "retry_coder",
+            "some test files could not load (a.js: SyntaxError)",
         ),
         (raw(1), parsed(0, 0), False, "broken", False, "retry_tester", "report was missing or invalid"),
         (

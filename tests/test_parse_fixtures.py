@@ -67,7 +67,8 @@ def test_fixture_set_is_complete_and_small() -> None:
     variants = {(p.parts[-3], p.name.replace(".meta.json", "")) for p in CAPTURES}
     for needed in [("vitest", "plain"), ("vitest", "color"), ("vitest", "agent"), ("vitest", "github"),
                    ("jest", "plain"), ("jest", "color"), ("jest", "verbose"), ("pytest", "q"),
-                   ("pytest", "v"), ("pytest", "rA"), ("pytest", "color"), ("node_test", "tap"),
+                   ("pytest", "v"), ("pytest", "rA"), ("pytest", "color"), ("pytest", "plugin"),
+                   ("node_test", "tap"),
                    ("node_test", "spec"), ("node_test", "spec-color")]:
         assert needed in variants
     total = sum(f.stat().st_size for d in RUNNER_DIRS for f in (FIXTURES / d).rglob("*") if f.is_file())
@@ -122,6 +123,8 @@ EXACT = [
     (("jest", "mixed", "plain"), "ünïcödé 名前 [bracket] - dash > arrow", "math.test.js", 32, '"e"', '"é"'),
     (("pytest", "mixed", "plain"), "test_calc.py::test_adds_wrong", "test_calc.py", 11, "4", "3"),
     (("pytest", "mixed", "v"), "test_calc.py::test_param[2-2-5]", "test_calc.py", 34, "5", "4"),
+    (("pytest", "mixed", "plugin"), "test_calc.py::test_adds_wrong", "test_calc.py", 11, "4", "3"),
+    (("pytest", "mixed", "plugin"), "test_calc.py::test_param[2-2-5]", "test_calc.py", 34, "5", "4"),
     (("node_test", "mixed", "tap"), "math > adds wrong", "math.test.mjs", 10, "4", "3"),
     (("node_test", "mixed", "spec"), "parent with subtests > sub fails", "math.test.mjs", 26, "'b'", "'a'"),
 ]

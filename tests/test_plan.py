@@ -12,6 +12,7 @@ import pytest
 
 from greenloop.env import child_env
 from greenloop.errors import UsageError
+from greenloop.frameworks.pytest import PLUGIN_DIR, PLUGIN_NAME
 from greenloop.model import Detection, Failure, Plan, RunResult
 from greenloop.plan import RunOptions, name_pattern, plan, python_runner
 
@@ -96,12 +97,27 @@ def test_runner_not_installed_is_unavailable_with_the_install_command(
     assert p.unavailable is not None and install in p.unavailable
 
 
-def test_pytest_uses_junitxml_and_the_given_interpreter(tmp_path: Path) -> None:
+def test_pytest_loads_greenloops_plugin_with_junit_as_fallback(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     p = mk(tmp_path, "pytest", target="tests/test_a.py::test_x")
-    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
-    assert p.argv == ("/py/bin/python", "-m", "pytest", f"--junitxml={report}", "tests/test_a.py::test_x")
-    assert p.report_format == "junit"
+    runs = tmp_path / ".greenloop" / "runs" / "r1"
+    junit = str(runs / "report.xml")
+    assert p.argv == (
+        "/py/bin/python", "-m", "pytest", "-p", PLUGIN_NAME, f"--junitxml={junit}", "tests/test_a.py::test_x"
+    )
+    assert (p.report_file, p.report_format) == (str(runs / "report.json"), "pytest-json")
+    assert (p.fallback_report_file, p.fallback_report_format) == (junit, "junit")
+    env = dict(p.env)
+    assert env["PYTHONPATH"] == PLUGIN_DIR  # a folder that holds only the plugin
+    assert os.listdir(PLUGIN_DIR) == [f"{PLUGIN_NAME}.py"] or sorted(os.listdir(PLUGIN_DIR)) == sorted(
+        [f"{PLUGIN_NAME}.py", "__pycache__"]
+    )
+    assert env["GREENLOOP_PYTEST_REPORT"] == p.report_file and env["GREENLOOP_PYTEST_JUNIT"] == junit
+    inherited = plan(
+        det(tmp_path, "pytest"), RunOptions(), report_dir=str(runs), default_timeout_ms=1000,
+        env={"PYTHONPATH": "/mine"}, interpreter="/py/bin/python",
+    )
+    assert dict(inherited.env)["PYTHONPATH"] == PLUGIN_DIR + os.pathsep + "/mine"
 
 
 def test_pytest_prefers_the_workspace_virtualenv(tmp_path: Path) -> None:
@@ -135,17 +151,18 @@ def test_pytest_active_virtualenv_then_uv_then_poetry(tmp_path: Path) -> None:
     assert argv[1:] == ("-m", "pytest") and "poetry is not on PATH" in notes[0]
 
 
-def test_node_test_writes_spec_to_stdout_and_junit_to_the_run_folder(tmp_path: Path) -> None:
+def test_node_test_writes_spec_to_stdout_and_tap_to_the_run_folder(tmp_path: Path) -> None:
     p = mk(tmp_path, "node:test")
-    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.xml")
+    report = str(tmp_path / ".greenloop" / "runs" / "r1" / "report.tap")
     assert p.argv == (
         "/usr/bin/node",
         "--test",
         "--test-reporter=spec",
         "--test-reporter-destination=stdout",
-        "--test-reporter=junit",
+        "--test-reporter=tap",  # junit drops a failing after() hook; TAP keeps it
         f"--test-reporter-destination={report}",
     )
+    assert (p.report_file, p.report_format) == (report, "node-tap")
 
 
 def test_npm_test_has_no_machine_report_and_passes_targets_after_dashes(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def test_run(
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()
     run_dir = layout.run_dir(detection.root, run_id)
-    previous = latest_run(detection.root) if last_failed and command is None else None
+    previous = _previous_run(detection.root, ws, session_id) if last_failed and command is None else None
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms),
@@ -140,6 +140,7 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
+    fingerprint = _Fingerprint(str(ws))  # taken while the suite runs, of the tree it tests
     result = execute(
         the_plan,
         run_id=run_id,
@@ -153,14 +154,8 @@ def test_run(
     unit = layout.unit_of(ws)
     unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
     result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
-    _store(result, run_dir, unit_dir)
-    try:
-        final = _after_run(str(ws), result)
-    except Exception as exc:  # bookkeeping must never lose the result of a run that happened
-        note = f"the run could not be recorded for the gate or the bug log ({type(exc).__name__}: {exc})"
-        final = replace(result, notes=(*result.notes, note))
-    if final != result:
-        _store(final, run_dir, unit_dir)
+    final = _after_run(str(ws), result, fingerprint=fingerprint.value())
+    _store(final, run_dir, unit_dir)
     prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
 
@@ -180,20 +175,83 @@ def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None) ->
     )
 
 
-def _after_run(workspace: str, result: RunResult) -> RunResult:
-    """Hand the final result to the session record and the bug log; returns it, maybe enriched."""
-    # closure: record the run for the session (or the workspace) so the gate sees it
-    from greenloop import session as session_mod
-    from greenloop import store
+class _Fingerprint:
+    """The working-tree fingerprint, taken in a thread while the suite runs (it reads the tree,
+    the suite runs in another process: the two overlap instead of adding up)."""
 
-    sid = result.session_id or session_mod.resolve()
+    def __init__(self, workspace: str) -> None:
+        self._value: str | None = None
+        self._thread = threading.Thread(target=self._take, args=(workspace,), daemon=True)
+        self._thread.start()
+
+    def _take(self, workspace: str) -> None:
+        from greenloop.fingerprint import working_tree
+
+        with contextlib.suppress(Exception):  # None: store.record_result takes it again
+            self._value = working_tree(workspace)
+
+    def value(self) -> str | None:
+        self._thread.join()
+        return self._value
+
+
+def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
+    """The run whose failures `last_failed` reruns: the session's latest run when a session is
+    given and the store knows one, else the workspace's latest stored run."""
+    if session_id is not None:
+        from greenloop.store import Store
+
+        try:
+            with Store(workspace, warn=lambda _m: None) as st:
+                record = st.latest_run(session_id=session_id)
+        except Exception:  # an unreadable state database: fall back to the run store
+            record = None
+        if record is not None:
+            for path in (layout.run_dir(root, record.run_id) / RESULT_FILE, record.result_ref):
+                if not path:
+                    continue
+                try:
+                    data = json.loads(Path(path).read_text(encoding="utf-8"))
+                    return RunResult.from_json(data)
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+    return latest_run(root)
+
+
+def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
+    return replace(result, notes=(*result.notes, f"{what} ({type(exc).__name__}: {exc})"))
+
+
+def _after_run(workspace: str, result: RunResult, *, fingerprint: str | None = None) -> RunResult:
+    """Hand the final result to the bug log, then to the session record; returns it, enriched.
+
+    The bug bridge goes first so the closure store records the final result (with bug ids);
+    a failing step becomes a note, never a lost run.
+    """
+    from greenloop import session as session_mod
+
+    try:
+        sid = result.session_id or session_mod.resolve()
+    except Exception as exc:
+        sid = result.session_id
+        result = _note(result, "the session could not be resolved", exc)
     if sid != result.session_id:
         result = replace(result, session_id=sid)
-    store.record_result(workspace, result, session_id=sid)
     # bugs: bridge the run into bugs.ndjson (red opens, green fixes; bug ids go into the failures)
-    from greenloop import bugs
+    try:
+        from greenloop import bugs
 
-    return bugs.bridge_unit_run(workspace, result)
+        result = bugs.bridge_unit_run(workspace, result)
+    except Exception as exc:  # bookkeeping must never lose the result of a run that happened
+        result = _note(result, "the run could not be recorded in the bug log", exc)
+    # closure: record the final run for the session (or the workspace) so the gate sees it
+    try:
+        from greenloop import store
+
+        store.record_result(workspace, result, session_id=sid, fingerprint=fingerprint)
+    except Exception as exc:
+        result = _note(result, "the run could not be recorded for the gate", exc)
+    return result
 
 
 # ----------------------------------------------------------------------------- the run store

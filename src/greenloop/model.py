@@ -185,6 +185,10 @@ class Plan:
     drop_env: tuple[str, ...] = ()  # variables removed from the inherited environment
     report_file: str | None = None  # machine report the runner writes (json/junit), if planned
     report_format: str | None = None  # "vitest-json" | "jest-json" | "junit" | ...
+    # A second report read when the first is missing (pytest: junit when greenloop's plugin
+    # could not load; the plugin switches the junit report off when it runs).
+    fallback_report_file: str | None = None
+    fallback_report_format: str | None = None
     shell: bool = False  # True only for a user's verbatim --command
     notes: tuple[str, ...] = ()
     # Why the runner cannot start (not installed), with how to install it; execute() then

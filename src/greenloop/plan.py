@@ -8,9 +8,12 @@ writes beside its human output (DESIGN §3, Run):
   vitest     <bin> run --reporter=default --reporter=json --outputFile.json=<dir>/report.json
              last_failed: failing files + -t '^(?:full name|…)$'
   jest       <bin> --json --outputFile=<dir>/report.json      (-t, files as path patterns)
-  pytest     <python> -m pytest --junitxml=<dir>/report.xml   (-k 'a or b', failing files)
-  node:test  node --test --test-reporter=spec …stdout --test-reporter=junit …<dir>/report.xml
-             (--test-name-pattern, failing files)
+  pytest     <python> -m pytest -p _greenloop_pytest_report --junitxml=<dir>/report.xml
+             greenloop's plugin (frameworks/pytest_plugin/, on PYTHONPATH) writes report.json and
+             switches junit off; junit is the fallback when the plugin cannot load
+             (-k 'a or b', failing files)
+  node:test  node --test --test-reporter=spec …stdout --test-reporter=tap …<dir>/report.tap
+             (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
 """
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenloop.errors import UsageError
+from greenloop.frameworks import pytest as pytest_fw
 from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
 
 __all__ = [
@@ -74,8 +78,9 @@ class Dialect:
 DIALECTS: dict[str, Dialect] = {
     "vitest": Dialect("report.json", "vitest-json", "-t"),
     "jest": Dialect("report.json", "jest-json", "-t"),
-    "pytest": Dialect("report.xml", "junit", "-k"),
-    "node:test": Dialect("report.xml", "junit", "--test-name-pattern"),
+    "pytest": Dialect("report.json", "pytest-json", "-k"),  # junit report.xml as the fallback
+    # TAP, not junit: node's junit reporter drops a failing after() hook (exit 1, no failure).
+    "node:test": Dialect("report.tap", "node-tap", "--test-name-pattern"),
     "npm-test": Dialect(None, None, None),
 }
 
@@ -325,6 +330,8 @@ def plan(
     manager = detection.package_manager
     unavailable: str | None = None
     argv: list[str]
+    child_env: tuple[tuple[str, str], ...] = ()
+    fallback: tuple[str | None, str | None] = (None, None)
 
     if framework in ("vitest", "jest"):
         tool = js_runner(root, framework, manager)
@@ -338,7 +345,14 @@ def plan(
     elif framework == "pytest":
         prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
         notes += py_notes
-        argv = [*prefix, f"--junitxml={report_file}"]
+        fallback = (os.path.join(report_dir, "report.xml"), "junit")
+        argv = [*prefix, "-p", pytest_fw.PLUGIN_NAME, f"--junitxml={fallback[0]}"]
+        inherited = env.get("PYTHONPATH")
+        child_env = (
+            ("PYTHONPATH", pytest_fw.PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
+            ("GREENLOOP_PYTEST_REPORT", report_file or ""),
+            ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
+        )
     elif framework == "node:test":
         node = which("node")
         if node is None:
@@ -348,7 +362,7 @@ def plan(
             "--test",
             "--test-reporter=spec",
             "--test-reporter-destination=stdout",
-            "--test-reporter=junit",
+            "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
         ]
     else:  # npm-test
@@ -381,8 +395,11 @@ def plan(
         argv=tuple(argv),
         cwd=root,
         timeout_ms=timeout_ms,
+        env=child_env,
         report_file=report_file,
         report_format=dialect.report_format,
+        fallback_report_file=fallback[0],
+        fallback_report_format=fallback[1],
         notes=tuple(notes),
         unavailable=unavailable,
     )

@@ -7,7 +7,8 @@ decides, in `classify`, between three outcomes that are never confused:
 - green:  exit 0, at least one test ran, none failed, not timed out, not interrupted;
 - red:    tests failed (next_action "retry_coder");
 - broken: the runner could not start or is not installed, crashed, timed out, was interrupted,
-          ran no tests, could not load the code under test (next_action "retry_tester"), left a
+          ran no tests, could only fail to load the code under test (next_action "retry_tester";
+          when other tests failed too the run is red, the load failures listed beside them), left a
           planned machine report missing or unreadable, or exited non-zero without any failing
           test recognised.
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from greenloop import proc
 from greenloop.config import Config
+from greenloop.frameworks.common import load_failures_only, load_note
 from greenloop.model import (
     Failure,
     ParseResult,
@@ -84,22 +86,22 @@ def _lines(*paths: str) -> Iterator[str]:
             yield from (line.rstrip("\n") for line in fh)
 
 
-def _parse_text(framework: str, stdout_path: str, stderr_path: str) -> ParseResult:
+def _parse_text(framework: str, stdout_path: str, stderr_path: str, root: str | None) -> ParseResult:
     from greenloop import frameworks
 
     fw = framework if framework else "npm-test"  # npm-test sniffs which runner wrote the output
     try:
-        return frameworks.parse_text(fw, _lines(stdout_path, stderr_path))
+        return frameworks.parse_text(fw, _lines(stdout_path, stderr_path), root=root)
     except Exception as exc:  # parsing is total by contract; a parser bug is still not a test failure
         note = f"the {fw} text parser failed ({type(exc).__name__}: {exc}); counts are unknown"
         return ParseResult(notes=(note,))
 
 
-def _parse_report(fmt: str, path: str) -> ParseResult:
+def _parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
     from greenloop import frameworks
 
     try:
-        return frameworks.parse_report(fmt, path)
+        return frameworks.parse_report(fmt, path, root=root)
     except Exception as exc:
         return ParseResult(notes=(f"the {fmt} report could not be read ({type(exc).__name__}: {exc})",))
 
@@ -112,6 +114,35 @@ def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) ->
     except Exception as exc:  # a hint-table bug must not turn a red run into a crash
         note = f"hints could not be built ({type(exc).__name__}: {exc})"
         return tuple(replace(f, hint=f.hint or note) for f in failures)
+
+
+def _silent_failure(raw: RawRun, parsed: ParseResult) -> bool:
+    """A runner that failed while its report lists no failure (vitest's JSON leaves out
+    unhandled errors; a crash after the report was written): its text output may say why."""
+    failing = parsed.summary.failed or parsed.failures
+    return not failing and raw.exit_code not in (None, 0) and not raw.timed_out and not raw.aborted
+
+
+def _with_text_failures(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The report's result plus the failures only the text output shows, with a note."""
+    known = {(f.test, f.kind) for f in report.failures}
+    extra = tuple(f for f in text.failures if (f.test, f.kind) not in known)
+    if not extra:
+        return report
+    s = report.summary
+    summary = replace(s, total=s.total + len(extra), failed=s.failed + len(extra))
+    names = ", ".join(f.test for f in extra[:3]) + (" …" if len(extra) > 3 else "")
+    note = (
+        f"the runner exited non-zero but its report lists no failure; {len(extra)} failure(s) "
+        f"taken from the text output: {names}"
+    )
+    return replace(
+        report,
+        summary=summary,
+        failures=(*report.failures, *extra),
+        notes=(*report.notes, note),
+        load_error=report.load_error or text.load_error,
+    )
 
 
 # ----------------------------------------------------------------------------- outcome
@@ -147,7 +178,7 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         return broken(reason, None)
     if raw.aborted:
         return broken("interrupted before the run finished; the whole process tree was stopped", None)
-    if parsed.load_error:
+    if parsed.load_error and load_failures_only(parsed):
         return broken(f"the suite could not load the code under test: {parsed.load_error}")
     if report_ok is False:
         fmt = plan.report_format or "machine"
@@ -158,6 +189,8 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
     if raw.signal:
         return broken(f"the runner was killed by signal {raw.signal}")
     if failed:
+        if parsed.load_error:  # some files could not load, other tests failed normally: red
+            notes.append(load_note(parsed))
         if raw.exit_code == 0:
             notes.append(f"the runner exited 0 but reported {failed} failing test(s)")
         return Verdict(False, "red", False, None, "retry_coder", tuple(notes))
@@ -304,9 +337,10 @@ def execute(
         return result(None, verdict, ParseResult(), SandboxInfo(mode, None, str(workspace)))
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
-    if plan.report_file:
-        with contextlib.suppress(OSError):
-            os.unlink(plan.report_file)  # a stale report must never pass for this run's
+    for report in (plan.report_file, plan.fallback_report_file):
+        if report:
+            with contextlib.suppress(OSError):
+                os.unlink(report)  # a stale report must never pass for this run's
     raw = proc.run_to_completion(
         argv[0] if shell else argv,
         cwd=plan.cwd,
@@ -330,11 +364,19 @@ def execute(
 
     report_ok: bool | None = None
     parsed = ParseResult()
+    root = plan.cwd  # failures' files are relative to where the runner ran (its node ids are)
     if plan.report_file and raw.spawn_error is None:
-        parsed = _parse_report(plan.report_format or "", plan.report_file)
+        parsed = _parse_report(plan.report_format or "", plan.report_file, root)
+        if not parsed.recognized and plan.fallback_report_file and os.path.exists(plan.fallback_report_file):
+            parsed = _parse_report(plan.fallback_report_format or "", plan.fallback_report_file, root)
+            if parsed.recognized:
+                notes.append(
+                    f"the {plan.report_format} report was not written (the runner did not load "
+                    f"greenloop's plugin); results come from the {plan.fallback_report_format} report"
+                )
         report_ok = parsed.recognized
         if not report_ok:
-            text = _parse_text(plan.framework, stdout_path, stderr_path)
+            text = _parse_text(plan.framework, stdout_path, stderr_path, root)
             notes.append(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
             )
@@ -346,8 +388,10 @@ def execute(
                 duration_ms=text.duration_ms,
                 load_error=text.load_error,
             )
+        elif _silent_failure(raw, parsed):
+            parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
-        parsed = _parse_text(plan.framework, stdout_path, stderr_path)
+        parsed = _parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)
             notes.append("results parsed from the text output of a verbatim command")
     if raw.timed_out or raw.aborted:

@@ -4,31 +4,47 @@ The entry points other modules call:
 
 - `parse_text(framework, lines)`: streaming, total parse of a runner's human output;
 - `parse_report(report_format, path)`: the machine report greenloop plans
-  ("vitest-json", "jest-json", "junit");
+  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json");
 - `progress_event(framework, line)`: "pass" / "fail" / "skip" for one finished-test line.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from greenloop.frameworks import jest, junit, node_test, npm_test, pytest, vitest
 from greenloop.frameworks.common import Event
 from greenloop.model import ParseResult
 
-__all__ = ["MODULES", "REPORT_FORMATS", "parse_report", "parse_text", "progress_counts", "progress_event"]
+__all__ = [
+    "MODULES",
+    "REPORT_FORMATS",
+    "module",
+    "parse_report",
+    "parse_text",
+    "progress_counts",
+    "progress_event",
+]
 
-MODULES: dict[str, ModuleType] = {
-    "vitest": vitest,
-    "jest": jest,
-    "npm-test": npm_test,
-    "pytest": pytest,
-    "node:test": node_test,
+# framework id -> its module, imported on first use (a run needs one parser, not all six)
+MODULES: dict[str, str] = {
+    "vitest": "greenloop.frameworks.vitest",
+    "jest": "greenloop.frameworks.jest",
+    "npm-test": "greenloop.frameworks.npm_test",
+    "pytest": "greenloop.frameworks.pytest",
+    "node:test": "greenloop.frameworks.node_test",
 }
 
-REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit", "node-tap")
+
+def module(framework: str) -> ModuleType | None:
+    """The module of `framework`, or None when it is not known."""
+    name = MODULES.get(framework)
+    return importlib.import_module(name) if name else None
+
+
+REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json")
 
 
 def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
@@ -36,7 +52,7 @@ def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) ->
 
     `root` (optional) shortens absolute paths under it to workspace-relative ones.
     """
-    mod = MODULES.get(framework)
+    mod = module(framework)
     if mod is None:
         return ParseResult(notes=(f"unknown framework {framework!r}; known: {', '.join(MODULES)}",))
     result: ParseResult = mod.parse_text(lines, root=root)
@@ -47,13 +63,23 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
     """Parse a runner's machine report. Missing or invalid: recognized=False with a note."""
     try:
         if report_format == "vitest-json":
+            from greenloop.frameworks import vitest
+
             return vitest.parse_report(path, root)
         if report_format == "jest-json":
+            from greenloop.frameworks import jest
+
             return jest.parse_report(path, root)
         if report_format == "junit":
+            from greenloop.frameworks import junit
+
             return junit.parse_junit(path, root)
         if report_format == "node-tap":
             return _tap_file(path, root)
+        if report_format == "pytest-json":
+            from greenloop.frameworks import pytest
+
+            return pytest.parse_json_report(path, root)
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
     known = ", ".join(REPORT_FORMATS)
@@ -70,6 +96,8 @@ def _tap_file(path: str, root: str | None) -> ParseResult:
         return ParseResult(notes=(missing,))
     except OSError as exc:
         return ParseResult(notes=(f"report {path} cannot be read ({exc.strerror})",))
+    from greenloop.frameworks import node_test
+
     with fh:
         res = node_test.parse_text(fh, root=root)
     if not res.recognized:
@@ -81,7 +109,7 @@ def _tap_file(path: str, root: str | None) -> ParseResult:
 
 def progress_event(framework: str, line: str) -> Event | None:
     """The event of one finished-test line of the runner's default reporter, else None."""
-    mod = MODULES.get(framework)
+    mod = module(framework)
     if mod is None:
         return None
     try:
@@ -98,7 +126,7 @@ def progress_counts(framework: str, line: str) -> dict[Event, int] | None:
     rows of dots and vitest's per-file lines (the only per-test truth of vitest's agent
     reporter, which omits passing tests). Summing it over a run gives the live counts.
     """
-    mod = MODULES.get(framework)
+    mod = module(framework)
     if mod is None:
         return None
     try:

@@ -27,6 +27,8 @@ __all__ = [
     "expected_got",
     "first_user_frame",
     "is_user_frame",
+    "load_failures_only",
+    "load_note",
     "relativize",
     "run_parser",
     "strip_ansi",
@@ -290,6 +292,29 @@ def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framewor
 
 def summary_of(passed: int, failed: int, skipped: int) -> Summary:
     return Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped)
+
+
+def load_failures_only(parsed: ParseResult) -> bool:
+    """Did the suite fail only because files could not load (no other test failed)?
+
+    The rule every surface applies (run.classify, vitest.parse_json_report, the hooks): when
+    some files fail to load and other tests fail normally, the run is red (the load failures
+    are listed as failures of kind "load", with a note); only when the load failures are all
+    there is, is the run broken with next_action "retry_tester".
+    """
+    if not parsed.load_error:
+        return False
+    loads = sum(1 for f in parsed.failures if f.kind == "load")
+    others = len(parsed.failures) - loads
+    return others == 0 and parsed.summary.failed <= max(loads, 1)
+
+
+def load_note(parsed: ParseResult) -> str:
+    """The note of a red run that also has files which could not load."""
+    return (
+        f"some test files could not load ({parsed.load_error}); they are listed as failures of "
+        'kind "load" beside the tests that failed'
+    )
 
 
 def dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:

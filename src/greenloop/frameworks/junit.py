@@ -30,7 +30,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["parse_junit"]
+__all__ = ["parse_junit", "pytest_failure", "pytest_user_frame"]
 
 _TEST_FILE = re.compile(r"\.(?:[cm]?[jt]s|tsx|jsx)$")
 _ACTUAL = re.compile(r"^\s*actual: (.*?),?$")
@@ -177,6 +177,33 @@ def _parse(path: str, root: str | None) -> ParseResult:
     )
 
 
+_PY_LOC = re.compile(r"^(\S[^:]*\.py):(\d+): ")
+
+
+def pytest_user_frame(locations: list[str], root: str | None) -> tuple[str | None, int | None]:
+    """The deepest `path.py:N: …` location inside the workspace: a relative path (pytest prints
+    the files under its rootdir relative) or an absolute one under `root`; never a library's
+    (site-packages, the standard library's socket.py, <frozen …>). (None, None) if none is."""
+    prefix = root.rstrip("/") + "/" if root else None
+    for ln in reversed(locations):
+        m = _PY_LOC.match(ln)
+        if not m or "site-packages" in ln or "<frozen" in ln:
+            continue
+        path = m.group(1)
+        outside = path.startswith("/") and (prefix is None or not path.startswith(prefix))
+        if outside or path.startswith("../"):
+            continue  # pytest writes a file outside its rootdir absolute, or relative when shorter
+        return path, int(m.group(2))
+    return None, None
+
+
+def pytest_failure(test: str, file: str | None, kind: Literal["test", "load", "hook"], message: str,
+                   text: str, root: str | None) -> Failure:
+    """One pytest failure from its long representation (the text of a junit <failure> or of
+    greenloop's pytest report): E-lines as message, expected/got, the deepest workspace frame."""
+    return _failure(test, file, kind, message, text, "pytest", root)
+
+
 def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"], message: str, text: str,
              dialect: str | None, root: str | None) -> Failure:
     exp: str | None
@@ -188,12 +215,7 @@ def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"],
         msg = [e for e in e_lines if e] or [message]
         locs = [ln for ln in lines if re.match(r"^\S[^:]*\.py:\d+: ", ln)]
         stack = "\n".join(locs)
-        ufile, uline = None, None
-        for ln in reversed(locs):
-            m = re.match(r"^(\S[^:]*\.py):(\d+): ", ln)
-            if m and "site-packages" not in ln and "<frozen" not in ln:
-                ufile, uline = m.group(1), int(m.group(2))
-                break
+        ufile, uline = pytest_user_frame(locs, root)
     else:
         # node: "Error [ERR_TEST_FAILURE]: message … cause: AssertionError … actual/expected"
         exp, got = _node_expected_got(text)

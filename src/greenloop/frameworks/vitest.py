@@ -24,6 +24,8 @@ from greenloop.frameworks.common import (
     dedupe,
     expected_got,
     first_user_frame,
+    load_failures_only,
+    load_note,
     relativize,
     strip_ansi,
     trim_stack,
@@ -106,7 +108,7 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
         test=d.test,
         file=relativize(file, root) if file else None,
         line=lineno,
-        message=bounded_join(msg_lines[:20]),
+        message=relativize(bounded_join(msg_lines[:20]), root),
         expected=exp,
         got=got,
         stack=stack,
@@ -511,7 +513,7 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
             end = max(end or 0.0, float(r["endTime"]))
         assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
         status = r.get("status")
-        message = strip_ansi(str(r.get("message") or ""))
+        message = relativize(strip_ansi(str(r.get("message") or "")), root)  # no temp paths
         for a in assertions:
             st = a.get("status")
             if st == "passed":
@@ -590,7 +592,8 @@ def parse_json_report(path: str | os.PathLike[str], root: str | None = None) -> 
 
     A missing or invalid report is crashed with its reason. A suite that cannot load the code
     under test (SyntaxError, missing module) is crashed with next_action "retry_tester";
-    ordinary failing tests give next_action "retry_coder".
+    ordinary failing tests give next_action "retry_coder", also when some files could not
+    load beside them (those are failures of kind "load", with a note).
     """
     res = parse_report(os.fspath(path), root)
     if not res.recognized:
@@ -598,7 +601,7 @@ def parse_json_report(path: str | os.PathLike[str], root: str | None = None) -> 
         return VitestReport(ok=False, crashed=True, crash_reason=reason, summary=res.summary,
                             failures=res.failures, duration_ms=res.duration_ms,
                             next_action="retry_tester", notes=res.notes)
-    if res.load_error:
+    if res.load_error and load_failures_only(res):
         return VitestReport(ok=False, crashed=True,
                             crash_reason=f"the suite could not load the code under test: {res.load_error}",
                             summary=res.summary, failures=res.failures, duration_ms=res.duration_ms,
@@ -608,8 +611,9 @@ def parse_json_report(path: str | os.PathLike[str], root: str | None = None) -> 
                             failures=(), duration_ms=res.duration_ms, next_action="retry_tester",
                             notes=res.notes)
     failed = res.summary.failed > 0
+    notes = (*res.notes, load_note(res)) if res.load_error else res.notes
     return VitestReport(ok=not failed, crashed=False, crash_reason=None, summary=res.summary,
                         failures=res.failures, duration_ms=res.duration_ms,
-                        next_action="retry_coder" if failed else None, notes=res.notes)
+                        next_action="retry_coder" if failed else None, notes=notes)
 
 
