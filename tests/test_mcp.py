@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
 
-from greenloop.mcp_server import TOOL_NAMES
+from greenloop.mcp_server import TOOL_NAMES, bounded_integration
 
 T = TypeVar("T")
 
@@ -150,6 +151,14 @@ def test_lists_every_tool_with_input_and_output_schemas(tmp_path: Path, home: Pa
     assert set(tools["bug_open"].input_schema["required"]) == {"unit", "test", "title"}
     assert set(tools["bug_transition"].input_schema["required"]) == {"bug_id", "to"}
     assert tools["test_probe"].annotations is not None and tools["test_probe"].annotations.read_only_hint
+    integration = tools["integration_run"]
+    assert "browser steps" in (integration.description or "")
+    it_out = integration.output_schema or {}
+    assert {"failures", "more_failures", "aborted", "result_ref"} <= set(it_out["properties"])
+    case_failure = it_out["$defs"]["CaseFailureOutput"]["properties"]
+    wanted = {"case_id", "failed_step", "reason", "message", "expected", "got", "artifacts"}
+    assert wanted <= set(case_failure)
+    assert "screenshot" in case_failure["artifacts"]["description"]
 
 
 def test_disabled_workspace_offers_no_tools(tmp_path: Path, home: Path) -> None:
@@ -617,6 +626,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        if self.path == "/api/hang":
+            time.sleep(300)  # a case that never gets its answer
         body = json.dumps({"ok": True} if self.path == "/api/health" else {"pong": True}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -644,6 +655,8 @@ def _integration_project(root: Path, *argv: str) -> Path:
         },
         {"id": "ping-created", "involves": ["pinger"], "steps": [{**step, "expect": {"status": 201}}]},
     ]
+    if "hang" in argv:
+        cases.insert(0, {"id": "hangs", "steps": [{"unit": "pinger", "call": "GET /api/hang"}]})
     (root / "integration" / "spec.json").write_text(json.dumps({"cases": cases}))
     return root
 
@@ -673,6 +686,8 @@ def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
     assert every["surviving_processes"] == []
     assert (project / every["result_ref"]).is_file() or Path(every["result_ref"]).is_file()
     assert [b["status"] for b in out["bugs"]["bugs"]] == ["open"]
+    assert every["more_failures"] == [] and every["aborted"] is False
+    assert failure["message"] and failure["artifacts"] == {}
     assert out["unknown"].is_error and "no-such-case" in _text(out["unknown"])
     assert any("ping-created" in m for m in news), news  # progress names the case being run
 
@@ -816,3 +831,58 @@ def test_timeout_ms_kills_a_hung_run_and_says_so(tmp_path: Path, home: Path) -> 
             os.kill(pid, signal.SIGKILL)
     assert out["timed_out"] is True and out["ok"] is False and out["outcome"] == "broken"
     assert left == []
+
+
+def test_cancelling_an_integration_run_mid_case_writes_an_aborted_result(tmp_path: Path, home: Path) -> None:
+    """The run's cancel event (not an interrupt): the hanging case stops, the units are torn
+    down and result.json says aborted, with the case that was running marked so."""
+    marker = f"greenloop-unit-{os.getpid()}-{time.monotonic_ns()}"
+    project = _integration_project(tmp_path / "proj", "hang", marker)
+    news: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        news.append(message or "")
+
+    async def body(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(s.call_tool, "integration_run", {}, progress_callback=on_progress))
+            with anyio.fail_after(60):
+                while "case hangs" not in news:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(30):
+            while _marked_pids(marker) or not list(project.glob("integration/runs/*/result.json")):
+                await anyio.sleep(0.1)
+
+    try:
+        _with_client(project, home, body)
+        left = _marked_pids(marker)
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []
+    [result_path] = project.glob("integration/runs/*/result.json")
+    result = json.loads(result_path.read_text())
+    assert result["aborted"] is True and result["ok"] is False and result["crashed"] is False
+    assert [c["status"] for c in result["cases"]] == ["aborted", "not_run", "not_run"]
+    assert result["surviving_processes"] == [] and result["bugs_opened"] == []
+
+
+def test_bounded_integration_keeps_a_big_result_small() -> None:
+    failures = [
+        {"case_id": f"c{i}", "message": "m" * 5000, "stderr_excerpt": "e" * 50000, "artifacts": {}}
+        for i in range(80)
+    ]
+    data = {
+        "ok": False,
+        "failures": failures,
+        "cases": [{"id": f"c{i}", "status": "failed", "message": "x" * 900} for i in range(150)],
+        "notes": ["n" * 2000] * 40,
+    }
+    out = bounded_integration(data)
+    assert [f["case_id"] for f in out["failures"]] == ["c0", "c1", "c2", "c3", "c4"]
+    assert out["more_failures"] == [f"c{i}" for i in range(5, 55)] and out["more_failures_omitted"] == 25
+    assert len(out["cases"]) == 100 and out["cases_omitted"] == 50 and len(out["notes"]) == 20
+    assert len(json.dumps(out)) < 40_000
+    assert out["cases"][0] == {"id": "c0", "status": "failed"}
+    assert data["failures"][0]["message"] == "m" * 5000  # the input is not changed

@@ -22,8 +22,6 @@ See docs/mcp.md for the whole picture.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -31,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -66,6 +64,7 @@ __all__ = [
     "RunOutput",
     "Running",
     "ServerState",
+    "bounded_integration",
     "build_server",
     "new_session_id",
     "serve_stdio",
@@ -262,30 +261,51 @@ class BugListOutput(_Out):
 
 
 class CaseFailureOutput(_Out):
-    case_id: str
-    failed_step: int | str | None = None
-    reason: str | None = None
+    case_id: str = Field(description="The failed case, or `startup:<unit>` for a unit that did not start.")
+    failed_step: int | str | None = Field(default=None, description="0-based index of the failing step.")
+    reason: str | None = Field(
+        default=None,
+        description="status_mismatch | assertion_failed | placeholder_unresolved | timeout | "
+        "connection_error | unit_crashed",
+    )
+    message: str = Field(default="", description="One line saying what went wrong, in words.")
     expected: Any = None
     got: Any = None
     involves: list[str] = Field(default_factory=list)
-    stderr_excerpt: str | None = None
+    unit: str | None = Field(default=None, description="The unit the failing step called.")
+    stderr_excerpt: str | None = Field(default=None, description="Last stderr lines of the units involved.")
+    artifacts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Evidence files of a failing browser step, relative to the project: "
+        "`screenshot` (PNG) and `html` (the page).",
+    )
+    bug_id: str | None = Field(default=None, description="The bug this failure opened or matched.")
 
 
 class IntegrationOutput(_Out):
     session_id: str
     ok: bool
     run_id: str | None = None
-    result_ref: str | None = None
+    result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
     cases_total: int = 0
     cases_passed: int = 0
     cases_failed: int = 0
     cases_timeout: int = 0
-    failures: list[CaseFailureOutput] = Field(default_factory=list)
+    failures: list[CaseFailureOutput] = Field(
+        default_factory=list, description="The first failed cases in full (message, expected, got, stderr)."
+    )
+    more_failures: list[str] = Field(default_factory=list, description="Further failed cases, by id.")
+    more_failures_omitted: int = Field(default=0, description="Failed cases beyond those named.")
     ports_used: dict[str, int] = Field(default_factory=dict)
     surviving_processes: list[Any] = Field(default_factory=list)
     category_hint: str | None = None
     crashed: bool = False
+    aborted: bool = Field(default=False, description="Stopped before the end (cancelled); no bug recorded.")
     duration_ms: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    bugs_opened: list[str] = Field(default_factory=list)
+    process_log: str | None = Field(default=None, description="Path of the units' combined log.")
+    http_trace: str | None = Field(default=None, description="Path of the request trace (NDJSON).")
 
 
 # --------------------------------------------------------------------------- plumbing
@@ -293,19 +313,16 @@ class IntegrationOutput(_Out):
 
 class Running:
     """The cancellable calls in flight, so that a shutdown can stop their process trees
-    before the server exits: each call's cancel event, its finished event and, for a call
-    stopped by interruption, how to interrupt it."""
+    before the server exits: each call's cancel event and its finished event."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._calls: dict[int, tuple[threading.Event, threading.Event, Callable[[], None] | None]] = {}
+        self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
 
-    def add(
-        self, cancel: threading.Event, finished: threading.Event, interrupt: Callable[[], None] | None = None
-    ) -> int:
+    def add(self, cancel: threading.Event, finished: threading.Event) -> int:
         with self._lock:
             key = id(cancel)
-            self._calls[key] = (cancel, finished, interrupt)
+            self._calls[key] = (cancel, finished)
             return key
 
     def discard(self, key: int) -> None:
@@ -313,15 +330,13 @@ class Running:
             self._calls.pop(key, None)
 
     def stop_all(self, wait_s: float) -> int:
-        """Cancel (and interrupt) every call, then wait up to `wait_s` in all for them to end."""
+        """Cancel every call, then wait up to `wait_s` in all for them to end."""
         with self._lock:
             calls = list(self._calls.values())
-        for cancel, _, interrupt in calls:
+        for cancel, _ in calls:
             cancel.set()
-            if interrupt is not None:
-                interrupt()
         deadline = time.monotonic() + wait_s
-        for _, finished, _ in calls:
+        for _, finished in calls:
             finished.wait(max(0.0, deadline - time.monotonic()))
         return len(calls)
 
@@ -363,25 +378,21 @@ class _Stopwatch:
         limit_s: float,
         cancel: threading.Event | None = None,
         running: Running | None = None,
-        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self.tool = tool
         self.limit_s = limit_s
         self.cancel = cancel
         self.running = running
-        self.interrupt = interrupt
 
     async def call(self, fn: Callable[[], T]) -> T:
         finished = threading.Event()
         key = None
         if self.cancel is not None and self.running is not None:
-            key = self.running.add(self.cancel, finished, self.interrupt)
+            key = self.running.add(self.cancel, finished)
 
         def work() -> T:
             try:
                 return fn()
-            except KeyboardInterrupt:  # delivered by an interrupt after a cancel; never the server's
-                raise ToolError(f"{self.tool} was cancelled; everything it started was stopped") from None
             finally:
                 finished.set()
                 if key is not None and self.running is not None:
@@ -416,39 +427,7 @@ class _Stopwatch:
         if self.cancel is None:
             return
         self.cancel.set()
-        if self.interrupt is not None:
-            self.interrupt()
         await anyio.to_thread.run_sync(finished.wait, STOP_WAIT_S)
-
-
-class _Interrupter:
-    """Raises KeyboardInterrupt inside a worker thread that is running a call which stops
-    cleanly on Ctrl-C (the integration runner tears every unit down and writes its result)
-    but takes no cancel event. Only fires while the thread is inside that call."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._thread: int | None = None
-        self._fired = False
-
-    @contextlib.contextmanager
-    def inside(self) -> Iterator[None]:
-        with self._lock:
-            self._thread = threading.get_ident()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._thread = None
-
-    def fire(self) -> None:
-        with self._lock:
-            if self._thread is None or self._fired:
-                return
-            self._fired = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self._thread), ctypes.py_object(KeyboardInterrupt)
-            )
 
 
 class _Progress:
@@ -751,23 +730,28 @@ def _tools(state: ServerState) -> list[Tool]:
         ] = None,
     ) -> IntegrationOutput:
         """Start the project's services on loopback ports, run the integration cases (HTTP steps
-        with expectations), tear everything down, and record failures as bugs."""
+        with expectations; browser steps drive the frontend in headless Chromium and, when they
+        fail, leave a screenshot and the page's HTML under the failure's `artifacts`), tear
+        everything down, and record failures as bugs. Returns the first failed cases in full,
+        the rest by id; the full result is at `result_ref`."""
         integration = await _Stopwatch("integration_run", TOOL_TIMEOUT_S).call(
             lambda: _lib("integration.run")
         )
         project = _lib("layout").find_project_root(ws) or ws
         limit_s = integration.RUN_TIMEOUT_S + _lib("integration.processes").HEALTH_TIMEOUT_S + RUN_MARGIN_S
         cancel = threading.Event()
-        interrupt = _Interrupter()
         progress = _Progress(ctx)
 
         def run() -> Any:
-            with interrupt.inside():
-                return integration.integrate(project, cases=tuple(case or ()), on_event=progress.event)
+            return integration.integrate(
+                project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel
+            )
 
-        watch = _Stopwatch("integration_run", limit_s, cancel, state.running, interrupt=interrupt.fire)
+        watch = _Stopwatch("integration_run", limit_s, cancel, state.running)
         result = await progress.around(watch.call(run))
-        return IntegrationOutput.model_validate({**_plain(result), "session_id": state.session_id})
+        return IntegrationOutput.model_validate(
+            {**bounded_integration(_plain(result)), "session_id": state.session_id}
+        )
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -782,6 +766,42 @@ def _tools(state: ServerState) -> list[Tool]:
         (integration_run, writes),
     ]
     return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"… [{len(value) - limit} more chars]"
+    return value
+
+
+def bounded_integration(
+    data: Mapping[str, Any], *, max_failures: int = 5, max_names: int = 50, max_cases: int = 100
+) -> dict[str, Any]:
+    """What a model reads of an integration result (its to_json): the first failed cases in
+    full, the rest by case id, each free-text field cut; `cases` rows (status per case, the
+    why is in `failures`) and notes capped. The
+    runner already bounds expected/got (2,000 chars); stderr excerpts are cut here, since one
+    failure lists every involved unit's last lines."""
+    out = dict(data)
+    failures = list(data.get("failures") or ())
+    shown = []
+    for f in failures[: max(0, max_failures)]:
+        d = dict(f)
+        d["message"] = _cut(d.get("message") or "", 1000)
+        d["stderr_excerpt"] = _cut(d.get("stderr_excerpt") or "", 2000)
+        shown.append(d)
+    rest = [str(f.get("case_id")) for f in failures[max(0, max_failures) :]]
+    out["failures"] = shown
+    out["more_failures"] = rest[:max_names]
+    out["more_failures_omitted"] = max(0, len(rest) - max_names)
+    cases = list(data.get("cases") or ())
+    row_keys = ("id", "status", "duration_ms", "steps_run", "failed_step", "reason")
+    out["cases"] = [{k: c.get(k) for k in row_keys if k in c} for c in cases[:max_cases]]
+    if len(cases) > max_cases:
+        out["cases_omitted"] = len(cases) - max_cases
+    out["notes"] = [_cut(str(n), 500) for n in list(data.get("notes") or ())[:20]]
+    out["surviving_processes"] = list(data.get("surviving_processes") or ())[:20]
+    return out
 
 
 def _bounded_run(
