@@ -157,3 +157,25 @@ def test_integration_sandbox_refusals(project: Path, tmp_path: Path) -> None:
     with pytest.raises(sandbox.SandboxUnavailable, match="full-access"):
         integrate(project, record_bugs=False, env=env)
     assert not (project / "integration" / "runs").exists()  # refused before anything started
+
+
+def test_a_sandboxed_unit_killed_by_a_signal_reads_as_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap reports a command killed by signal N as exit 128+N; the run says killed by N."""
+    monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "user-config"))
+    root = tmp_path / "proj"
+    (root / "units" / "doomed").mkdir(parents=True)
+    (root / "integration").mkdir()
+    suicide = "import os, signal, sys; print('going', file=sys.stderr, flush=True); os.kill(os.getpid(), 9)"
+    unit = {"id": "doomed", "kind": "be", "start": [sys.executable, "-c", suicide]}
+    (root / "units.json").write_text(json.dumps({"units": [unit]}))
+    case = {"id": "c", "steps": [{"unit": "doomed", "call": "GET /api/health"}]}
+    (root / "integration" / "spec.json").write_text(json.dumps({"cases": [case]}))
+    result = integrate(root, record_bugs=False, sandbox="workspace-write")
+    failure = result.startup_failure
+    assert failure is not None and failure["reason"] == "exited", result.to_json()
+    assert failure["exit_code"] == -9
+    assert "killed by SIGKILL" in failure["message"]
+    assert "going" in failure["stderr_excerpt"]
+    assert result.crashed and result.surviving_processes == ()
