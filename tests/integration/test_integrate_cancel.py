@@ -123,3 +123,17 @@ def test_junit_shows_the_aborted_case_as_skipped(tmp_path: Path, run: Run) -> No
     xml = junit.read_text()
     assert "aborted: the run was cancelled during this case" in xml
     assert "not run: the run stopped before this case" in xml
+
+
+def test_the_summary_says_aborted(tmp_path: Path, run: Run) -> None:
+    from greenloop.commands.integrate import summary_text
+
+    project = _slow_project(tmp_path / "p")
+    cancel = threading.Event()
+    events: list[str] = []
+    watcher = _cancel_when(lambda: "case hangs" in events, cancel)
+    r = run(project, cancel=cancel, on_event=events.append, case_timeout_s=60.0)
+    watcher.join()
+    text = summary_text(r)
+    assert text.startswith("integration ABORTED: 1/3 cases passed")
+    assert "- hangs (aborted after" in text and "- after (not run)" in text

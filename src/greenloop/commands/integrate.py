@@ -33,6 +33,8 @@ def summary_text(r: IntegrationResult) -> str:
     """The human summary of a run: verdict, counts, each failure with its evidence, file paths."""
     if r.interrupted:
         head = "INTERRUPTED"
+    elif r.aborted:
+        head = "ABORTED"
     elif r.crashed:
         head = "BROKEN"
     else:
@@ -68,6 +70,8 @@ def summary_text(r: IntegrationResult) -> str:
             lines.append(f"✓ {c.get('id')} ({int(c.get('duration_ms') or 0)} ms)")
         elif c.get("status") == "not_run":
             lines.append(f"- {c.get('id')} (not run)")
+        elif c.get("status") == "aborted":
+            lines.append(f"- {c.get('id')} (aborted after {int(c.get('duration_ms') or 0)} ms)")
     if r.surviving_processes:
         lines.append(
             f"! {len(r.surviving_processes)} processes survived teardown: "
