@@ -299,3 +299,34 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: s
     log = result_file.with_name("process.log").read_text()
     assert log.index("browser closed") < log.index("teardown: SIGTERM to api")  # the browser goes first
     # no_survivors scans /proc for this test's marker, which Chromium and its driver inherit.
+
+
+def test_a_cancel_during_a_browser_step_kills_chromium_and_writes_aborted(tmp_path: Path, run: Run) -> None:
+    """integrate(cancel=…) mid browser step (the MCP tool's path): Chromium is killed at once."""
+    import threading
+    import time
+
+    never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
+    root = static_project(tmp_path / "p", never)
+    runs = root / "integration" / "runs"
+    cancel = threading.Event()
+
+    def page_open() -> bool:
+        logs = list(runs.glob("*/process.log")) if runs.is_dir() else []
+        return bool(logs) and '"GET / HTTP/1.1" 200' in logs[0].read_text()
+
+    def watch() -> None:
+        wait_for(page_open, 30)
+        cancel.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.monotonic()
+    r = run(root, cancel=cancel)
+    watcher.join()
+    assert time.monotonic() - t0 < 20  # not the 25 s wait
+    assert r.aborted and r.exit_code == 130 and not r.crashed
+    assert [c["status"] for c in r.cases] == ["aborted"] and r.failures == ()
+    assert r.surviving_processes == () and not my_children()
+    log = (root / r.process_log).read_text()
+    assert log.index("browser closed") < log.index("teardown: SIGTERM to api")
