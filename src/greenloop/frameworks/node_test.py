@@ -124,8 +124,11 @@ class TextParser:
         )
         if is_file:
             name = relativize(r.name, self.root) if self.root else r.name
-            detail = "\n".join(self.recent_errors[-3:]) or "the test file failed outside any test"
-            self.load_errors.append(f"{name}: {self.recent_errors[-1] if self.recent_errors else 'failed'}")
+            detail = relativize("\n".join(self.recent_errors[-3:]), self.root) or (
+                "the test file failed outside any test"
+            )
+            last = relativize(self.recent_errors[-1], self.root) if self.recent_errors else "failed"
+            self.load_errors.append(f"{name}: {last}")
             self.failures.append(Failure(test=name, file=name, message=detail, kind="load"))
             self.recent_errors = []
             return
