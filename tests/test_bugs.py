@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import marshal
-import os
 import re
-import zlib
 from pathlib import Path
 
 import pytest
@@ -266,68 +263,3 @@ def test_module_functions_for_tools(tmp_path: Path) -> None:
     assert bugs.show_bug(project, b.id).history[-1].bug.status == "fixed"
     with pytest.raises(GreenloopError):
         bugs.transition(unit, b.id, "open")
-
-
-def _big_log(path: Path, n: int) -> list[str]:
-    """n bugs written as greenloop writes them (fast: no locks, one write)."""
-    out = []
-    for i in range(n):
-        b = Bug(id=f"bug-20261129-1200-{i:04x}", source="unit_test", unit_id=f"u{i % 3}", test_name=f"t{i}",
-                title=f"title {i}", detail="stack\n" * 20, created_at="2026-11-29T12:00:00Z",
-                updated_at="2026-11-29T12:00:00Z")
-        out.append(b.line().decode())
-    path.write_text("".join(out))
-    return out
-
-
-def test_fold_cache_is_used_only_while_the_log_starts_the_same(tmp_path: Path) -> None:
-    path = tmp_path / "bugs.ndjson"
-    _big_log(path, 300)
-    with path.open("a") as fh:
-        fh.write("garbage line\n")
-    cache = tmp_path / ".greenloop" / "bugs.fold"
-
-    def fold(**kw: object) -> bugs.Fold:
-        return BugLog(path, cache_min_bytes=10_000, **kw).fold()  # type: ignore[arg-type]
-
-    def same_as_uncached() -> bugs.Fold:
-        cached, plain = fold(), fold(cache=False)
-        assert cached.bugs == plain.bugs and cached.warnings == plain.warnings
-        return cached
-
-    first = same_as_uncached()
-    assert cache.is_file() and len(first.bugs) == 300 and "line 301" in first.warnings[0]
-    # the cache is what a fresh reader uses (proved by planting a value only the cache holds)
-    blob = cache.read_bytes()
-    head = len(bugs._CACHE_MAGIC) + 4
-    state = list(marshal.loads(blob[head:]))
-    records = list(state[-1])
-    records[0] = {**records[0], "run_id": "run-only-in-cache"}
-    payload = marshal.dumps((*state[:-1], tuple(records)), 4)
-    cache.write_bytes(blob[: len(bugs._CACHE_MAGIC)] + zlib.crc32(payload).to_bytes(4, "big") + payload)
-    assert fold().bugs[0].run_id == "run-only-in-cache"
-    cache.write_bytes(blob)
-    again = same_as_uncached()  # from the cache: the warning about line 301 is still there
-    assert again.warnings == first.warnings
-    # appended lines are folded on top of the cache
-    w = BugLog(path, clock=clock(), cache_min_bytes=10_000)
-    w.transition("bug-20261129-1200-0001", "fixed")
-    new = w.open(unit_id="u9", test_name="new", title="n").bug
-    got = same_as_uncached()
-    assert got.bugs[1].status == "fixed" and got.bugs[-1].id == new.id
-    # an edit before the cached end (same size, even with the old mtime put back) invalidates it
-    text = path.read_text()
-    st = path.stat()
-    path.write_text(text.replace('"title": "title 5"', '"title": "TITLE 5"'))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert same_as_uncached().bugs[5].title == "TITLE 5"
-    # replaced by a shorter log, or a cache that is garbage: ignored, never trusted
-    _big_log(path, 10)
-    assert len(same_as_uncached().bugs) == 10
-    _big_log(path, 300)
-    cache.write_bytes(b"greenloop-bugs-fold/1\n" + b"\x00" * 64)
-    assert len(same_as_uncached().bugs) == 300
-    # a project where the cache cannot be written still folds
-    (tmp_path / ".greenloop").rename(tmp_path / "moved")
-    (tmp_path / ".greenloop").write_text("not a folder")
-    assert len(same_as_uncached().bugs) == 300

@@ -36,24 +36,21 @@ import contextlib
 import fcntl
 import gc
 import json
-import logging
-import marshal
 import operator
 import os
 import re
-import secrets
-import sys
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 from greenloop import layout
 from greenloop.errors import GreenloopError, UsageError
-from greenloop.model import RunResult
+
+if TYPE_CHECKING:  # only annotations: `bugs list` does not pay for importing the run records
+    from greenloop.model import RunResult
 
 __all__ = [
     "ALLOWED_MOVES",
@@ -91,8 +88,6 @@ __all__ = [
     "unit_id_of",
 ]
 
-log = logging.getLogger(__name__)
-
 BUG_LOG = "bugs.ndjson"
 
 Status = Literal["open", "fixing", "fixed", "verified"]
@@ -115,10 +110,7 @@ TITLE_LIMIT = 200
 INFRA_TEST_NAME = "(test run broken)"  # the test_name of a unit's infrastructure bug
 UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
-FOLD_CACHE = "bugs.fold"  # in the log folder's .greenloop/: the folded state of the log's first bytes
-CACHE_MIN_BYTES = 2 << 20  # logs smaller than this fold fast enough without a cache
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
-_PREFIX_LEN = len(ID_PREFIX)
 
 
 # --------------------------------------------------------------------------- errors
@@ -170,16 +162,46 @@ def dedup_key(unit_id: str, test_name: str) -> str:
 
 _KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity", "title",
          "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by")
-# The cache's format and the record's fields: a cache written for other fields is not read.
-_CACHE_MAGIC = b"greenloop-bugs-fold/2:%08x\n" % zlib.crc32(",".join(_KEYS).encode())
-_STR_FIELDS = operator.itemgetter(
-    "id", "unit_id", "test_name", "title", "category", "detail", "created_at", "updated_at", "dedup_key"
+_FIELD_VALUES = operator.itemgetter(*_KEYS)
+# The value types of a whole record, in _KEYS order: run_id and by may be null, the lists are
+# lists (of strings: checked apart), everything else a string.
+_RECORD_TYPES: frozenset[tuple[type, ...]] = frozenset(
+    (str, str, str, run_id, str, str, str, str, str, str, list, str, list, str, str, by)
+    for run_id in (str, type(None)) for by in (str, type(None))
 )
-_LIST_FIELDS = operator.itemgetter("affected_units", "fix_refs")
-_OPT_FIELDS = operator.itemgetter("run_id", "by")
-_CHOICE_FIELDS = operator.itemgetter("status", "source", "severity")
-_STR_ONLY: frozenset[type] = frozenset({str})
-_OPT_TYPES: frozenset[type] = frozenset({str, type(None)})
+_STATUS_SET, _SOURCE_SET, _SEVERITY_SET = frozenset(STATUSES), frozenset(SOURCES), frozenset(SEVERITIES)
+
+
+def _whole_record(d: dict[str, Any]) -> Bug | None:
+    """A record with every field, each of the right type and value, as a Bug built on `d`
+    itself (which it takes over); None for anything else (the careful reader handles it).
+
+    This is the fold's hot path: tens of thousands of calls on a big log, so the checks are
+    done in bulk and the frozen __init__ is skipped."""
+    if len(d) != len(_KEYS):
+        return None
+    try:
+        v = _FIELD_VALUES(d)
+    except KeyError:
+        return None
+    if (
+        tuple(map(type, v)) not in _RECORD_TYPES
+        or not v[0]
+        or v[1] not in _SOURCE_SET
+        or v[7] not in _SEVERITY_SET
+        or v[11] not in _STATUS_SET
+    ):
+        return None
+    try:
+        "".join(v[10])  # a TypeError unless every item is a string
+        "".join(v[12])
+    except TypeError:
+        return None
+    d["affected_units"] = tuple(v[10])
+    d["fix_refs"] = tuple(v[12])
+    bug: Bug = object.__new__(Bug)
+    object.__setattr__(bug, "__dict__", d)
+    return bug
 
 
 @dataclass(frozen=True)
@@ -208,7 +230,9 @@ class Bug:
             object.__setattr__(self, "dedup_key", dedup_key(self.unit_id, self.test_name))
 
     def to_json(self) -> dict[str, Any]:
-        # `id` first: the fold reads a line's id from this prefix without parsing the line.
+        # This key order is the log's canonical form: `id` first, so the fold reads a line's id
+        # from its prefix without parsing the line. Never reorder (old logs stay readable
+        # either way, but lines in another order are read the slow way).
         return {
             "id": self.id,
             "source": self.source,
@@ -231,38 +255,10 @@ class Bug:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Bug:
         """Read a record back; missing optional keys get defaults. Raises ValueError naming the bad key."""
-        if type(d) is dict and len(d) == len(_KEYS):  # a line as greenloop writes it: checked in bulk
-            try:
-                strs = _STR_FIELDS(d)
-                lists = _LIST_FIELDS(d)
-                opts = _OPT_FIELDS(d)
-                choices = _CHOICE_FIELDS(d)
-            except KeyError:
-                pass
-            else:
-                if (
-                    set(map(type, strs)) == _STR_ONLY
-                    and strs[0]
-                    and all(type(x) is list and set(map(type, x)) <= _STR_ONLY for x in lists)
-                    and set(map(type, opts)) <= _OPT_TYPES
-                    and choices[0] in STATUSES
-                    and choices[1] in SOURCES
-                    and choices[2] in SEVERITIES
-                ):
-                    # Every field is present and checked: fill the instance directly, skipping
-                    # the frozen __init__ (a fold builds tens of thousands of these).
-                    fields = dict(d)
-                    fields["affected_units"] = tuple(lists[0])
-                    fields["fix_refs"] = tuple(lists[1])
-                    # values repeated across bugs become one object each (less memory, and the
-                    # fold cache's marshal writes a reference instead of another copy)
-                    intern = sys.intern
-                    fields["status"], fields["source"], fields["severity"] = map(intern, choices)
-                    fields["unit_id"] = intern(strs[1])
-                    fields["category"] = intern(strs[4])
-                    bug = object.__new__(cls)
-                    object.__setattr__(bug, "__dict__", fields)
-                    return bug
+        if type(d) is dict:  # a line as greenloop writes it is checked in bulk
+            bug = _whole_record(dict(d))
+            if bug is not None:
+                return bug
         return cls._read(d)
 
     @classmethod
@@ -415,17 +411,16 @@ def _choices(value: str | Sequence[str] | None, name: str, allowed: tuple[str, .
 # --------------------------------------------------------------------------- the log
 
 
-def _stamp(st: os.stat_result, offset: int) -> tuple[int, int, int, int] | None:
-    """What identifies a log file's state without reading it; None unless `offset` is its end."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if offset == st.st_size else None
-
-
-def _racy(st: os.stat_result) -> bool:
-    """Modified so recently that an edit within the same timestamp tick would look untouched."""
-    return time.time_ns() - st.st_mtime_ns < 2_000_000_000
-
-
 _DECODER = json.JSONDecoder()
+# A line greenloop wrote starts with its id (no escapes in it: ids never need them).
+_HEAD = re.compile(rb'\{"id": "([^"\\\n]+)"')
+# Each newline, with the id of the line it starts when that line is written the canonical way.
+_NEXT = re.compile(rb'\n(?:\{"id": "([^"\\\n]+)")?')
+_BATCH = 2048  # last lines decoded by one json call (a bad one sends only its batch line by line)
+
+
+class _Skip(Exception):
+    """A line that is not a bug record; the message says why."""
 
 
 def _loads(raw: bytes) -> Any:
@@ -440,11 +435,56 @@ def _loads(raw: bytes) -> Any:
     return obj
 
 
+def _record(raw: bytes, expect_id: bytes | None = None) -> Bug:
+    """One line as a bug; raises _Skip saying why it is not one."""
+    try:
+        obj = _loads(raw)
+    except UnicodeDecodeError:
+        raise _Skip("not valid UTF-8") from None
+    except (json.JSONDecodeError, RecursionError):
+        torn = raw.lstrip().startswith(b"{") and not raw.rstrip().endswith(b"}")
+        raise _Skip("incomplete (no closing brace: a torn write?)" if torn else "not valid JSON") from None
+    return _checked(_as_bug(obj), expect_id)
+
+
+def _as_bug(obj: Any) -> Bug:
+    try:
+        return Bug.from_json(obj)
+    except ValueError as exc:  # a JSON value that is not a bug record
+        raise _Skip(f"not a bug record ({exc})") from None
+
+
+def _decode_all(lines: list[bytes]) -> list[Any] | None:
+    """Many lines in one json call: their values in order, or None if any line is not exactly
+    one JSON value (that batch is then read line by line, so each bad line is named)."""
+    try:
+        objs = json.loads((b"[" + b",".join(lines) + b"]").decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return objs if type(objs) is list and len(objs) == len(lines) else None
+
+
+def _checked(bug: Bug, expect_id: bytes | None) -> Bug:
+    if expect_id is not None and bug.id.encode("utf-8", "surrogatepass") != expect_id:
+        raise _Skip(f"its id prefix {expect_id.decode(errors='replace')!r} disagrees with its id {bug.id!r}")
+    return bug
+
+
+def _id_key(bug: Bug) -> bytes:
+    return bug.id.encode("utf-8", "surrogatepass")
+
+
+def _line(buf: bytes, at: int) -> bytes:
+    """The line of `buf` that starts at `at`, without its newline."""
+    nl = buf.find(b"\n", at)
+    return buf[at:] if nl < 0 else buf[at:nl]
+
+
 def _read_range(fd: int, start: int, end: int) -> bytes:
     chunks = []
     pos = start
     while pos < end:
-        chunk = os.pread(fd, min(end - pos, 1 << 26), pos)
+        chunk = os.pread(fd, min(end - pos, 1 << 30), pos)
         if not chunk:
             break
         chunks.append(chunk)
@@ -459,24 +499,13 @@ class BugLog:
     lines on each call. `clock` is the seam for time (seconds since the epoch).
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        clock: Callable[[], float] = time.time,
-        cache: bool = True,
-        cache_min_bytes: int = CACHE_MIN_BYTES,
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.clock = clock
-        self.cache_path: Path | None = layout.state_dir(self.path.parent) / FOLD_CACHE if cache else None
-        self.cache_min_bytes = cache_min_bytes
         self._ident: tuple[int, int] | None = None
-        self._crc = 0  # CRC-32 of the bytes [0, _offset): what a fold cache is checked against
-        self._cached_at = 0  # the offset the fold cache on disk covers (as far as this instance knows)
-        self._offset = 0
-        self._lines = 0
-        self._partial = False  # the last line read had no newline
+        self._offset = 0  # bytes folded so far
+        self._partial = False  # the bytes folded so far end inside a line (no newline yet)
+        self._counted = (0, 0)  # (offset, newlines before it): line numbers, counted when needed
         self._current: dict[str, Bug] = {}
         # dedup_key -> id of its open/fixing bug; built when first needed (readers never need it)
         self._active: dict[str, str] | None = None
@@ -493,7 +522,8 @@ class BugLog:
             self._warnings[lineno] = f"{self.path.name} line {lineno}: {why}; line skipped"
 
     def _reset(self) -> None:
-        self._offset = self._lines = self._crc = self._cached_at = 0
+        self._offset = 0
+        self._counted = (0, 0)
         self._partial = False
         self._current.clear()
         self._active = None
@@ -510,85 +540,159 @@ class BugLog:
         if bug.status in ACTIVE:
             active[bug.dedup_key] = bug.id
 
-    def _parse(self, lineno: int, raw: bytes, expect_id: bytes | None = None) -> Bug | None:
-        try:
-            bug = Bug.from_json(_loads(raw))
-        except UnicodeDecodeError:
-            self._warn(lineno, "not valid UTF-8")
-            return None
-        except json.JSONDecodeError:
-            torn = raw.lstrip().startswith(b"{") and not raw.rstrip().endswith(b"}")
-            why = "incomplete (no closing brace: a torn write?)" if torn else "not valid JSON"
-            self._warn(lineno, why)
-            return None
-        except ValueError as exc:  # a JSON value that is not a bug record
-            self._warn(lineno, f"not a bug record ({exc})")
-            return None
-        if expect_id is not None and bug.id.encode() != expect_id:
-            self._warn(lineno, f"its id prefix {expect_id.decode(errors='replace')!r} disagrees "
-                               f"with its id {bug.id!r}")
-            return None
-        return bug
-
     @staticmethod
     def _prefix_id(raw: bytes) -> bytes | None:
         """The id of a line as greenloop writes it, read from its prefix (None: parse it)."""
-        if not raw.startswith(ID_PREFIX):
-            return None
-        end = raw.find(b'"', _PREFIX_LEN)
-        key = raw[_PREFIX_LEN:end]
-        return None if (end < 0 or not key or b"\\" in key) else key
+        m = _HEAD.match(raw)
+        return m[1] if m else None
 
-    def _split(self, data: bytes, start: int, partial: bool) -> tuple[list[bytes], int]:
-        """The lines of `data` and the line number of the first one. With `partial`, the first
-        part ends a line that had no newline; it is blanked (and reported if not empty)."""
-        parts = data.split(b"\n")
-        if partial:
-            if parts[0].strip():
-                self._warn(start, "text appended to a line that had no newline")
-            parts[0] = b""
-            return parts, start
-        return parts, start + 1
+    def _newlines_before(self, fd: int, offset: int) -> int:
+        """How many lines of the log end before byte `offset` (read from the file, remembered)."""
+        at, count = self._counted if self._counted[0] <= offset else (0, 0)
+        while at < offset:
+            chunk = os.pread(fd, min(offset - at, 1 << 24), at)
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            at += len(chunk)
+        self._counted = (at, count)
+        return count
 
-    def _ingest(self, data: bytes) -> None:
-        """Fold new bytes (which follow everything read so far) into the current states."""
-        if not data:
+    def _warn_at(self, fd: int, buf: bytes, base: int, skipped: list[tuple[int, str]]) -> None:
+        """Warn about skipped lines given by their offset in `buf` (the log from `base` on)."""
+        if not skipped:
             return
-        ends_clean = data.endswith(b"\n")
-        parts, first = self._split(data[:-1] if ends_clean else data, self._lines, self._partial)
-        # Pass 1: each id's last line in this chunk. A line greenloop wrote gives its id from
-        # its prefix and is parsed only if it is the last; any other line is parsed now.
+        skipped.sort()
+        line = self._newlines_before(fd, base) + 1
+        at = 0
+        for pos, why in skipped:
+            line += buf.count(b"\n", at, pos)
+            at = pos
+            self._warn(line, why)
+
+    def _ingest(self, fd: int, buf: bytes, base: int) -> None:
+        """Fold `buf`, the log's bytes from offset `base` on (everything before it is folded).
+
+        The current state of a bug is its last good line, so only each bug's last line is
+        parsed. Pass 1 finds it: a line greenloop wrote gives its id from its prefix (one
+        regex over the whole buffer); only lines written another way (by hand) are parsed
+        then. Pass 2 parses the last lines, many per json call; a last line that does not
+        read is reported and the bug falls back to its line before, and so on.
+        """
+        skipped: list[tuple[int, str]] = []  # (offset in buf, why)
+        start = 0
+        if self._partial:  # buf goes on with a line that had no newline: that text is not a line
+            nl = buf.find(b"\n")
+            if buf[: len(buf) if nl < 0 else nl].strip():
+                skipped.append((0, "text appended to a line that had no newline"))
+            start = len(buf) if nl < 0 else nl + 1
+        end = len(buf) - 1 if buf.endswith(b"\n") else len(buf)  # a final newline starts no line
+        if start < end:
+            m = _HEAD.match(buf, start, end)
+            # (newline before the line) per id, the last one wins; None for any other line
+            last: dict[bytes | None, int] = {m[1] if m else None: start - 1}
+            last.update({n[1]: n.start() for n in _NEXT.finditer(buf, start, end)})
+            if None in last:  # some line is not in the canonical form (or is blank)
+                hand: dict[bytes, list[tuple[int, Bug]]] = {}
+                self._fold(buf, start, self._pass1(buf, start, end, skipped, hand), skipped, hand)
+            else:
+                self._fold(buf, start, last.items(), skipped, {})  # type: ignore[arg-type]
+        self._warn_at(fd, buf, base, skipped)
+
+    @staticmethod
+    def _pass1(buf: bytes, start: int, end: int, skipped: list[tuple[int, str]],
+               hand: dict[bytes, list[tuple[int, Bug]]]) -> list[tuple[bytes, int | Bug]]:
+        """Pass 1 for a buffer with lines in other forms: each id's last line, in order of the
+        ids' first lines. A canonical line is given by its newline; any other is parsed now."""
         last: dict[bytes, int | Bug] = {}
-        prefix_id = self._prefix_id
-        n = _PREFIX_LEN
-        for idx, raw in enumerate(parts):
-            if raw.startswith(ID_PREFIX):  # _prefix_id, inlined: this loop runs once a line
-                end = raw.find(b'"', n)
-                if end > n:
-                    key = raw[n:end]
-                    if b"\\" not in key:
-                        last[key] = idx
-                        continue
-            if raw.strip():
-                bug = self._parse(first + idx, raw)
-                if bug is not None:
-                    last[bug.id.encode()] = bug
-        self._lines = first + len(parts) - 1
-        self._partial = not ends_clean
-        # Pass 2: parse each id's last line; if it is bad, fall back to an earlier one.
-        for key, got in last.items():
-            if isinstance(got, Bug):
-                self._apply(got)
+        nl = start - 1
+        while nl < end:
+            at = nl + 1
+            nl = buf.find(b"\n", at, end)
+            if nl < 0:
+                nl = end
+            m = _HEAD.match(buf, at, nl)
+            if m:
+                last[m[1]] = at - 1
                 continue
-            idx = got
-            while idx >= 0:
-                found = self._parse(first + idx, parts[idx], key)
-                if found is not None:
-                    self._apply(found)
-                    break
-                idx -= 1
-                while idx >= 0 and prefix_id(parts[idx]) != key:
-                    idx -= 1
+            raw = buf[at:nl]
+            if not raw.strip():
+                continue
+            try:
+                bug = _record(raw)
+            except _Skip as why:
+                skipped.append((at, str(why)))
+                continue
+            key = _id_key(bug)
+            last[key] = bug
+            hand.setdefault(key, []).append((at, bug))
+        return list(last.items())
+
+    def _fold(self, buf: bytes, start: int, last: Iterable[tuple[bytes, int | Bug]],
+              skipped: list[tuple[int, str]], hand: Mapping[bytes, list[tuple[int, Bug]]]) -> None:
+        """Pass 2: apply each bug's last line (a Bug, or the newline before a canonical line)."""
+        items = list(last)
+        find, size = buf.find, len(buf)
+        for i in range(0, len(items), _BATCH):
+            batch = items[i : i + _BATCH]
+            # each canonical line, up to its newline (or the end of the buffer)
+            lines = [buf[v + 1 : (find(b"\n", v + 1) + 1 or size + 1) - 1]
+                     for _, v in batch if type(v) is int]
+            objs = _decode_all(lines)
+            if objs is not None and len(lines) == len(batch):  # the common case: check in bulk
+                bugs = [_whole_record(o) if type(o) is dict else None for o in objs]
+                if all(bugs):
+                    ids = [b.id for b in bugs]  # type: ignore[union-attr]
+                    if ids == [k.decode() for k, _ in batch]:
+                        if self._active is None:
+                            self._current.update(zip(ids, bugs, strict=True))  # type: ignore[arg-type]
+                        else:
+                            for fresh in bugs:
+                                self._apply(fresh)  # type: ignore[arg-type]
+                        continue
+            k = 0
+            for key, v in batch:
+                if type(v) is not int:
+                    self._apply(v)  # type: ignore[arg-type]
+                    continue
+                bug: Bug | None = None
+                try:
+                    if objs is None:
+                        bug = _record(lines[k], key)
+                    else:
+                        obj = objs[k]
+                        bug = _checked((_whole_record(obj) if type(obj) is dict else None)
+                                       or _as_bug(obj), key)
+                except _Skip as why:
+                    skipped.append((v + 1, str(why)))
+                k += 1
+                if bug is None:
+                    bug = self._earlier(buf, start, key, v, skipped, hand)
+                if bug is not None:
+                    self._apply(bug)
+
+    @staticmethod
+    def _earlier(buf: bytes, start: int, key: bytes, nl: int, skipped: list[tuple[int, str]],
+                 hand: Mapping[bytes, list[tuple[int, Bug]]]) -> Bug | None:
+        """The newest good line of bug `key` before the line after newline `nl` (None: none in
+        this buffer, so the state folded before it stands)."""
+        needle = b'\n{"id": "' + key + b'"'
+        mine = hand.get(key, ())
+        at = nl + 1
+        while at > start:
+            j = buf.rfind(needle, max(start - 1, 0), at - 1)
+            cand = j + 1 if j >= 0 else (0 if start == 0 and buf.startswith(needle[1:]) else -1)
+            newer = [b for p, b in mine if cand < p < at]
+            if newer:
+                return newer[-1]  # a line written by hand, newer than any canonical one left
+            if cand < 0:
+                return None
+            at = cand
+            try:
+                return _record(_line(buf, at), key)
+            except _Skip as why:
+                skipped.append((at, str(why)))
+        return None
 
     def _catch_up(self, fd: int) -> None:
         st = os.fstat(fd)
@@ -601,85 +705,15 @@ class BugLog:
         gc_was = gc.isenabled()
         gc.disable()  # folding creates many small objects and no cycles; the collector only slows it
         try:
-            if self._offset == 0 and st.st_size >= self.cache_min_bytes:
-                self._restore(fd, st)
-            if st.st_size > self._offset:
-                data = _read_range(fd, self._offset, st.st_size)
-                self._ingest(data)
-                self._crc = zlib.crc32(data, self._crc)
+            data = _read_range(fd, self._offset, st.st_size)
+            if data:
+                self._ingest(fd, data, self._offset)
                 self._offset += len(data)
-            if self._offset - self._cached_at >= self.cache_min_bytes:
-                self._save(st)
+                self._partial = not data.endswith(b"\n")
         finally:
             if gc_was:
                 gc.enable()
 
-    # -- the fold cache ----------------------------------------------------------------
-    #
-    # Folding a big log means parsing every bug's last line; a fresh process (`greenloop bugs
-    # list`) would pay that on every call. The fold cache keeps the folded state of the log's
-    # first N bytes in `.greenloop/bugs.fold` (marshal, written atomically), with the CRC-32 of
-    # those bytes. It is used only if the log still starts with exactly those bytes (any edit,
-    # truncation or replacement invalidates it); the lines after N are folded as usual. Logs
-    # under CACHE_MIN_BYTES get no cache: they fold fast enough.
-
-    def _restore(self, fd: int, st: os.stat_result) -> None:
-        if self.cache_path is None:
-            return
-        try:
-            blob = self.cache_path.read_bytes()
-            head, payload = blob[: len(_CACHE_MAGIC) + 4], blob[len(_CACHE_MAGIC) + 4 :]
-            if head[: len(_CACHE_MAGIC)] != _CACHE_MAGIC or int.from_bytes(head[-4:], "big") != zlib.crc32(
-                payload
-            ):
-                return
-            offset, crc, stamp, lines, partial, warnings, records = marshal.loads(payload)
-            if not (isinstance(offset, int) and 0 < offset <= st.st_size and isinstance(records, tuple)):
-                return
-        except (OSError, EOFError, ValueError, TypeError):
-            return  # no cache, or not one of ours: fold from the start
-        # Untouched since the cache was written (same file, size and mtime, like git's index
-        # stat check): trust it. Otherwise the log must still start with the cached bytes.
-        if (stamp is None or stamp != _stamp(st, offset)) and zlib.crc32(_read_range(fd, 0, offset)) != crc:
-            return  # the log changed under the cache
-        current: dict[str, Bug] = {}
-        new, setattr_ = object.__new__, object.__setattr__
-        n = len(_KEYS)
-        for rec in records:  # the magic names the fields; their values were checked when read
-            if type(rec) is not dict or len(rec) != n:
-                return
-            bug = new(Bug)
-            setattr_(bug, "__dict__", rec)
-            current[rec["id"]] = bug
-        self._current = current
-        self._active = None
-        self._warnings = dict(warnings)
-        self._offset, self._crc, self._lines, self._partial = offset, crc, lines, partial
-        # A cache saved without a stamp (the log had just changed) is saved again with one
-        # once the log has settled, so later calls skip the CRC.
-        settled = stamp is None and offset == st.st_size and not _racy(st)
-        self._cached_at = -self.cache_min_bytes if settled else offset
-
-    def _save(self, st: os.stat_result) -> None:
-        if self.cache_path is None:
-            return
-        # A bug's instance dict holds exactly its fields (see from_json and _restore).
-        records = tuple(vars(b) for b in self._current.values())
-        stamp = None if _racy(st) else _stamp(st, self._offset)
-        payload = marshal.dumps(
-            (self._offset, self._crc, stamp, self._lines, self._partial, self._warnings, records), 4
-        )
-        blob = _CACHE_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload
-        tmp = self.cache_path.with_name(f"{self.cache_path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(blob)
-            os.replace(tmp, self.cache_path)
-        except OSError:  # a read-only project: no cache, same answers
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            return
-        self._cached_at = self._offset
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int | None]:
@@ -744,17 +778,20 @@ class BugLog:
             current = self._require(bug_id)
             assert fd is not None
             data = _read_range(fd, 0, self._offset)
-        key = bug_id.encode()
+        key = bug_id.encode("utf-8", "surrogatepass")
         quoted = json.dumps(bug_id).encode()
         entries: list[HistoryEntry] = []
-        parts, first = self._split(data, 0, False)
-        for idx, raw in enumerate(parts):
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
             pid = self._prefix_id(raw)
             if pid != key and (pid is not None or quoted not in raw):
                 continue
-            bug = self._parse(first + idx, raw, pid)
-            if bug is not None and bug.id == bug_id:
-                entries.append(HistoryEntry(first + idx, bug))
+            try:
+                bug = _record(raw, pid)
+            except _Skip as why:
+                self._warn(lineno, str(why))
+                continue
+            if bug.id == bug_id:
+                entries.append(HistoryEntry(lineno, bug))
         return BugHistory(current, tuple(entries), str(self.path), self.warnings)
 
     # -- writing ---------------------------------------------------------------------
@@ -801,7 +838,7 @@ class BugLog:
         for attempt in range(1000):
             if attempt and attempt % 50 == 0:
                 width += 1  # a crowded minute: widen the suffix rather than spin
-            bug_id = stem + secrets.token_hex(width)
+            bug_id = stem + os.urandom(width).hex()
             if bug_id not in self._current:
                 return bug_id
         raise GreenloopError(f"could not find a free bug id in {self.path}", exit_code=3)
@@ -915,8 +952,14 @@ def _log_for(workspace: str | os.PathLike[str], clock: Callable[[], float] | Non
 
 
 def _report(warnings: Iterable[str]) -> None:
-    for w in warnings:
-        log.warning("%s", w)
+    """Skipped lines, as log warnings (logging is imported only when there is one to log)."""
+    warnings = tuple(warnings)
+    if warnings:
+        import logging
+
+        log = logging.getLogger(__name__)
+        for w in warnings:
+            log.warning("%s", w)
 
 
 def open_bug(
