@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from greenloop import bugs
 from greenloop.bugs import Bug, BugLog
 
 STAMP = "2026-11-29T12:00:00Z"
+# the log read whole, in chunks of a few lines, and in chunks shorter than a line
+CHUNKS = pytest.mark.parametrize("chunk", [bugs._CHUNK, 1000, 97])
 TORN = "incomplete (no closing brace: a torn write?); line skipped"
 
 
@@ -38,7 +42,8 @@ def careful(path: Path) -> dict[str, Bug]:
     return out
 
 
-def test_every_kind_of_line_folds_like_the_careful_reader(tmp_path: Path) -> None:
+@CHUNKS
+def test_every_kind_of_line_folds_like_the_careful_reader(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "bugs.ndjson"
     out = [canonical(rec(i)) for i in range(6)]
     out.append(canonical(rec(1, "fixing", title='expected "a\\b", got "c"')))  # escaped quotes, backslash
@@ -51,7 +56,7 @@ def test_every_kind_of_line_folds_like_the_careful_reader(tmp_path: Path) -> Non
     out.append(json.dumps(rec(6, title="only hand")).replace('{"id"', '{ "id"').encode() + b"\n")
     out.append(canonical(rec(5, "fixed"))[:70])  # torn at the end: bug 5 stays open
     path.write_bytes(b"".join(out))
-    folded = BugLog(path).fold()
+    folded = BugLog(path, chunk=chunk).fold()
     assert {b.id: b for b in folded.bugs} == careful(path)
     by_id = {b.id: b for b in folded.bugs}
     assert [b.id for b in folded.bugs] == [rec(i)["id"] for i in range(7)]  # order of first lines
@@ -63,7 +68,8 @@ def test_every_kind_of_line_folds_like_the_careful_reader(tmp_path: Path) -> Non
     assert folded.warnings == (f"bugs.ndjson line 13: {TORN}",)
 
 
-def test_a_bad_last_line_falls_back_to_the_newest_good_one(tmp_path: Path) -> None:
+@CHUNKS
+def test_a_bad_last_line_falls_back_to_the_newest_good_one(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "bugs.ndjson"
     a, b, c, d = (rec(i) for i in range(4))
     path.write_bytes(b"".join([
@@ -77,7 +83,7 @@ def test_a_bad_last_line_falls_back_to_the_newest_good_one(tmp_path: Path) -> No
         canonical({**c, "status": "fixed", "id": "bug-other"})[:-2] + b', "id": "bug-x"}\n',  # 10
         canonical({**d, "status": "fixed"})[:-1] + b' {"id": "two values"}\n',       # 11
     ]))
-    folded = BugLog(path).fold()
+    folded = BugLog(path, chunk=chunk).fold()
     got = {x.id: x.status for x in folded.bugs}
     assert got == {a["id"]: "fixed", b["id"]: "open", c["id"]: "open", d["id"]: "open"}  # no bug-other
     assert [w.split(":")[0] for w in folded.warnings] == [
@@ -89,7 +95,8 @@ def test_a_bad_last_line_falls_back_to_the_newest_good_one(tmp_path: Path) -> No
     assert "not valid JSON" in folded.warnings[4]
 
 
-def test_many_batches_with_a_bad_line_in_one(tmp_path: Path) -> None:
+@CHUNKS
+def test_many_batches_with_a_bad_line_in_one(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "bugs.ndjson"
     n = bugs._BATCH * 2 + 10
     out = [canonical(rec(i)) for i in range(n)]
@@ -97,17 +104,18 @@ def test_many_batches_with_a_bad_line_in_one(tmp_path: Path) -> None:
     bad = n + 1500  # the fixed line of bug 3000, cut short: that bug stays open
     out[bad] = out[bad][:40] + b"\n"
     path.write_bytes(b"".join(out))
-    folded = BugLog(path).fold()
+    folded = BugLog(path, chunk=chunk).fold()
     assert {b.id: b for b in folded.bugs} == careful(path) and len(folded.bugs) == n
     assert [b.id for b in folded.bugs] == [rec(i)["id"] for i in range(n)]
     assert folded.warnings == (f"bugs.ndjson line {bad + 1}: {TORN}",)
     assert folded.bugs[3000].status == "open" and folded.bugs[3002].status == "fixed"
 
 
-def test_a_reader_catching_up_keeps_line_numbers_and_fallbacks(tmp_path: Path) -> None:
+@CHUNKS
+def test_a_reader_catching_up_keeps_line_numbers_and_fallbacks(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "bugs.ndjson"
     path.write_bytes(canonical(rec(0)) + canonical(rec(1)))
-    reader = BugLog(path)
+    reader = BugLog(path, chunk=chunk)
     assert len(reader.fold().bugs) == 2
     with path.open("ab") as fh:  # a torn line, then a writer's line after it; then text glued to a torn tail
         fh.write(canonical(rec(0, "fixed"))[:50])
@@ -123,6 +131,6 @@ def test_a_reader_catching_up_keeps_line_numbers_and_fallbacks(tmp_path: Path) -
     assert [b.status for b in folded.bugs] == ["open", "fixed", "open"]
     assert folded.warnings[-1] == ("bugs.ndjson line 5: text appended to a line that had no newline; "
                                    "line skipped")
-    fresh = BugLog(path).fold()  # a fresh reader sees line 5 as one line, which does not read
+    fresh = BugLog(path, chunk=chunk).fold()  # a fresh reader sees line 5 as one line, which does not read
     assert [b.status for b in fresh.bugs] == ["open", "fixing", "open"]
     assert fresh.warnings[-1].startswith("bugs.ndjson line 5: ")

@@ -16,8 +16,10 @@ final newline) gets one before the next line, so a torn line never swallows a go
 Reading is tolerant: a torn or corrupt line is skipped with a warning naming its line
 number and every other bug still loads. Readers take a shared lock, so they never see a
 line half-written. Folding a large log parses only each bug's last line: the writer puts
-`id` first, so the id of a line is read from its prefix; lines that do not start that way
-(hand-written ones) are parsed in full. The cost of this shortcut: a corrupt line that is
+`id` first, so the id of a line is read from its prefix (one regex over a chunk of the log);
+lines that do not start that way (hand-written ones) are parsed in full. The last lines are
+parsed many per json call. Nothing is cached between processes: a cold fold is the only
+fold. The cost of this shortcut: a corrupt line that is
 not the last of its bug goes unnoticed by `list` (it cannot change a current state);
 `show` parses every line of the bug it shows and reports it.
 
@@ -417,13 +419,14 @@ _HEAD = re.compile(rb'\{"id": "([^"\\\n]+)"')
 # Each newline, with the id of the line it starts when that line is written the canonical way.
 _NEXT = re.compile(rb'\n(?:\{"id": "([^"\\\n]+)")?')
 _BATCH = 2048  # last lines decoded by one json call (a bad one sends only its batch line by line)
+_CHUNK = 8 << 20  # the log is read through a buffer this big (grown for a longer line)
 
 
 class _Skip(Exception):
     """A line that is not a bug record; the message says why."""
 
 
-def _loads(raw: bytes) -> Any:
+def _loads(raw: bytes | bytearray) -> Any:
     """json.loads for one line, minus its wrappers on the common path (a clean line)."""
     try:
         text = raw.decode("utf-8")
@@ -435,7 +438,7 @@ def _loads(raw: bytes) -> Any:
     return obj
 
 
-def _record(raw: bytes, expect_id: bytes | None = None) -> Bug:
+def _record(raw: bytes | bytearray, expect_id: bytes | None = None) -> Bug:
     """One line as a bug; raises _Skip saying why it is not one."""
     try:
         obj = _loads(raw)
@@ -454,11 +457,16 @@ def _as_bug(obj: Any) -> Bug:
         raise _Skip(f"not a bug record ({exc})") from None
 
 
-def _decode_all(lines: list[bytes]) -> list[Any] | None:
+def _decode_all(lines: Sequence[bytes | bytearray]) -> list[Any] | None:
     """Many lines in one json call: their values in order, or None if any line is not exactly
     one JSON value (that batch is then read line by line, so each bad line is named)."""
+    if not lines:
+        return []
+    parts = list(lines)
+    parts[0] = b"[" + parts[0]
+    parts[-1] = parts[-1] + b"]"
     try:
-        objs = json.loads((b"[" + b",".join(lines) + b"]").decode("utf-8"))
+        objs = json.loads(b",".join(parts).decode("utf-8"))
     except (ValueError, RecursionError):
         return None
     return objs if type(objs) is list and len(objs) == len(lines) else None
@@ -499,9 +507,12 @@ class BugLog:
     lines on each call. `clock` is the seam for time (seconds since the epoch).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time, chunk: int = _CHUNK
+    ) -> None:
         self.path = Path(path)
         self.clock = clock
+        self.chunk = max(chunk, 1)  # bytes read at a time (a longer line grows the buffer)
         self._ident: tuple[int, int] | None = None
         self._offset = 0  # bytes folded so far
         self._partial = False  # the bytes folded so far end inside a line (no newline yet)
@@ -558,51 +569,72 @@ class BugLog:
         self._counted = (at, count)
         return count
 
-    def _warn_at(self, fd: int, buf: bytes, base: int, skipped: list[tuple[int, str]]) -> None:
-        """Warn about skipped lines given by their offset in `buf` (the log from `base` on)."""
-        if not skipped:
-            return
-        skipped.sort()
-        line = self._newlines_before(fd, base) + 1
-        at = 0
-        for pos, why in skipped:
-            line += buf.count(b"\n", at, pos)
-            at = pos
-            self._warn(line, why)
+    def _warn_at(self, fd: int, skipped: list[tuple[int, str]]) -> None:
+        """Warn about skipped lines given by their offsets (lines counted in one pass)."""
+        for pos, why in sorted(skipped):
+            self._warn(self._newlines_before(fd, pos) + 1, why)
 
-    def _ingest(self, fd: int, buf: bytes, base: int) -> None:
-        """Fold `buf`, the log's bytes from offset `base` on (everything before it is folded).
+    def _ingest(self, fd: int, base: int, size: int) -> None:
+        """Fold the log's bytes [base, size) (everything before `base` is folded).
 
         The current state of a bug is its last good line, so only each bug's last line is
-        parsed. Pass 1 finds it: a line greenloop wrote gives its id from its prefix (one
-        regex over the whole buffer); only lines written another way (by hand) are parsed
-        then. Pass 2 parses the last lines, many per json call; a last line that does not
-        read is reported and the bug falls back to its line before, and so on.
+        parsed. Pass 1 finds them, reading the log in chunks through one buffer: a line
+        greenloop wrote gives its id from its prefix (one regex over the chunk); only lines
+        written another way (by hand) are parsed then. Pass 2 parses the last lines, many per
+        json call; a last line that does not read is reported and the bug falls back to its
+        line before, and so on.
         """
-        skipped: list[tuple[int, str]] = []  # (offset in buf, why)
-        start = 0
-        if self._partial:  # buf goes on with a line that had no newline: that text is not a line
-            nl = buf.find(b"\n")
-            if buf[: len(buf) if nl < 0 else nl].strip():
-                skipped.append((0, "text appended to a line that had no newline"))
-            start = len(buf) if nl < 0 else nl + 1
-        end = len(buf) - 1 if buf.endswith(b"\n") else len(buf)  # a final newline starts no line
-        if start < end:
-            m = _HEAD.match(buf, start, end)
-            # (newline before the line) per id, the last one wins; None for any other line
-            last: dict[bytes | None, int] = {m[1] if m else None: start - 1}
-            last.update({n[1]: n.start() for n in _NEXT.finditer(buf, start, end)})
-            if None in last:  # some line is not in the canonical form (or is blank)
-                hand: dict[bytes, list[tuple[int, Bug]]] = {}
-                self._fold(buf, start, self._pass1(buf, start, end, skipped, hand), skipped, hand)
-            else:
-                self._fold(buf, start, last.items(), skipped, {})  # type: ignore[arg-type]
-        self._warn_at(fd, buf, base, skipped)
+        skipped: list[tuple[int, str]] = []  # (offset in the log, why)
+        last: dict[bytes, int | Bug] = {}  # id -> the offset of the newline before its last line, or a Bug
+        lines: dict[bytes, bytes | bytearray] = {}  # id -> its last line, if canonical
+        hand: dict[bytes, list[tuple[int, Bug]]] = {}  # id -> its lines in other forms (offset, bug)
+        first = -1  # the offset of the first line that starts in [base, size)
+        buf = bytearray(min(self.chunk, size - base))
+        pos = base
+        while pos < size:
+            n = os.preadv(fd, [memoryview(buf)[: size - pos]], pos)
+            if n <= 0:
+                break  # the log shrank under the lock (an editor): fold what was read
+            stop = n
+            if pos + n < size:  # a chunk ends at its last newline; the next one starts after it
+                stop = buf.rfind(b"\n", 0, n) + 1
+                if stop == 0:  # one line longer than the buffer
+                    buf.extend(bytes(len(buf)))
+                    continue
+            start = 0
+            if pos == base and self._partial:  # text after a line that had no newline: not a line
+                nl = buf.find(b"\n", 0, stop)
+                if buf[: stop if nl < 0 else nl].strip():
+                    skipped.append((pos, "text appended to a line that had no newline"))
+                start = stop if nl < 0 else nl + 1
+            if first < 0 and start < stop:
+                first = pos + start
+            end = stop - 1 if buf[stop - 1] == 0x0A else stop  # a final newline starts no line
+            if start < end:
+                m = _HEAD.match(buf, start, end)
+                found: dict[Any, int] = {m[1] if m else None: start - 1}  # None: another form
+                found.update({x[1]: x.start() for x in _NEXT.finditer(buf, start, end)})
+                find = buf.find
+                if None not in found:  # every line canonical: keep each id's last line, in bulk
+                    lines.update({k: buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
+                                  for k, v in found.items()})
+                    last.update({k: pos + v for k, v in found.items()})
+                else:  # some line is in another form (or blank): line by line
+                    for key, v in self._pass1(buf, start, end, pos, skipped, hand).items():
+                        if type(v) is int:
+                            lines[key] = buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
+                            last[key] = pos + v
+                        else:
+                            last[key] = v
+            pos += stop
+        if last:
+            self._fold(fd, base, size, first, last, lines, skipped, hand)
+        self._warn_at(fd, skipped)
 
     @staticmethod
-    def _pass1(buf: bytes, start: int, end: int, skipped: list[tuple[int, str]],
-               hand: dict[bytes, list[tuple[int, Bug]]]) -> list[tuple[bytes, int | Bug]]:
-        """Pass 1 for a buffer with lines in other forms: each id's last line, in order of the
+    def _pass1(buf: bytearray, start: int, end: int, pos: int, skipped: list[tuple[int, str]],
+               hand: dict[bytes, list[tuple[int, Bug]]]) -> dict[bytes, int | Bug]:
+        """Pass 1 for a chunk with lines in other forms: each id's last line, in order of the
         ids' first lines. A canonical line is given by its newline; any other is parsed now."""
         last: dict[bytes, int | Bug] = {}
         nl = start - 1
@@ -621,25 +653,34 @@ class BugLog:
             try:
                 bug = _record(raw)
             except _Skip as why:
-                skipped.append((at, str(why)))
+                skipped.append((pos + at, str(why)))
                 continue
             key = _id_key(bug)
             last[key] = bug
-            hand.setdefault(key, []).append((at, bug))
-        return list(last.items())
+            hand.setdefault(key, []).append((pos + at, bug))
+        return last
 
-    def _fold(self, buf: bytes, start: int, last: Iterable[tuple[bytes, int | Bug]],
-              skipped: list[tuple[int, str]], hand: Mapping[bytes, list[tuple[int, Bug]]]) -> None:
-        """Pass 2: apply each bug's last line (a Bug, or the newline before a canonical line)."""
-        items = list(last)
-        find, size = buf.find, len(buf)
+    def _fold(self, fd: int, base: int, size: int, first: int, last: dict[bytes, int | Bug],
+              lines: dict[bytes, bytes | bytearray], skipped: list[tuple[int, str]],
+              hand: Mapping[bytes, list[tuple[int, Bug]]]) -> None:
+        """Pass 2: apply each bug's last line (a Bug, or a canonical line to decode)."""
+        items = list(last.items())
+        whole: list[bytes] = []  # the bytes [base, size), read only if a bug must fall back
+
+        def earlier(key: bytes, nl: int) -> Bug | None:
+            if not whole:
+                whole.append(_read_range(fd, base, size))
+            rel: list[tuple[int, str]] = []
+            found = self._earlier(whole[0], first - base, key, nl - base, rel,
+                                  {k: [(p - base, b) for p, b in v] for k, v in hand.items() if k == key})
+            skipped.extend((p + base, why) for p, why in rel)
+            return found
+
         for i in range(0, len(items), _BATCH):
             batch = items[i : i + _BATCH]
-            # each canonical line, up to its newline (or the end of the buffer)
-            lines = [buf[v + 1 : (find(b"\n", v + 1) + 1 or size + 1) - 1]
-                     for _, v in batch if type(v) is int]
-            objs = _decode_all(lines)
-            if objs is not None and len(lines) == len(batch):  # the common case: check in bulk
+            raws = [lines[k] for k, v in batch if type(v) is int]
+            objs = _decode_all(raws)
+            if objs is not None and len(raws) == len(batch):  # the common case: check in bulk
                 bugs = [_whole_record(o) if type(o) is dict else None for o in objs]
                 if all(bugs):
                     ids = [b.id for b in bugs]  # type: ignore[union-attr]
@@ -658,7 +699,7 @@ class BugLog:
                 bug: Bug | None = None
                 try:
                     if objs is None:
-                        bug = _record(lines[k], key)
+                        bug = _record(raws[k], key)
                     else:
                         obj = objs[k]
                         bug = _checked((_whole_record(obj) if type(obj) is dict else None)
@@ -667,7 +708,7 @@ class BugLog:
                     skipped.append((v + 1, str(why)))
                 k += 1
                 if bug is None:
-                    bug = self._earlier(buf, start, key, v, skipped, hand)
+                    bug = earlier(key, v)
                 if bug is not None:
                     self._apply(bug)
 
@@ -705,11 +746,9 @@ class BugLog:
         gc_was = gc.isenabled()
         gc.disable()  # folding creates many small objects and no cycles; the collector only slows it
         try:
-            data = _read_range(fd, self._offset, st.st_size)
-            if data:
-                self._ingest(fd, data, self._offset)
-                self._offset += len(data)
-                self._partial = not data.endswith(b"\n")
+            self._ingest(fd, self._offset, st.st_size)
+            self._offset = st.st_size
+            self._partial = os.pread(fd, 1, st.st_size - 1) != b"\n"
         finally:
             if gc_was:
                 gc.enable()
