@@ -585,8 +585,7 @@ class BugLog:
         line before, and so on.
         """
         skipped: list[tuple[int, str]] = []  # (offset in the log, why)
-        last: dict[bytes, int | Bug] = {}  # id -> the offset of the newline before its last line, or a Bug
-        lines: dict[bytes, bytes | bytearray] = {}  # id -> its last line, if canonical
+        last: dict[bytes, bytearray | Bug] = {}  # id -> its last line if canonical, else that line's bug
         hand: dict[bytes, list[tuple[int, Bug]]] = {}  # id -> its lines in other forms (offset, bug)
         first = -1  # the offset of the first line that starts in [base, size)
         buf = bytearray(min(self.chunk, size - base))
@@ -616,19 +615,17 @@ class BugLog:
                 found.update({x[1]: x.start() for x in _NEXT.finditer(buf, start, end)})
                 find = buf.find
                 if None not in found:  # every line canonical: keep each id's last line, in bulk
-                    lines.update({k: buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
-                                  for k, v in found.items()})
-                    last.update({k: pos + v for k, v in found.items()})
+                    last.update({k: buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
+                                 for k, v in found.items()})
                 else:  # some line is in another form (or blank): line by line
                     for key, v in self._pass1(buf, start, end, pos, skipped, hand).items():
-                        if type(v) is int:
-                            lines[key] = buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
-                            last[key] = pos + v
-                        else:
+                        if isinstance(v, Bug):
                             last[key] = v
+                        else:
+                            last[key] = buf[v + 1 : (find(b"\n", v + 1, end) + 1 or end + 1) - 1]
             pos += stop
         if last:
-            self._fold(fd, base, size, first, last, lines, skipped, hand)
+            self._fold(fd, base, size, first, last, skipped, hand)
         self._warn_at(fd, skipped)
 
     @staticmethod
@@ -660,26 +657,29 @@ class BugLog:
             hand.setdefault(key, []).append((pos + at, bug))
         return last
 
-    def _fold(self, fd: int, base: int, size: int, first: int, last: dict[bytes, int | Bug],
-              lines: dict[bytes, bytes | bytearray], skipped: list[tuple[int, str]],
-              hand: Mapping[bytes, list[tuple[int, Bug]]]) -> None:
-        """Pass 2: apply each bug's last line (a Bug, or a canonical line to decode)."""
+    def _fold(self, fd: int, base: int, size: int, first: int, last: dict[bytes, bytearray | Bug],
+              skipped: list[tuple[int, str]], hand: Mapping[bytes, list[tuple[int, Bug]]]) -> None:
+        """Pass 2: apply each bug's last line (a canonical line to decode, or a Bug)."""
         items = list(last.items())
         whole: list[bytes] = []  # the bytes [base, size), read only if a bug must fall back
 
-        def earlier(key: bytes, nl: int) -> Bug | None:
+        def earlier(key: bytes, why: str) -> Bug | None:
+            """The last line of `key` did not read: report it, and find the newest one that does."""
             if not whole:
                 whole.append(_read_range(fd, base, size))
+            buf, start = whole[0], first - base
+            nl = buf.rfind(b'\n{"id": "' + key + b'"', max(start - 1, 0))  # -1: the first line
+            skipped.append((base + nl + 1, why))
             rel: list[tuple[int, str]] = []
-            found = self._earlier(whole[0], first - base, key, nl - base, rel,
-                                  {k: [(p - base, b) for p, b in v] for k, v in hand.items() if k == key})
-            skipped.extend((p + base, why) for p, why in rel)
+            mine = {key: [(p - base, b) for p, b in hand.get(key, ())]}
+            found = self._earlier(buf, start, key, nl, rel, mine)
+            skipped.extend((p + base, w) for p, w in rel)
             return found
 
         for i in range(0, len(items), _BATCH):
             batch = items[i : i + _BATCH]
-            raws = [lines[k] for k, v in batch if type(v) is int]
-            objs = _decode_all(raws)
+            raws = [v for _, v in batch if type(v) is not Bug]
+            objs = _decode_all(raws)  # type: ignore[arg-type]
             if objs is not None and len(raws) == len(batch):  # the common case: check in bulk
                 bugs = [_whole_record(o) if type(o) is dict else None for o in objs]
                 if all(bugs):
@@ -693,22 +693,20 @@ class BugLog:
                         continue
             k = 0
             for key, v in batch:
-                if type(v) is not int:
-                    self._apply(v)  # type: ignore[arg-type]
+                if type(v) is Bug:
+                    self._apply(v)
                     continue
                 bug: Bug | None = None
                 try:
                     if objs is None:
-                        bug = _record(raws[k], key)
+                        bug = _record(v, key)  # type: ignore[arg-type]
                     else:
                         obj = objs[k]
                         bug = _checked((_whole_record(obj) if type(obj) is dict else None)
                                        or _as_bug(obj), key)
                 except _Skip as why:
-                    skipped.append((v + 1, str(why)))
+                    bug = earlier(key, str(why))
                 k += 1
-                if bug is None:
-                    bug = earlier(key, v)
                 if bug is not None:
                     self._apply(bug)
 

@@ -83,8 +83,8 @@ def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
     cols = list(zip(*rows, strict=True)) or [()] * len(_HEADS)
     widths = [max(len(h), max(map(len, c), default=0)) for h, c in zip(_HEADS[:-1], cols, strict=False)]
     title_w = max(width - (sum(widths) + 2 * len(widths)), 20) if width else 1 << 30
-    titles = cols[6]
-    if max(map(len, titles), default=0) > title_w or any("\n" in t or "\t" in t for t in titles):
+    titles = "\0".join(cols[6])  # one search for a newline or tab in any title
+    if max(map(len, cols[6]), default=0) > title_w or "\n" in titles or "\t" in titles:
         rows = [r if len(r[6]) <= title_w and "\n" not in r[6] and "\t" not in r[6]
                 else (*r[:6], _clip(r[6], title_w)) for r in rows]
     # one format call for the whole table: no per-row Python work on a 100,000-line log
