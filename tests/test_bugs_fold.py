@@ -134,3 +134,15 @@ def test_a_reader_catching_up_keeps_line_numbers_and_fallbacks(tmp_path: Path, c
     fresh = BugLog(path, chunk=chunk).fold()  # a fresh reader sees line 5 as one line, which does not read
     assert [b.status for b in fresh.bugs] == ["open", "fixing", "open"]
     assert fresh.warnings[-1].startswith("bugs.ndjson line 5: ")
+
+
+@CHUNKS
+def test_a_line_whose_id_is_given_twice_is_caught_in_a_clean_batch(tmp_path: Path, chunk: int) -> None:
+    path = tmp_path / "bugs.ndjson"
+    a, b = rec(0), rec(1)
+    twice = canonical({**a, "status": "fixed"})[:-2] + b', "id": "bug-x"}\n'  # JSON keeps the last id
+    path.write_bytes(canonical(a) + canonical(b) + twice + canonical({**b, "status": "fixing"}))
+    folded = BugLog(path, chunk=chunk).fold()
+    assert [(x.id, x.status) for x in folded.bugs] == [(a["id"], "open"), (b["id"], "fixing")]
+    why = f"its id prefix {a['id']!r} disagrees with its id 'bug-x'"
+    assert folded.warnings == (f"bugs.ndjson line 3: {why}; line skipped",)

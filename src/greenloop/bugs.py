@@ -680,30 +680,28 @@ class BugLog:
             batch = items[i : i + _BATCH]
             raws = [v for _, v in batch if type(v) is not Bug]
             objs = _decode_all(raws)  # type: ignore[arg-type]
-            if objs is not None and len(raws) == len(batch):  # the common case: check in bulk
-                bugs = [_whole_record(o) if type(o) is dict else None for o in objs]
-                if all(bugs):
-                    ids = [b.id for b in bugs]  # type: ignore[union-attr]
-                    if ids == [k.decode() for k, _ in batch]:
-                        if self._active is None:
-                            self._current.update(zip(ids, bugs, strict=True))  # type: ignore[arg-type]
-                        else:
-                            for fresh in bugs:
-                                self._apply(fresh)  # type: ignore[arg-type]
-                        continue
+            # whole records become bugs (taking their dicts over); None: read carefully below
+            bugs = [] if objs is None else [_whole_record(o) if type(o) is dict else None for o in objs]
+            if objs is not None and len(raws) == len(batch) and all(bugs):  # the common case, in bulk
+                ids = [b.id for b in bugs]  # type: ignore[union-attr]
+                # each id is its line's prefix id: one comparison for the batch (a prefix id has no
+                # NUL, so equal joins mean equal ids)
+                if "\0".join(ids).encode("utf-8", "surrogatepass") == b"\0".join([k for k, _ in batch]):
+                    if self._active is None:
+                        self._current.update(zip(ids, bugs, strict=True))  # type: ignore[arg-type]
+                    else:
+                        for fresh in bugs:
+                            self._apply(fresh)  # type: ignore[arg-type]
+                    continue
             k = 0
             for key, v in batch:
                 if type(v) is Bug:
                     self._apply(v)
                     continue
-                bug: Bug | None = None
+                bug: Bug | None
                 try:
-                    if objs is None:
-                        bug = _record(v, key)  # type: ignore[arg-type]
-                    else:
-                        obj = objs[k]
-                        bug = _checked((_whole_record(obj) if type(obj) is dict else None)
-                                       or _as_bug(obj), key)
+                    bug = (_record(v, key) if objs is None  # type: ignore[arg-type]
+                           else _checked(bugs[k] or _as_bug(objs[k]), key))
                 except _Skip as why:
                     bug = earlier(key, str(why))
                 k += 1
