@@ -57,7 +57,8 @@ def _emit(data: dict[str, Any], out: TextIO) -> None:
 def _emit_list(found: bugs.Fold, out: TextIO) -> None:
     """The list as JSON, one bug a line: greppable, and fast (the C encoder needs no indent)."""
     data = found.to_json()
-    rows = ",\n".join("    " + json.dumps(b, ensure_ascii=False) for b in data.pop("bugs"))
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every bug
+    rows = ",\n".join(["    " + encode(b) for b in data.pop("bugs")])
     rest = json.dumps(data, ensure_ascii=False, indent=2)
     out.write('{\n  "bugs": [' + (f"\n{rows}\n  ]," if rows else "],") + rest[1:] + "\n")
 
