@@ -101,14 +101,15 @@ def test_many_batches_with_a_bad_line_in_one(tmp_path: Path, chunk: int) -> None
     n = bugs._BATCH * 2 + 10
     out = [canonical(rec(i)) for i in range(n)]
     out += [canonical(rec(i, "fixed")) for i in range(0, n, 2)]
-    bad = n + 1500  # the fixed line of bug 3000, cut short: that bug stays open
+    cut = bugs._BATCH + 6  # a bug in the second batch, whose fixed line is cut short: it stays open
+    bad = n + cut // 2
     out[bad] = out[bad][:40] + b"\n"
     path.write_bytes(b"".join(out))
     folded = BugLog(path, chunk=chunk).fold()
     assert {b.id: b for b in folded.bugs} == careful(path) and len(folded.bugs) == n
     assert [b.id for b in folded.bugs] == [rec(i)["id"] for i in range(n)]
     assert folded.warnings == (f"bugs.ndjson line {bad + 1}: {TORN}",)
-    assert folded.bugs[3000].status == "open" and folded.bugs[3002].status == "fixed"
+    assert folded.bugs[cut].status == "open" and folded.bugs[cut + 2].status == "fixed"
 
 
 @CHUNKS

@@ -418,7 +418,7 @@ _DECODER = json.JSONDecoder()
 _HEAD = re.compile(rb'\{"id": "([^"\\\n]+)"')
 # Each newline, with the id of the line it starts when that line is written the canonical way.
 _NEXT = re.compile(rb'\n(?:\{"id": "([^"\\\n]+)")?')
-_BATCH = 2048  # last lines decoded by one json call (a bad one sends only its batch line by line)
+_BATCH = 512  # last lines decoded by one json call (a bad one sends only its batch line by line)
 _CHUNK = 8 << 20  # the log is read through a buffer this big (grown for a longer line)
 
 
