@@ -12,8 +12,9 @@ import pytest
 
 from greenloop.env import child_env
 from greenloop.errors import UsageError
-from greenloop.frameworks.pytest import PLUGIN_DIR, PLUGIN_NAME
 from greenloop.model import Detection, Failure, Plan, RunResult
+from greenloop.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
+from greenloop.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
 from greenloop.plan import RunOptions, name_pattern, plan, python_runner
 
 

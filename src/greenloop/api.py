@@ -17,6 +17,7 @@ in a DevLoop unit folder, also under `units/<unit>/runs/<run_id>/` as the seeds 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -140,7 +141,8 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
-    fingerprint = _Fingerprint(str(ws))  # taken while the suite runs, of the tree it tests
+    # taken while the suite runs, of the tree it tests (with the report's parser imported)
+    fingerprint = _Fingerprint(str(ws), _REPORT_MODULES.get(the_plan.report_format or "", ()))
     result = execute(
         the_plan,
         run_id=run_id,
@@ -175,20 +177,34 @@ def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None) ->
     )
 
 
+_REPORT_MODULES: dict[str, tuple[str, ...]] = {
+    "pytest-json": ("greenloop.frameworks.pytest_report",),
+    "vitest-json": ("greenloop.frameworks.vitest",),
+    "jest-json": ("greenloop.frameworks.jest",),
+    "junit": ("greenloop.frameworks.junit",),
+    "node-tap": ("greenloop.frameworks.node_test",),
+}
+
+
 class _Fingerprint:
     """The working-tree fingerprint, taken in a thread while the suite runs (it reads the tree,
-    the suite runs in another process: the two overlap instead of adding up)."""
+    the suite runs in another process: the two overlap instead of adding up). The thread
+    also imports what the after-steps need, off the run's critical path."""
 
-    def __init__(self, workspace: str) -> None:
+    def __init__(self, workspace: str, preload: tuple[str, ...] = ()) -> None:
         self._value: str | None = None
-        self._thread = threading.Thread(target=self._take, args=(workspace,), daemon=True)
+        self._thread = threading.Thread(target=self._take, args=(workspace, preload), daemon=True)
         self._thread.start()
 
-    def _take(self, workspace: str) -> None:
+    def _take(self, workspace: str, preload: tuple[str, ...]) -> None:
         from greenloop.fingerprint import working_tree
 
         with contextlib.suppress(Exception):  # None: store.record_result takes it again
             self._value = working_tree(workspace)
+        # The modules the after-steps need, imported while the suite runs rather than after it.
+        for name in (*preload, "greenloop.bugs", "greenloop.store", "greenloop.session", "greenloop.hints"):
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
 
     def value(self) -> str | None:
         self._thread.join()

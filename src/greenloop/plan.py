@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from greenloop.errors import UsageError
-from greenloop.frameworks import pytest as pytest_fw
 from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
 
 __all__ = [
     "DIALECTS",
+    "PYTEST_PLUGIN_DIR",
+    "PYTEST_PLUGIN_NAME",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -83,6 +84,11 @@ DIALECTS: dict[str, Dialect] = {
     "node:test": Dialect("report.tap", "node-tap", "--test-name-pattern"),
     "npm-test": Dialect(None, None, None),
 }
+
+# greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
+# and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
+PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
+PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -346,10 +352,10 @@ def plan(
         prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
         notes += py_notes
         fallback = (os.path.join(report_dir, "report.xml"), "junit")
-        argv = [*prefix, "-p", pytest_fw.PLUGIN_NAME, f"--junitxml={fallback[0]}"]
+        argv = [*prefix, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
         inherited = env.get("PYTHONPATH")
         child_env = (
-            ("PYTHONPATH", pytest_fw.PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
+            ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
         )

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from greenloop import proc
 from greenloop.config import Config
-from greenloop.frameworks.common import load_failures_only, load_note
 from greenloop.model import (
     Failure,
     ParseResult,
@@ -162,6 +161,8 @@ class Verdict:
 
 def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None) -> Verdict:
     """Cross-check the process with the parse. `report_ok` None: no machine report was planned."""
+    from greenloop.frameworks.common import load_failures_only, load_note
+
     notes: list[str] = []
     failed = parsed.summary.failed or len(parsed.failures)
     total = parsed.summary.total

@@ -206,6 +206,10 @@ def test_pytest_report_plugin_counts_as_pytest_does(tmp_path: Path) -> None:
     bad = next(f for f in r["failures"] if f["test"].endswith("test_bad"))
     assert (bad["file"], bad["line"], bad["expected"], bad["got"]) == ("test_all.py", 7, "[1, 3]", "[1, 2]")
     assert not any("plugin" in n for n in r["notes"]), r["notes"]
+    # without pytest's terminal reporter the plugin keeps the same tally itself
+    code3, r3 = run_json(ws, "--target", "-p no:terminal")
+    assert (code3, r3["summary"]) == (1, r["summary"]), r3
+    assert sorted(f["test"] for f in r3["failures"]) == sorted(kinds)
     # the plugin blocked (as a user's `-p no:` would): pytest's junit report is the fallback
     code2, r2 = run_json(ws, "--target", "-p no:_greenloop_pytest_report")
     assert r2["summary"] == r["summary"] and code2 == code == 1, r2

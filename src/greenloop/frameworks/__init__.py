@@ -77,9 +77,9 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
         if report_format == "node-tap":
             return _tap_file(path, root)
         if report_format == "pytest-json":
-            from greenloop.frameworks import pytest
+            from greenloop.frameworks import pytest_report
 
-            return pytest.parse_json_report(path, root)
+            return pytest_report.parse_json_report(path, root)
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
     known = ", ".join(REPORT_FORMATS)

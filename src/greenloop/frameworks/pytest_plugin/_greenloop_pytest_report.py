@@ -9,9 +9,11 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
     GREENLOOP_PYTEST_JUNIT=<path>    the --junitxml path greenloop planned as a fallback; when
                                      this plugin is active it switches that report off
 
-Counting follows pytest's own closing line: each report is put in the category pytest's
-`pytest_report_teststatus` hook gives it (so xfail is "xfailed", a strict xpass "failed",
-an error in setup or teardown "error"), collection errors are "error". Only failing reports
+Counting is pytest's own closing line: the terminal reporter's tally of reports by the
+category pytest's `pytest_report_teststatus` hook gives them (xfail is "xfailed", a strict
+xpass "failed", an error in setup or teardown "error", a collection error "error"), read
+once at the end, so the plugin costs nothing per test. Without a terminal reporter
+(`-p no:terminal`) it keeps the same tally itself, report by report. Only failing reports
 are kept in detail: node id, phase, file and line, message and the long representation.
 
 The report: {"version": 1, "pytest": "8.x", "counts": {"passed": n, "failed": n, …},
@@ -35,70 +37,102 @@ _REPORT_VAR = "GREENLOOP_PYTEST_REPORT"
 _JUNIT_VAR = "GREENLOOP_PYTEST_JUNIT"
 
 
-class _Collector:
-    def __init__(self, config: pytest.Config, path: str) -> None:
-        self.config = config
-        self.path = path
-        self.counts: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.omitted = 0
-        self.started = time.time()
+# the terminal reporter's categories that are test outcomes (not "", "warnings", "deselected")
+CATEGORIES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
-    def _add(self, category: str, report: Any) -> None:
-        if not category:
-            return
-        self.counts[category] = self.counts.get(category, 0) + 1
-        if category not in ("failed", "error"):
-            return
-        if len(self.failures) >= MAX_FAILURES:
-            self.omitted += 1
-            return
-        location = getattr(report, "location", None)
-        file = line = None
-        if location:
-            file = location[0]
-            if location[1] is not None:
-                line = location[1] + 1
-        elif getattr(report, "fspath", None):
-            file = str(report.fspath)
-        crash = getattr(report.longrepr, "reprcrash", None)
-        message = getattr(crash, "message", None)
-        if crash is not None and getattr(crash, "path", None) is None:
-            crash = None
-        try:
-            text = report.longreprtext
-        except Exception:  # a plugin's odd longrepr never loses the failure
-            text = str(report.longrepr)
-        self.failures.append({
-            "nodeid": report.nodeid,
-            "when": getattr(report, "when", "collect"),
-            "category": category,
-            "file": file,
-            "line": line,
-            "message": message,
-            "longrepr": text[:MAX_LONGREPR],
-        })
+
+def _detail(category: str, report: Any) -> dict[str, Any]:
+    location = getattr(report, "location", None)
+    file = line = None
+    if location:
+        file = location[0]
+        if location[1] is not None:
+            line = location[1] + 1
+    elif getattr(report, "fspath", None):
+        file = str(report.fspath)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    try:
+        text = report.longreprtext
+    except Exception:  # a plugin's odd longrepr never loses the failure
+        text = str(report.longrepr)
+    return {
+        "nodeid": report.nodeid,
+        "when": getattr(report, "when", None) or "collect",
+        "category": category,
+        "file": file,
+        "line": line,
+        "message": getattr(crash, "message", None),
+        "longrepr": text[:MAX_LONGREPR],
+    }
+
+
+class _Tally:
+    """The terminal reporter's tally, kept here when there is no terminal reporter."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.stats: dict[str, list[Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         result = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        category = result[0] if result else ""
-        if category == "failed" and report.when != "call":
-            category = "error"  # pytest counts a failing setup or teardown as an error
-        self._add(category, report)
+        if result is not None:
+            category = result[0]
+        elif report.when == "call":  # pytest's default answer lives in the terminal plugin itself
+            category = report.outcome
+        else:
+            category = "error" if report.failed else "skipped" if report.skipped else ""
+        if category:
+            self.stats.setdefault(category, []).append(report)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self._add("error", report)
+            self.stats.setdefault("error", []).append(report)
         elif report.skipped:
-            self._add("skipped", report)
+            self.stats.setdefault("skipped", []).append(report)
+
+
+class _Report:
+    def __init__(self, config: pytest.Config, path: str) -> None:
+        self.config = config
+        self.path = path
+        self.started = time.time()
+        self.tally: _Tally | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+            self.tally = _Tally(self.config)
+            self.config.pluginmanager.register(self.tally, "_greenloop_pytest_tally")
+
+    def _stats(self) -> dict[str, list[Any]]:
+        if self.tally is not None:
+            return self.tally.stats
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(terminal, "stats", None)
+        return stats if isinstance(stats, dict) else {}
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        stats = self._stats()
+        counts: dict[str, int] = {}
+        failures: list[dict[str, Any]] = []
+        omitted = 0
+        for category in CATEGORIES:
+            reports = [r for r in stats.get(category, ()) if hasattr(r, "nodeid")]
+            if not reports:
+                continue
+            counts[category] = len(reports)
+            if category not in ("failed", "error"):
+                continue
+            for report in reports:
+                if len(failures) >= MAX_FAILURES:
+                    omitted += 1
+                    continue
+                failures.append(_detail(category, report))
         data = {
             "version": 1,
             "pytest": _pytest_version(),
-            "counts": self.counts,
-            "failures": self.failures,
-            "omitted": self.omitted,
+            "counts": counts,
+            "failures": failures,
+            "omitted": omitted,
             "duration": round(time.time() - self.started, 3),
             "exitstatus": int(exitstatus),
         }
@@ -124,5 +158,4 @@ def pytest_configure(config: pytest.Config) -> None:
     xmlpath = getattr(config.option, "xmlpath", None)
     if junit and xmlpath and os.path.abspath(xmlpath) == os.path.abspath(junit):
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
-    config.pluginmanager.register(_Collector(config, path), "_greenloop_pytest_collector")
-
+    config.pluginmanager.register(_Report(config, path), "_greenloop_pytest_report_writer")

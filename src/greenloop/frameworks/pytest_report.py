@@ -1,0 +1,73 @@
+"""greenloop's own pytest report (written by the plugin in pytest_plugin/, planned by plan.py).
+
+A module of its own, light to import: reading a green run's report needs no regular
+expressions and no XML; the junit module's failure builder is imported only when something
+failed (a pytest failure's long representation is the same text in both reports).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Literal
+
+from greenloop.frameworks.common import MAX_DETAILED_FAILURES, strip_ansi
+from greenloop.model import Failure, ParseResult, Summary
+
+__all__ = ["parse_json_report"]
+
+
+def parse_json_report(path: str, root: str | None = None) -> ParseResult:
+    """greenloop's pytest report (the plugin in pytest_plugin/); missing or invalid gives
+    recognized=False with a note. Counted as pytest's closing line counts."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return ParseResult(notes=(f"report {path} is missing: the runner never wrote it (it crashed, "
+                                  "was killed or did not load greenloop's plugin)",))
+    except (OSError, ValueError) as exc:
+        return ParseResult(notes=(f"report {path} is not valid JSON ({type(exc).__name__}: {exc})",))
+    if not isinstance(data, dict) or not isinstance(data.get("counts"), dict):
+        return ParseResult(notes=(f"report {path} has no 'counts': not greenloop's pytest report",))
+    counts = {str(k): int(v) for k, v in data["counts"].items() if isinstance(v, int)}
+    failed = counts.get("failed", 0) + counts.get("error", 0)
+    passed = counts.get("passed", 0) + counts.get("xpassed", 0)
+    skipped = counts.get("skipped", 0) + counts.get("xfailed", 0)
+    failures: list[Failure] = []
+    load_errors: list[str] = []
+    for item in data.get("failures") or ():
+        if not isinstance(item, dict):
+            continue
+        nodeid = str(item.get("nodeid") or "")
+        when = item.get("when")
+        kind: Literal["test", "load", "hook"] = (
+            "load" if when == "collect" else "hook" if when in ("setup", "teardown") else "test"
+        )
+        text = strip_ansi(str(item.get("longrepr") or ""))
+        message = strip_ansi(str(item.get("message") or "")) or (text.strip().splitlines() or [""])[-1]
+        file = nodeid.split("::", 1)[0] or (str(item["file"]) if item.get("file") else None)
+        from greenloop.frameworks.junit import pytest_failure  # (xml.etree only when something failed)
+
+        f = pytest_failure(nodeid or (file or "?"), file, kind, message, text, root)
+        if f.line is None and isinstance(item.get("line"), int):
+            f = replace(f, line=int(item["line"]))
+        if kind == "load":
+            last = f.message.splitlines()[-1] if f.message else "failed to load"
+            load_errors.append(f"{f.test}: {last}")
+        if len(failures) >= MAX_DETAILED_FAILURES:
+            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
+        failures.append(f)
+    notes: tuple[str, ...] = ()
+    omitted = data.get("omitted")
+    if isinstance(omitted, int) and omitted > 0:
+        notes = (f"{omitted} more failure(s) are counted but not detailed in the report",)
+    duration = data.get("duration")
+    return ParseResult(
+        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        failures=tuple(failures),
+        notes=notes,
+        recognized=True,
+        duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
+        load_error="; ".join(load_errors[:5]) if load_errors else None,
+    )
