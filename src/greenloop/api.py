@@ -152,6 +152,7 @@ def test_run(
         cancel=cancel,
         sandbox=mode,
         workspace=str(ws),
+        on_start=fingerprint.start,
     )
     unit = layout.unit_of(ws)
     unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
@@ -194,7 +195,13 @@ class _Fingerprint:
     def __init__(self, workspace: str, preload: tuple[str, ...] = ()) -> None:
         self._value: str | None = None
         self._thread = threading.Thread(target=self._take, args=(workspace, preload), daemon=True)
-        self._thread.start()
+        self._started = False
+
+    def start(self) -> None:
+        """Begin (called once the suite has started, so nothing delays its start)."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
 
     def _take(self, workspace: str, preload: tuple[str, ...]) -> None:
         from greenloop.fingerprint import working_tree
@@ -207,6 +214,9 @@ class _Fingerprint:
                 importlib.import_module(name)
 
     def value(self) -> str | None:
+        """The fingerprint, or None (store.record_result then takes it itself)."""
+        if not self._started:  # the runner never started (not installed, refused)
+            return None
         self._thread.join()
         return self._value
 

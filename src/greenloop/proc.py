@@ -262,10 +262,12 @@ def run_to_completion(
     on_line: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     grace_s: float = GRACE_S,
+    on_spawn: Callable[[], None] | None = None,
 ) -> RawRun:
     """Run a child to its end or its deadline; never raises for the child's own failures.
 
-    `on_output` receives output chunks and `on_line` whole lines as they reach the files.
+    `on_output` receives output chunks and `on_line` whole lines as they reach the files;
+    `on_spawn` is called once the child has started (work to do while it runs).
     At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
     `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
     sweep still runs, so a background grandchild never outlives the run.
@@ -290,6 +292,9 @@ def run_to_completion(
     tail = _Tail([stdout_path, stderr_path], on_output, on_line) if (on_output or on_line) else None
     if tail:
         tail.start()
+    if on_spawn is not None:
+        with contextlib.suppress(Exception):  # the caller's own work never disturbs the run
+            on_spawn()
     deadline = start + timeout_s
     timed_out = aborted = False
     pidfd = _pidfd(child.pid)

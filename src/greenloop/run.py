@@ -277,9 +277,13 @@ def execute(
     workspace: str | None = None,
     base_env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    on_start: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run `plan` with its output in `run_dir` and return the final RunResult (never raises for
-    anything the run does; KeyboardInterrupt still propagates after the tree is stopped)."""
+    anything the run does; KeyboardInterrupt still propagates after the tree is stopped).
+
+    `on_start` is called once the runner has started: the caller's work that can overlap the
+    suite (api.test_run fingerprints the working tree there)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = str(run_dir / "stdout.txt")
     stderr_path = str(run_dir / "stderr.txt")
@@ -352,6 +356,7 @@ def execute(
         shell=shell,
         on_line=counter.line if counter else None,
         cancel=cancel,
+        on_spawn=on_start,
     )
     if raw.survivors:
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
