@@ -17,7 +17,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,7 +149,7 @@ def spawn(
     `shell=True` is only for a user's verbatim command, passed as one string. With
     `stderr_path` None, stderr goes to the stdout file. Raises OSError when it cannot start.
     """
-    token = token or uuid.uuid4().hex
+    token = token or os.urandom(16).hex()  # (not uuid: it imports platform at every start)
     child_env = dict(env)
     child_env[TOKEN_VAR] = token
     Path(stdout_path).parent.mkdir(parents=True, exist_ok=True)
