@@ -285,6 +285,36 @@ def test_vitest_json_contract(tmp_path: Path) -> None:
     assert set(out) >= {"ok", "crashed", "crash_reason", "summary", "failures", "duration_ms"}
     assert out["failures"][0]["file"] == "math.test.js"
 
+    # the whole mixed run: files that cannot load beside failing tests is red, not crashed
+    root = "/tmp/greenloop-capture/vitest-mixed"
+    mixed = parse_json_report(FIXTURES / "vitest/mixed/plain.report.json", root=root)
+    assert not mixed.crashed and mixed.next_action == "retry_coder", mixed.crash_reason
+    loads = [f for f in mixed.failures if f.kind == "load"]
+    assert loads and any('kind "load"' in n for n in mixed.notes)
+    assert all(root not in (f.message + f.stack + (f.file or "")) for f in loads)  # relative paths
+
+
+@pytest.mark.parametrize(
+    ("framework", "fixture", "only_load"),
+    [
+        ("vitest", "vitest/loadfail/plain.txt", True),
+        ("vitest", "vitest/mixed/plain.txt", False),
+        ("jest", "jest/loadfail/plain.txt", True),
+        ("jest", "jest/mixed/plain.txt", False),
+        ("pytest", "pytest/loadfail/plain.txt", True),
+        ("node:test", "node_test/loadfail/tap.txt", True),
+        ("node:test", "node_test/mixed/tap.txt", False),
+    ],
+)
+def test_load_failures_only_on_real_output(framework: str, fixture: str, only_load: bool) -> None:
+    """The rule run.classify, vitest.parse_json_report and the hooks share."""
+    from greenloop.frameworks.common import load_failures_only
+
+    with open(FIXTURES / fixture, encoding="utf-8") as fh:
+        res = parse_text(framework, fh)
+    assert res.load_error, fixture
+    assert load_failures_only(res) is only_load
+
 
 # --- the command -------------------------------------------------------------------------
 
