@@ -115,6 +115,14 @@ def main() -> int:
                 f"(median of {args.reps}, sandbox {args.sandbox}; CPU bare {bc:.3f}s, "
                 f"greenloop {oc:.3f}s, ratio {oc / bc:5.3f})"
             )
+    # Context: greenloop is a second Python process beside the runner; its interpreter's own
+    # start-up (site, .pth hooks) is a floor no code in greenloop can lower.
+    with tempfile.TemporaryDirectory(prefix="greenloop-bench-") as tmp:
+        starts = [timed([sys.executable, "-c", "pass"], Path(tmp), env, 0)[0] for _ in range(5)]
+    print(
+        f"context: `python -c pass` takes {statistics.median(starts):.3f}s here "
+        "(part of greenloop's side, not the runner's)"
+    )
     print(f"worst ratio {worst:.3f} (target <= 1.05)")
     return 0
 

@@ -141,8 +141,7 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
-    # taken while the suite runs, of the tree it tests (with the report's parser imported)
-    fingerprint = _Fingerprint(str(ws), _REPORT_MODULES.get(the_plan.report_format or "", ()))
+    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()))
     result = execute(
         the_plan,
         run_id=run_id,
@@ -152,12 +151,12 @@ def test_run(
         cancel=cancel,
         sandbox=mode,
         workspace=str(ws),
-        on_start=fingerprint.start,
+        on_start=preload.start,
     )
     unit = layout.unit_of(ws)
     unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
     result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
-    final = _after_run(str(ws), result, fingerprint=fingerprint.value())
+    final = _after_run(str(ws), result)
     _store(final, run_dir, unit_dir)
     prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
@@ -187,38 +186,32 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Fingerprint:
-    """The working-tree fingerprint, taken in a thread while the suite runs (it reads the tree,
-    the suite runs in another process: the two overlap instead of adding up). The thread
-    also imports what the after-steps need, off the run's critical path."""
+class _Preload:
+    """Imports what the after-steps need (report parser, bug log, store, fingerprint) in a
+    thread once the suite has started, so they are ready when it ends. The working-tree
+    fingerprint itself is taken after the run: files the suite writes are part of the tree
+    the run leaves, and must not read as a change at the next `check`."""
 
-    def __init__(self, workspace: str, preload: tuple[str, ...] = ()) -> None:
-        self._value: str | None = None
-        self._thread = threading.Thread(target=self._take, args=(workspace, preload), daemon=True)
-        self._started = False
+    def __init__(self, modules: tuple[str, ...]) -> None:
+        self._modules = (
+            *modules,
+            "greenloop.bugs",
+            "greenloop.store",
+            "greenloop.fingerprint",
+            "greenloop.session",
+            "greenloop.hints",
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
-        """Begin (called once the suite has started, so nothing delays its start)."""
-        if not self._started:
-            self._started = True
+        """Begin (run.execute calls it once the runner has started)."""
+        if not self._thread.is_alive() and self._thread.ident is None:
             self._thread.start()
 
-    def _take(self, workspace: str, preload: tuple[str, ...]) -> None:
-        from greenloop.fingerprint import working_tree
-
-        with contextlib.suppress(Exception):  # None: store.record_result takes it again
-            self._value = working_tree(workspace)
-        # The modules the after-steps need, imported while the suite runs rather than after it.
-        for name in (*preload, "greenloop.bugs", "greenloop.store", "greenloop.session", "greenloop.hints"):
-            with contextlib.suppress(Exception):
+    def _run(self) -> None:
+        for name in self._modules:
+            with contextlib.suppress(Exception):  # a failed import shows where it is needed
                 importlib.import_module(name)
-
-    def value(self) -> str | None:
-        """The fingerprint, or None (store.record_result then takes it itself)."""
-        if not self._started:  # the runner never started (not installed, refused)
-            return None
-        self._thread.join()
-        return self._value
 
 
 def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
@@ -248,7 +241,7 @@ def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
     return replace(result, notes=(*result.notes, f"{what} ({type(exc).__name__}: {exc})"))
 
 
-def _after_run(workspace: str, result: RunResult, *, fingerprint: str | None = None) -> RunResult:
+def _after_run(workspace: str, result: RunResult) -> RunResult:
     """Hand the final result to the bug log, then to the session record; returns it, enriched.
 
     The bug bridge goes first so the closure store records the final result (with bug ids);
@@ -274,7 +267,7 @@ def _after_run(workspace: str, result: RunResult, *, fingerprint: str | None = N
     try:
         from greenloop import store
 
-        store.record_result(workspace, result, session_id=sid, fingerprint=fingerprint)
+        store.record_result(workspace, result, session_id=sid)
     except Exception as exc:
         result = _note(result, "the run could not be recorded for the gate", exc)
     return result

@@ -574,21 +574,17 @@ def record_result(
     source: str = "run",
     clock: Callable[[], float] = time.time,
     warn: Callable[[str], None] = _stderr_warn,
-    fingerprint: str | None = None,
 ) -> RunRecord:
     """Record a finished run for its session (or the workspace) with a working-tree fingerprint.
 
     This is what `greenloop.api.test_run` calls after every run. A failure to record is a
-    warning, never an error: the run itself happened and its result stands. `fingerprint`:
-    one taken already (api.test_run takes it while the suite runs); None takes it now.
+    warning, never an error: the run itself happened and its result stands.
     """
     from greenloop.fingerprint import working_tree
 
     ws = result.workspace or os.fspath(workspace)
-    fp = fingerprint
     try:
-        if fp is None:
-            fp = working_tree(ws)
+        fp = working_tree(ws)
     except Exception as exc:  # the fingerprint only feeds a note; never lose the run over it
         warn(f"could not fingerprint the working tree: {exc}")
         fp = None
