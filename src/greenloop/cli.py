@@ -16,6 +16,10 @@ __all__ = ["build_parser", "main"]
 FRAMEWORK_CHOICES = ("vitest", "jest", "npm-test", "pytest", "node:test")
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+COMMANDS = (
+    "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
+    "bugs", "integrate", "audit", "mcp",
+)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,7 +37,8 @@ def _handler(p: argparse.ArgumentParser, target: str) -> None:
     p.set_defaults(_handler=target)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole tree, or with `only` just that subcommand (what `main` needs to parse one call)."""
     parser = _Parser(
         prog="greenloop",
         description="Probe, run and gate a workspace's tests for AI coding agents.",
@@ -42,141 +47,154 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     # --- probe / run / parse / schema (foundation, exact failures)
-    p = sub.add_parser("probe", help="detect the test framework of a workspace without running anything")
-    p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-    _json_flag(p)
-    _handler(p, "run:probe")
+    if only in (None, "probe"):
+        p = sub.add_parser("probe", help="detect the test framework of a workspace without running anything")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(p)
+        _handler(p, "run:probe")
 
-    p = sub.add_parser("run", help="run the workspace's tests and report a structured result")
-    p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-    p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORK_CHOICES)}")
-    p.add_argument("--target", help="space-separated paths or node ids appended to the command")
-    p.add_argument("--last-failed", action="store_true", help="rerun only the previous run's failures")
-    p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
-    p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
-    p.add_argument("--session", help="record the run for this agent session id")
-    p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
-    p.add_argument("--sandbox", help=f"sandbox mode: {', '.join(SANDBOX_MODES)}")
-    _json_flag(p)
-    _handler(p, "run:run")
+    if only in (None, "run"):
+        p = sub.add_parser("run", help="run the workspace's tests and report a structured result")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORK_CHOICES)}")
+        p.add_argument("--target", help="space-separated paths or node ids appended to the command")
+        p.add_argument("--last-failed", action="store_true", help="rerun only the previous run's failures")
+        p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
+        p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
+        p.add_argument("--session", help="record the run for this agent session id")
+        p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
+        p.add_argument("--sandbox", help=f"sandbox mode: {', '.join(SANDBOX_MODES)}")
+        _json_flag(p)
+        _handler(p, "run:run")
 
-    p = sub.add_parser("parse", help="parse captured runner output")
-    p.add_argument("file", nargs="?", default="-", help="file with the output, or - for stdin")
-    p.add_argument("--framework", required=True, help=f"one of: {', '.join(FRAMEWORK_CHOICES)}")
-    _json_flag(p)
-    _handler(p, "parse:parse")
+    if only in (None, "parse"):
+        p = sub.add_parser("parse", help="parse captured runner output")
+        p.add_argument("file", nargs="?", default="-", help="file with the output, or - for stdin")
+        p.add_argument("--framework", required=True, help=f"one of: {', '.join(FRAMEWORK_CHOICES)}")
+        _json_flag(p)
+        _handler(p, "parse:parse")
 
-    p = sub.add_parser("schema", help="print a published JSON Schema")
-    p.add_argument("name", help="schema name: run-result")
-    _handler(p, "schema:schema")
+    if only in (None, "schema"):
+        p = sub.add_parser("schema", help="print a published JSON Schema")
+        p.add_argument("name", help="schema name: run-result")
+        _handler(p, "schema:schema")
 
     # --- closure gate
-    p = sub.add_parser("check", help="is this session's last recorded run green? (test_closure_check)")
-    p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-    p.add_argument("--session", help="session id (default: GREENLOOP_SESSION or the harness's variable)")
-    _json_flag(p)
-    _handler(p, "gate:check")
+    if only in (None, "check"):
+        p = sub.add_parser("check", help="is this session's last recorded run green? (test_closure_check)")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        p.add_argument("--session", help="session id (default: GREENLOOP_SESSION or the harness's variable)")
+        _json_flag(p)
+        _handler(p, "gate:check")
 
-    p = sub.add_parser("job", help="report on a background run")
-    p.add_argument("job_id")
-    p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-    p.add_argument("--wait", action="store_true", help="wait until the job ends")
-    _json_flag(p)
-    _handler(p, "gate:job")
+    if only in (None, "job"):
+        p = sub.add_parser("job", help="report on a background run")
+        p.add_argument("job_id")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        p.add_argument("--wait", action="store_true", help="wait until the job ends")
+        _json_flag(p)
+        _handler(p, "gate:job")
 
-    p = sub.add_parser("config", help="inspect the effective configuration")
-    csub = p.add_subparsers(dest="config_command", metavar="ACTION", parser_class=_Parser)
-    cp = csub.add_parser("show", help="print the effective config and where each value came from")
-    cp.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-    _json_flag(cp)
-    _handler(cp, "gate:config_show")
+    if only in (None, "config"):
+        p = sub.add_parser("config", help="inspect the effective configuration")
+        csub = p.add_subparsers(dest="config_command", metavar="ACTION", parser_class=_Parser)
+        cp = csub.add_parser("show", help="print the effective config and where each value came from")
+        cp.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(cp)
+        _handler(cp, "gate:config_show")
 
-    p = sub.add_parser("hook", help="answer a harness's hook event (reads its JSON on stdin)")
-    p.add_argument("harness", help=f"one of: {', '.join(HARNESSES)}")
-    _handler(p, "gate:hook")
+    if only in (None, "hook"):
+        p = sub.add_parser("hook", help="answer a harness's hook event (reads its JSON on stdin)")
+        p.add_argument("harness", help=f"one of: {', '.join(HARNESSES)}")
+        _handler(p, "gate:hook")
 
-    p = sub.add_parser("init", help="write or merge a harness's hook and MCP configuration")
-    p.add_argument("harness", help=f"one of: {', '.join(HARNESSES)}")
-    p.add_argument("path", nargs="?", default=".", help="project folder (default: .)")
-    _json_flag(p)
-    _handler(p, "gate:init")
+    if only in (None, "init"):
+        p = sub.add_parser("init", help="write or merge a harness's hook and MCP configuration")
+        p.add_argument("harness", help=f"one of: {', '.join(HARNESSES)}")
+        p.add_argument("path", nargs="?", default=".", help="project folder (default: .)")
+        _json_flag(p)
+        _handler(p, "gate:init")
 
-    p = sub.add_parser("sandbox", help="sandbox policy for a session")
-    ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION", parser_class=_Parser)
-    sp = ssub.add_parser("set", help="record a sandbox mode event for a session")
-    sp.add_argument("mode", help=f"one of: {', '.join(SANDBOX_MODES)}")
-    sp.add_argument("--session", required=True)
-    sp.add_argument("--path", default=".", help="workspace folder (default: .)")
-    _json_flag(sp)
-    _handler(sp, "sandbox:set_mode")
-    sp = ssub.add_parser("show", help="print the sandbox policy a run would get and whether bwrap works")
-    sp.add_argument("--session", help="session id whose recorded mode applies")
-    sp.add_argument("--mode", help="an explicit mode, as a run's --sandbox would pass it")
-    sp.add_argument("--path", default=".", help="workspace folder (default: .)")
-    _json_flag(sp)
-    _handler(sp, "sandbox:show")
+    if only in (None, "sandbox"):
+        p = sub.add_parser("sandbox", help="sandbox policy for a session")
+        ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION", parser_class=_Parser)
+        sp = ssub.add_parser("set", help="record a sandbox mode event for a session")
+        sp.add_argument("mode", help=f"one of: {', '.join(SANDBOX_MODES)}")
+        sp.add_argument("--session", required=True)
+        sp.add_argument("--path", default=".", help="workspace folder (default: .)")
+        _json_flag(sp)
+        _handler(sp, "sandbox:set_mode")
+        sp = ssub.add_parser("show", help="print the sandbox policy a run would get and whether bwrap works")
+        sp.add_argument("--session", help="session id whose recorded mode applies")
+        sp.add_argument("--mode", help="an explicit mode, as a run's --sandbox would pass it")
+        sp.add_argument("--path", default=".", help="workspace folder (default: .)")
+        _json_flag(sp)
+        _handler(sp, "sandbox:show")
 
     # --- bugs
-    p = sub.add_parser("bugs", help="the bug log (bugs.ndjson)")
-    bsub = p.add_subparsers(dest="bugs_command", metavar="ACTION", parser_class=_Parser)
-    bp = bsub.add_parser("open", help="open a bug (or reuse the open one for the same unit and test)")
-    bp.add_argument("--unit", required=True)
-    bp.add_argument("--test", required=True)
-    bp.add_argument("--title", required=True)
-    bp.add_argument("--severity")
-    bp.add_argument("--source")
-    bp.add_argument("--detail")
-    bp.add_argument("--run")
-    bp.add_argument("--category")
-    bp.add_argument("--by")
-    bp.add_argument("--project", help="project folder (default: found by walking up from .)")
-    _json_flag(bp)
-    _handler(bp, "bugs:open_cmd")
-    bp = bsub.add_parser("transition", help="move a bug to another status")
-    bp.add_argument("bug_id")
-    bp.add_argument("--to", required=True, dest="to_status")
-    bp.add_argument("--by")
-    bp.add_argument("--fix-ref", action="append", default=[])
-    bp.add_argument("--project")
-    _json_flag(bp)
-    _handler(bp, "bugs:transition_cmd")
-    bp = bsub.add_parser("list", help="list bugs in their current state")
-    bp.add_argument("--unit")
-    bp.add_argument("--status")
-    bp.add_argument("--source")
-    bp.add_argument("--severity")
-    bp.add_argument("--project")
-    _json_flag(bp)
-    _handler(bp, "bugs:list_cmd")
-    bp = bsub.add_parser("show", help="one bug's whole history")
-    bp.add_argument("bug_id")
-    bp.add_argument("--project")
-    _json_flag(bp)
-    _handler(bp, "bugs:show_cmd")
+    if only in (None, "bugs"):
+        p = sub.add_parser("bugs", help="the bug log (bugs.ndjson)")
+        bsub = p.add_subparsers(dest="bugs_command", metavar="ACTION", parser_class=_Parser)
+        bp = bsub.add_parser("open", help="open a bug (or reuse the open one for the same unit and test)")
+        bp.add_argument("--unit", required=True)
+        bp.add_argument("--test", required=True)
+        bp.add_argument("--title", required=True)
+        bp.add_argument("--severity")
+        bp.add_argument("--source")
+        bp.add_argument("--detail")
+        bp.add_argument("--run")
+        bp.add_argument("--category")
+        bp.add_argument("--by")
+        bp.add_argument("--project", help="project folder (default: found by walking up from .)")
+        _json_flag(bp)
+        _handler(bp, "bugs:open_cmd")
+        bp = bsub.add_parser("transition", help="move a bug to another status")
+        bp.add_argument("bug_id")
+        bp.add_argument("--to", required=True, dest="to_status")
+        bp.add_argument("--by")
+        bp.add_argument("--fix-ref", action="append", default=[])
+        bp.add_argument("--project")
+        _json_flag(bp)
+        _handler(bp, "bugs:transition_cmd")
+        bp = bsub.add_parser("list", help="list bugs in their current state")
+        bp.add_argument("--unit")
+        bp.add_argument("--status")
+        bp.add_argument("--source")
+        bp.add_argument("--severity")
+        bp.add_argument("--project")
+        _json_flag(bp)
+        _handler(bp, "bugs:list_cmd")
+        bp = bsub.add_parser("show", help="one bug's whole history")
+        bp.add_argument("bug_id")
+        bp.add_argument("--project")
+        _json_flag(bp)
+        _handler(bp, "bugs:show_cmd")
 
     # --- integration, audit, mcp, demo
-    p = sub.add_parser("integrate", help="start the project's services and run the integration cases")
-    p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
-    p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
-    p.add_argument("--junit", help="also write JUnit XML to this file")
-    p.add_argument("--sandbox", help=f"sandbox mode for the units: {', '.join(SANDBOX_MODES)}")
-    _json_flag(p)
-    _handler(p, "integrate:integrate")
+    if only in (None, "integrate"):
+        p = sub.add_parser("integrate", help="start the project's services and run the integration cases")
+        p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
+        p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
+        p.add_argument("--junit", help="also write JUnit XML to this file")
+        p.add_argument("--sandbox", help=f"sandbox mode for the units: {', '.join(SANDBOX_MODES)}")
+        _json_flag(p)
+        _handler(p, "integrate:integrate")
 
-    p = sub.add_parser("audit", help="self-check a DevLoop unit's tests")
-    p.add_argument("unit", help="unit folder, e.g. units/todo-be")
-    p.add_argument(
-        "--baseline",
-        default="auto",
-        help="sandbox comparison: auto (git when inside a work tree), git, or snapshot (previous audit)",
-    )
-    _json_flag(p)
-    _handler(p, "audit:audit")
+    if only in (None, "audit"):
+        p = sub.add_parser("audit", help="self-check a DevLoop unit's tests")
+        p.add_argument("unit", help="unit folder, e.g. units/todo-be")
+        p.add_argument(
+            "--baseline",
+            default="auto",
+            help="sandbox comparison: auto (git when inside a work tree), git, or snapshot (previous audit)",
+        )
+        _json_flag(p)
+        _handler(p, "audit:audit")
 
-    p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")
-    p.add_argument("--workspace", default=".", help="workspace folder (default: .)")
-    _handler(p, "mcp:serve")
-
+    if only in (None, "mcp"):
+        p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")
+        p.add_argument("--workspace", default=".", help="workspace folder (default: .)")
+        _handler(p, "mcp:serve")
     return parser
 
 
@@ -188,7 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from greenloop.commands.gate import hook_main
 
         return hook_main(args_list[1] if len(args_list) > 1 else "", extra=args_list[2:])
-    parser = build_parser()
+    # Parsing one call needs only its own subcommand's parser; building all of them costs a few
+    # milliseconds on every invocation, which an agent pays on each tool call.
+    first = args_list[0] if args_list else None
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(args_list)
     target = getattr(args, "_handler", None)
     if target is None:
