@@ -7,10 +7,11 @@ limits below are what keeps a 100 MB log inside a few megabytes of memory.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from greenloop.model import Failure, ParseResult, Summary
 
@@ -27,8 +28,10 @@ __all__ = [
     "expected_got",
     "first_user_frame",
     "is_user_frame",
+    "json_report_result",
     "load_failures_only",
     "load_note",
+    "read_json_report",
     "relativize",
     "run_parser",
     "strip_ansi",
@@ -328,3 +331,47 @@ def dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:
         seen.add(key)
         out.append(f)
     return tuple(out)
+
+
+def _load_json_report(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None, f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
+    except (OSError, ValueError) as exc:
+        return None, f"report {path} is not valid JSON ({type(exc).__name__}: {exc})"
+    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
+        return None, f"report {path} has no 'testResults' list: not a vitest/jest JSON report"
+    return data, None
+
+
+def read_json_report(
+    path: str, root: str | None, parse_data: Callable[[dict[str, Any], str | None], ParseResult]
+) -> ParseResult:
+    """Read a vitest/jest JSON report (a dict with a `testResults` list) with `parse_data`.
+
+    Missing or invalid gives recognized=False and a note; `parse_data` raising gives a note.
+    """
+    data, problem = _load_json_report(path)
+    if data is None:
+        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
+    try:
+        return parse_data(data, root)
+    except Exception as exc:
+        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
+
+
+def json_report_result(
+    passed: int, failed: int, skipped: int, failures: Iterable[Failure],
+    start: object, end: float | None, load_errors: list[str],
+) -> ParseResult:
+    """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
+    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
+    return ParseResult(
+        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        failures=tuple(failures),
+        recognized=True,
+        duration_ms=max(duration, 0) if duration is not None else None,
+        load_error="; ".join(load_errors[:5]) if load_errors else None,
+    )

@@ -23,12 +23,13 @@ from greenloop.frameworks.common import (
     dedupe,
     expected_got,
     first_user_frame,
+    json_report_result,
+    read_json_report,
     relativize,
     run_parser,
     strip_ansi,
     trim_stack,
 )
-from greenloop.frameworks.vitest import _load_json
 from greenloop.model import Failure, ParseResult, Summary
 
 __all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
@@ -250,13 +251,7 @@ def _render(v: Any) -> str:
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
     """Parse jest's `--json` report. Missing or invalid gives recognized=False and a note."""
-    data, problem = _load_json(path)
-    if data is None:
-        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
-    try:
-        return _parse_data(data, root)
-    except Exception as exc:
-        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
+    return read_json_report(path, root, _parse_data)
 
 
 def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
@@ -307,14 +302,7 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
             failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
                                     stack=trim_stack(text, root)))
     start = data.get("startTime")
-    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
-    return ParseResult(
-        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
-        failures=tuple(failures),
-        recognized=True,
-        duration_ms=max(duration, 0) if duration is not None else None,
-        load_error="; ".join(load_errors[:5]) if load_errors else None,
-    )
+    return json_report_result(passed, failed, skipped, failures, start, end, load_errors)
 
 
 def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:

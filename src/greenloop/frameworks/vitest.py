@@ -10,7 +10,6 @@ after the file or the suite.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -24,8 +23,10 @@ from greenloop.frameworks.common import (
     dedupe,
     expected_got,
     first_user_frame,
+    json_report_result,
     load_failures_only,
     load_note,
+    read_json_report,
     relativize,
     strip_ansi,
     trim_stack,
@@ -474,28 +475,9 @@ def _report_failure(test: str, file: str | None, text: str, root: str | None,
     )
 
 
-def _load_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return None, f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
-    except (OSError, ValueError) as exc:
-        return None, f"report {path} is not valid JSON ({type(exc).__name__}: {exc})"
-    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
-        return None, f"report {path} has no 'testResults' list: not a vitest/jest JSON report"
-    return data, None
-
-
 def parse_report(path: str, root: str | None = None) -> ParseResult:
     """Parse vitest's JSON report. Missing or invalid gives recognized=False and a note."""
-    data, problem = _load_json(path)
-    if data is None:
-        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
-    try:
-        return _parse_report_data(data, root)
-    except Exception as exc:
-        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
+    return read_json_report(path, root, _parse_report_data)
 
 
 def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
@@ -551,14 +533,7 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 message=message or "a beforeAll/afterAll hook failed; vitest's JSON report carries no "
                 "detail (the text output's 'Failed Suites' block has it)",
             ))
-    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
-    return ParseResult(
-        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
-        failures=tuple(failures),
-        recognized=True,
-        duration_ms=max(duration, 0) if duration is not None else None,
-        load_error="; ".join(load_errors[:5]) if load_errors else None,
-    )
+    return json_report_result(passed, failed, skipped, failures, start, end, load_errors)
 
 
 @dataclass(frozen=True)
