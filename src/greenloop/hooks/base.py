@@ -16,6 +16,9 @@ __all__ = [
     "PERMISSION_MODES",
     "HookAnswer",
     "HookContext",
+    "answer_shell_run",
+    "answer_stop",
+    "answer_turn_start",
     "detect_test_command",
     "json_line",
     "record_permission_mode",
@@ -104,6 +107,56 @@ def record_permission_mode(
     if mode is None:
         return ""
     return f"greenloop: {harness} permission mode {raw}: test runs of this session use sandbox {mode}\n"
+
+
+def answer_stop(
+    ctx: HookContext,
+    workspace: str,
+    session_id: str,
+    harness: str,
+    payload: Mapping[str, Any],
+    turn_id: str | None = None,
+) -> HookAnswer:
+    """A Stop in the protocol Claude Code and Codex share: steer with exactly
+    `{"decision": "block", "reason": …}`, release with a `systemMessage`, allow prints nothing.
+    The event's permission mode is recorded (the note goes to stderr)."""
+    decision = ctx.gate(workspace, harness).on_turn_stopping(session_id, turn_id)
+    note = record_permission_mode(ctx, workspace, session_id, harness, payload)
+    if decision.kind == "steer":
+        steer = {"decision": "block", "reason": decision.message}
+        return HookAnswer(stdout=json_line(steer), stderr=note)
+    if decision.kind == "release":
+        return HookAnswer(stdout=json_line({"systemMessage": decision.message}), stderr=note)
+    return HookAnswer(stderr=note)
+
+
+def answer_turn_start(
+    ctx: HookContext,
+    workspace: str,
+    session_id: str,
+    harness: str,
+    payload: Mapping[str, Any],
+    turn_id: str | None = None,
+) -> HookAnswer:
+    """A UserPromptSubmit (Claude Code, Codex): a new turn; stdout stays empty, since it would be
+    added to the model's context. The event's permission mode is recorded."""
+    ctx.gate(workspace, harness).on_turn_start(session_id, turn_id)
+    return HookAnswer(stderr=record_permission_mode(ctx, workspace, session_id, harness, payload))
+
+
+def answer_shell_run(
+    ctx: HookContext,
+    workspace: str,
+    session_id: str,
+    harness: str,
+    payload: Mapping[str, Any],
+    command: str,
+) -> HookAnswer:
+    """A PostToolUse of a shell command (Claude Code, Codex): record the permission mode, and
+    the command's run when it is a test command (`record_shell_run`)."""
+    output, code = text_of(payload.get("tool_response"))
+    note = record_permission_mode(ctx, workspace, session_id, harness, payload)
+    return HookAnswer(stderr=note + record_shell_run(ctx, workspace, session_id, command, output, code))
 
 
 def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str, raw: str) -> str | None:

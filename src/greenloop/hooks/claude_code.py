@@ -15,14 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import (
-    HookAnswer,
-    HookContext,
-    json_line,
-    record_permission_mode,
-    record_shell_run,
-    text_of,
-)
+from greenloop.hooks.base import HookAnswer, HookContext, answer_shell_run, answer_stop, answer_turn_start
 
 __all__ = ["HARNESS", "handle"]
 
@@ -36,18 +29,10 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
         return HookAnswer(stderr=f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
     if event in ("Stop", "SubagentStop"):
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
-        decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id)
-        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
-        if decision.kind == "steer":
-            steer = {"decision": "block", "reason": decision.message}
-            return HookAnswer(stdout=json_line(steer), stderr=note)
-        if decision.kind == "release":
-            return HookAnswer(stdout=json_line({"systemMessage": decision.message}), stderr=note)
-        return HookAnswer(stderr=note)
+        return answer_stop(ctx, workspace, session_id, HARNESS, payload)
     if event == "UserPromptSubmit":
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
-        ctx.gate(workspace, HARNESS).on_turn_start(session_id)
-        return HookAnswer(stderr=record_permission_mode(ctx, workspace, session_id, HARNESS, payload))
+        return answer_turn_start(ctx, workspace, session_id, HARNESS, payload)
     if event == "PostToolUse":
         if payload.get("tool_name") != "Bash":
             return HookAnswer()
@@ -55,8 +40,6 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
         if not isinstance(command, str):
             return HookAnswer(stderr="greenloop: PostToolUse(Bash) input has no tool_input.command.\n")
-        output, code = text_of(payload.get("tool_response"))
         workspace = ctx.workspace(payload, "CLAUDE_PROJECT_DIR")
-        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
-        return HookAnswer(stderr=note + record_shell_run(ctx, workspace, session_id, command, output, code))
+        return answer_shell_run(ctx, workspace, session_id, HARNESS, payload, command)
     return HookAnswer(stderr=f"greenloop: ignoring Claude Code event {event!r}; allowing.\n")

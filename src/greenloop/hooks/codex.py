@@ -15,14 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import (
-    HookAnswer,
-    HookContext,
-    json_line,
-    record_permission_mode,
-    record_shell_run,
-    text_of,
-)
+from greenloop.hooks.base import HookAnswer, HookContext, answer_shell_run, answer_stop, answer_turn_start
 
 __all__ = ["HARNESS", "handle"]
 
@@ -40,19 +33,9 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     if not isinstance(session_id, str) or not session_id:
         return HookAnswer(stderr=f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
     if event in ("Stop", "SubagentStop"):
-        workspace = ctx.workspace(payload)
-        decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id, _turn(payload))
-        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
-        if decision.kind == "steer":
-            steer = {"decision": "block", "reason": decision.message}
-            return HookAnswer(stdout=json_line(steer), stderr=note)
-        if decision.kind == "release":
-            return HookAnswer(stdout=json_line({"systemMessage": decision.message}), stderr=note)
-        return HookAnswer(stderr=note)
+        return answer_stop(ctx, ctx.workspace(payload), session_id, HARNESS, payload, _turn(payload))
     if event == "UserPromptSubmit":
-        workspace = ctx.workspace(payload)
-        ctx.gate(workspace, HARNESS).on_turn_start(session_id, _turn(payload))
-        return HookAnswer(stderr=record_permission_mode(ctx, workspace, session_id, HARNESS, payload))
+        return answer_turn_start(ctx, ctx.workspace(payload), session_id, HARNESS, payload, _turn(payload))
     if event == "PostToolUse":
         tool_input = payload.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
@@ -60,8 +43,5 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
             command = " ".join(str(part) for part in command)
         if payload.get("tool_name") not in ("Bash", "shell", "exec_command") or not isinstance(command, str):
             return HookAnswer()
-        output, code = text_of(payload.get("tool_response"))
-        workspace = ctx.workspace(payload)
-        note = record_permission_mode(ctx, workspace, session_id, HARNESS, payload)
-        return HookAnswer(stderr=note + record_shell_run(ctx, workspace, session_id, command, output, code))
+        return answer_shell_run(ctx, ctx.workspace(payload), session_id, HARNESS, payload, command)
     return HookAnswer(stderr=f"greenloop: ignoring Codex event {event!r}; allowing.\n")
