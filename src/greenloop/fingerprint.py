@@ -18,30 +18,14 @@ import os
 import shutil
 import tempfile
 
+from greenloop.layout import NOT_CODE_DIRS
+
 __all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "working_tree"]
 
 WALK_BUDGET = 20_000
 # greenloop's own outputs in a workspace: they change with every run and are not code.
 SKIP_FILES = frozenset({"bugs.ndjson"})
-SKIP_DIRS = frozenset(
-    {
-        ".git",
-        ".greenloop",
-        "node_modules",
-        "__pycache__",
-        ".venv",
-        "venv",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        "dist",
-        "build",
-        ".next",
-        "coverage",
-    }
-)
+SKIP_DIRS = NOT_CODE_DIRS
 
 
 def _git_root(start: str) -> str | None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 __all__ = [
+    "NOT_CODE_DIRS",
     "STATE_DIR",
     "find_project_root",
     "new_run_id",
@@ -20,6 +21,29 @@ __all__ = [
 ]
 
 STATE_DIR = ".greenloop"
+
+# Folders that hold no code of the user's: version control, greenloop's state, installed
+# packages, virtualenvs, tool caches and build outputs. The working-tree fingerprint skips
+# exactly these; the probe skips these and more (fingerprint.SKIP_DIRS, probe.SKIP_DIRS).
+NOT_CODE_DIRS = frozenset(
+    {
+        ".git",
+        STATE_DIR,
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "dist",
+        "build",
+        ".next",
+        "coverage",
+    }
+)
 
 
 def state_dir(workspace: str | os.PathLike[str]) -> Path:

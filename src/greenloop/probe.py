@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greenloop.layout import NOT_CODE_DIRS
 from greenloop.model import Detection, Suite
 
 __all__ = [
@@ -41,42 +42,25 @@ ENTRY_BUDGET = 20_000  # directory entries looked at before the walk stops (and 
 MAX_TEST_FILES = 500  # test files listed in a Detection
 MAX_DEPTH = 12
 
-SKIP_DIRS = frozenset(
-    {
-        "node_modules",
-        ".git",
-        ".hg",
-        ".svn",
-        ".greenloop",
-        "dist",
-        "build",
-        "out",
-        "coverage",
-        ".next",
-        ".nuxt",
-        ".svelte-kit",
-        ".output",
-        ".turbo",
-        ".parcel-cache",
-        ".vite",
-        ".cache",
-        "target",
-        "__pycache__",
-        ".venv",
-        "venv",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".eggs",
-        "site-packages",
-        "bower_components",
-        "jspm_packages",
-        ".yarn",
-        ".pnpm-store",
-    }
-)
+SKIP_DIRS = NOT_CODE_DIRS | {
+    ".hg",
+    ".svn",
+    "out",
+    ".nuxt",
+    ".svelte-kit",
+    ".output",
+    ".turbo",
+    ".parcel-cache",
+    ".vite",
+    ".cache",
+    "target",
+    ".eggs",
+    "site-packages",
+    "bower_components",
+    "jspm_packages",
+    ".yarn",
+    ".pnpm-store",
+}
 
 _JS_EXT = r"(?:[cm]?[jt]sx?)"
 _JS_TEST = re.compile(rf"(?:[.\-_]|^)(?:test|spec)\.{_JS_EXT}$|^test-.*\.{_JS_EXT}$")
