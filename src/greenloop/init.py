@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,42 +173,47 @@ def _merge_mcp_json(data: dict[str, Any], path: str) -> None:
         servers[SERVER_NAME] = wanted
 
 
+def _edit_json(path: str, what: str, edit: Callable[[dict[str, Any]], None]) -> Pending:
+    """Apply `edit` to a copy of the JSON object at `path` ({} when missing) and say what changes."""
+    before = _read_json(path)
+    after = json.loads(json.dumps(before))
+    edit(after)
+    return _save_json(path, before, after, what)
+
+
+def _mcp_json(path: str) -> Pending:
+    """The `mcpServers.greenloop` entry of an MCP JSON file (.mcp.json, .cursor/mcp.json)."""
+    return _edit_json(
+        path, "MCP server 'greenloop' (greenloop mcp)", lambda data: _merge_mcp_json(data, path)
+    )
+
+
 def _claude(root: str) -> list[Pending]:
     settings = os.path.join(root, ".claude", "settings.json")
-    before = _read_json(settings)
-    after = json.loads(json.dumps(before))
-    _merge_matcher_hooks(
-        after,
-        settings,
-        "claude-code",
-        {"Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"},
-        {"timeout": 30},
-    )
-    changes = [
-        _save_json(settings, before, after, "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)")
+    events: dict[str, str | None] = {
+        "Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
+    }
+    return [
+        _edit_json(
+            settings,
+            "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
+            lambda data: _merge_matcher_hooks(data, settings, "claude-code", events, {"timeout": 30}),
+        ),
+        _mcp_json(os.path.join(root, ".mcp.json")),
     ]
-    mcp = os.path.join(root, ".mcp.json")
-    before = _read_json(mcp)
-    after = json.loads(json.dumps(before))
-    _merge_mcp_json(after, mcp)
-    changes.append(_save_json(mcp, before, after, "MCP server 'greenloop' (greenloop mcp)"))
-    return changes
 
 
 def _codex(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".codex", "hooks.json")
-    before = _read_json(hooks_path)
-    after = json.loads(json.dumps(before))
-    _merge_matcher_hooks(
-        after,
-        hooks_path,
-        "codex",
-        {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"},
-        {"timeout": 30},
-    )
-    changes = [_save_json(hooks_path, before, after, "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)")]
-    changes.append(_codex_mcp(os.path.join(root, ".codex", "config.toml")))
-    return changes
+    events: dict[str, str | None] = {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"}
+    return [
+        _edit_json(
+            hooks_path,
+            "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)",
+            lambda data: _merge_matcher_hooks(data, hooks_path, "codex", events, {"timeout": 30}),
+        ),
+        _codex_mcp(os.path.join(root, ".codex", "config.toml")),
+    ]
 
 
 _TOML_TABLE = f"[mcp_servers.{SERVER_NAME}]"
@@ -263,32 +269,28 @@ def _codex_mcp(path: str) -> Pending:
 
 def _gemini(root: str) -> list[Pending]:
     settings = os.path.join(root, ".gemini", "settings.json")
-    before = _read_json(settings)
-    after = json.loads(json.dumps(before))
-    _merge_matcher_hooks(
-        after,
-        settings,
-        "gemini",
-        {"AfterAgent": None, "AfterTool": "run_shell_command"},
-        {"name": "greenloop", "timeout": 30000},
-    )
-    _merge_mcp_json(after, settings)
-    return [
-        _save_json(settings, before, after, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server")
-    ]
+
+    def edit(data: dict[str, Any]) -> None:
+        _merge_matcher_hooks(
+            data,
+            settings,
+            "gemini",
+            {"AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"name": "greenloop", "timeout": 30000},
+        )
+        _merge_mcp_json(data, settings)
+
+    return [_edit_json(settings, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server", edit)]
 
 
-def _cursor(root: str) -> list[Pending]:
-    hooks_path = os.path.join(root, ".cursor", "hooks.json")
-    before = _read_json(hooks_path)
-    after = json.loads(json.dumps(before))
-    after.setdefault("version", 1)
-    hooks = after.setdefault("hooks", {})
+def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
+    data.setdefault("version", 1)
+    hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
-        raise UsageError(f"{hooks_path}: 'hooks' must be an object; fix it by hand, then run init again")
+        raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
     command = _hook_command("cursor")
     for event in ("stop", "afterShellExecution"):
-        entries = _section(hooks, event, hooks_path)
+        entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
         ]
@@ -298,13 +300,16 @@ def _cursor(root: str) -> list[Pending]:
                 del entries[i]
         else:
             entries.append({"command": command})
-    changes = [_save_json(hooks_path, before, after, "hooks: stop, afterShellExecution")]
-    mcp = os.path.join(root, ".cursor", "mcp.json")
-    before = _read_json(mcp)
-    after = json.loads(json.dumps(before))
-    _merge_mcp_json(after, mcp)
-    changes.append(_save_json(mcp, before, after, "MCP server 'greenloop' (greenloop mcp)"))
-    return changes
+
+
+def _cursor(root: str) -> list[Pending]:
+    hooks_path = os.path.join(root, ".cursor", "hooks.json")
+    return [
+        _edit_json(
+            hooks_path, "hooks: stop, afterShellExecution", lambda data: _merge_cursor_hooks(data, hooks_path)
+        ),
+        _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
+    ]
 
 
 _WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor}
