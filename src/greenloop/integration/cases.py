@@ -361,6 +361,17 @@ def run_case(
             artifacts=dict(artifacts or {}),
         )
 
+    def unresolved(step: Step, exc: Unresolved) -> CaseOutcome:
+        return outcome(
+            step,
+            "failed",
+            "placeholder_unresolved",
+            "{{" + exc.expr + "}}",
+            {"available": exc.available},
+            f"placeholder {{{{{exc.expr}}}}} cannot be resolved "
+            f"(keys there: {', '.join(exc.available) or 'none'})",
+        )
+
     for step in case.steps:
         remaining = deadline - clock()
         if remaining <= 0:
@@ -386,15 +397,7 @@ def run_case(
             try:
                 result = executor(case, step, responses, remaining)
             except Unresolved as exc:
-                return outcome(
-                    step,
-                    "failed",
-                    "placeholder_unresolved",
-                    "{{" + exc.expr + "}}",
-                    {"available": exc.available},
-                    f"placeholder {{{{{exc.expr}}}}} cannot be resolved "
-                    f"(keys there: {', '.join(exc.available) or 'none'})",
-                )
+                return unresolved(step, exc)
             miss = result.mismatch
             if miss is not None:
                 return outcome(
@@ -413,15 +416,7 @@ def run_case(
             headers = {str(k): str(resolve(v, responses)) for k, v in step.headers}
             body = resolve(step.body, responses) if step.has_body else None
         except Unresolved as exc:
-            return outcome(
-                step,
-                "failed",
-                "placeholder_unresolved",
-                "{{" + exc.expr + "}}",
-                {"available": exc.available},
-                f"placeholder {{{{{exc.expr}}}}} cannot be resolved "
-                f"(keys there: {', '.join(exc.available) or 'none'})",
-            )
+            return unresolved(step, exc)
         base = urls.get(step.unit)
         if base is None:  # a unit that is not running (should not happen after validation)
             return outcome(
