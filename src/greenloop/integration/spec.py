@@ -601,12 +601,8 @@ def _parse_step(
         if key not in _STEP_KEYS:
             problems.add(where, f"unknown field {_q(key)} (known: {', '.join(sorted(_STEP_KEYS))})")
     uid = raw.get("unit")
-    unit = units.get(uid) if isinstance(uid, str) else None
-    if unit is None:
-        problems.add(
-            where, f'field "unit": unknown unit {_q(uid)} (units.json has: {", ".join(sorted(units))})'
-        )
-    elif unit.kind != "be":
+    unit = _step_unit(uid, where, units, problems)
+    if unit is not None and unit.kind != "be":
         problems.add(
             where, f'field "unit": unit {_q(uid)} is a {unit.kind} unit; HTTP steps ("call") go to be units'
         )
@@ -746,6 +742,16 @@ def _parse_page_expect(
     return PageExpect(sel, text, count)
 
 
+def _step_unit(uid: Any, where: str, units: Mapping[str, Unit], problems: _Problems) -> Unit | None:
+    """The unit a step names, or None (and a problem) when units.json has no such unit."""
+    unit = units.get(uid) if isinstance(uid, str) else None
+    if unit is None:
+        problems.add(
+            where, f'field "unit": unknown unit {_q(uid)} (units.json has: {", ".join(sorted(units))})'
+        )
+    return unit
+
+
 def _parse_browser_step(
     raw: Mapping[str, Any], index: int, where: str, units: Mapping[str, Unit], problems: _Problems
 ) -> Step | None:
@@ -756,12 +762,8 @@ def _parse_browser_step(
                 f"unknown field {_q(key)} in a browser step (known: {', '.join(sorted(_BROWSER_STEP_KEYS))})",
             )
     uid = raw.get("unit")
-    unit = units.get(uid) if isinstance(uid, str) else None
-    if unit is None:
-        problems.add(
-            where, f'field "unit": unknown unit {_q(uid)} (units.json has: {", ".join(sorted(units))})'
-        )
-    elif unit.kind != "fe":
+    unit = _step_unit(uid, where, units, problems)
+    if unit is not None and unit.kind != "fe":
         problems.add(
             where,
             f'field "unit": unit {_q(uid)} is a {unit.kind} unit; browser steps ("page"/"actions") go to '
