@@ -28,7 +28,7 @@ import re
 import tempfile
 import time
 import tokenize
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -379,6 +379,14 @@ def _load_json(path: Path) -> tuple[Any, str | None]:
         return None, f"{path.name} cannot be read ({exc.strerror})"
 
 
+def _nothing_found(name: str, header: str, found: Sequence[str], fix: str) -> Check:
+    """A check that passes when `found` is empty: the header, each finding, then the fix if any."""
+    details = [header, *found]
+    if found:
+        details.append(fix)
+    return Check(name, not found, len(found), tuple(details))
+
+
 # ----------------------------------------------------------------------------- 1. acceptance
 
 
@@ -673,13 +681,13 @@ def _check_mocks(unit: _Unit) -> Check:
                 found.append(
                     f"{src.file}:{_line_of(src.code, m.start())}: sys.modules entry '{name}' is replaced"
                 )
-    details = [f"{len(found)} whole-module mock(s) of code/", *found]
-    if found:
-        details.append(
-            "fix: test the real module; mock only what it reaches outside the unit "
-            "(external APIs, time, randomness) or a single function of it"
-        )
-    return Check("no_whole_module_mocks", not found, len(found), tuple(details))
+    return _nothing_found(
+        "no_whole_module_mocks",
+        f"{len(found)} whole-module mock(s) of code/",
+        found,
+        "fix: test the real module; mock only what it reaches outside the unit "
+        "(external APIs, time, randomness) or a single function of it",
+    )
 
 
 # ----------------------------------------------------------------------------- 4. network, clock
@@ -740,13 +748,13 @@ def _check_network_clock(unit: _Unit) -> Check:
                 found.append(
                     f"{src.file}:{line}: {snippet}… depends on the clock or randomness without a stub"
                 )
-    details = [f"{len(found)} unstubbed network, clock or randomness use(s)", *found]
-    if found:
-        details.append(
-            "fix: stub the network (vi.spyOn(globalThis, 'fetch'), nock, responses, monkeypatch) and the "
-            "clock or randomness (vi.useFakeTimers, vi.spyOn(Math, 'random'), freezegun, random.seed)"
-        )
-    return Check("no_network_or_clock", not found, len(found), tuple(details))
+    return _nothing_found(
+        "no_network_or_clock",
+        f"{len(found)} unstubbed network, clock or randomness use(s)",
+        found,
+        "fix: stub the network (vi.spyOn(globalThis, 'fetch'), nock, responses, monkeypatch) and the "
+        "clock or randomness (vi.useFakeTimers, vi.spyOn(Math, 'random'), freezegun, random.seed)",
+    )
 
 
 # ----------------------------------------------------------------------------- 5. sandbox
@@ -880,13 +888,13 @@ def _check_sandbox(unit: _Unit, baseline: Baseline, state_root: Path, clock: Cal
         result = _sandbox_git(unit.root)
         if result is not None:
             changed, how = result
-            details = [how, *changed]
-            if changed:
-                details.append(
-                    "fix: only tests/ and runs/ may change; restore the other files "
-                    "(git checkout -- <file>) and let the Coder change code/, contract.json and spec.json"
-                )
-            return Check("sandbox", not changed, len(changed), tuple(details))
+            return _nothing_found(
+                "sandbox",
+                how,
+                changed,
+                "fix: only tests/ and runs/ may change; restore the other files "
+                "(git checkout -- <file>) and let the Coder change code/, contract.json and spec.json",
+            )
         details.append("git could not be asked; fell back to the audit snapshot")
     elif baseline == "git":
         details.append(f"{unit.root} is not inside a git work tree; fell back to the audit snapshot")
