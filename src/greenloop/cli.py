@@ -6,10 +6,13 @@ when that subcommand runs, so `greenloop hook …` (run on every agent turn) sta
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["build_parser", "main"]
 
@@ -22,11 +25,19 @@ COMMANDS = (
 )  # fmt: skip
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with exit code 2 and a one-line message that says how to get help."""
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """argparse with exit code 2 and a one-line message that says how to get help.
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"greenloop: error: {message} (see '{self.prog} --help')\n")
+    argparse is imported here, not at module level: the Stop hook's fast path in `main`
+    never builds a parser and should not pay for importing it on every agent turn.
+    """
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            self.exit(2, f"greenloop: error: {message} (see '{self.prog} --help')\n")
+
+    return _Parser
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -39,6 +50,7 @@ def _handler(p: argparse.ArgumentParser, target: str) -> None:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole tree, or with `only` just that subcommand (what `main` needs to parse one call)."""
+    _Parser = _parser_class()
     parser = _Parser(
         prog="greenloop",
         description="Probe, run and gate a workspace's tests for AI coding agents.",
