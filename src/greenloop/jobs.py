@@ -125,24 +125,13 @@ def start(
 
 
 def _pid_alive(pid: int | None, token: str | None) -> bool:
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] in (b"Z", b"X"):
-        return False
-    if token:
-        from greenloop.proc import TOKEN_VAR
+    """The job's worker is still running: the pid is alive and (when known) still carries its
+    token, so a recycled pid is not taken for the worker."""
+    from greenloop import proc
 
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                return f"{TOKEN_VAR}={token}".encode() in fh.read().split(b"\0")
-        except OSError:
-            return True  # cannot read (another user): trust the pid
-    return True
+    if not pid or not proc.alive(pid):
+        return False
+    return not token or proc.carries_token(pid, token) is not False  # unreadable: trust the pid
 
 
 def _status_from_row(row: JobRow) -> JobStatus:

@@ -28,6 +28,8 @@ __all__ = [
     "SWEEP_WAIT_S",
     "TOKEN_VAR",
     "Child",
+    "alive",
+    "carries_token",
     "find_by_token",
     "kill_token",
     "run_to_completion",
@@ -40,7 +42,8 @@ SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to 
 POLL_S = 0.05
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
@@ -51,23 +54,25 @@ def _alive(pid: int) -> bool:
     return state not in (b"Z", b"X", b"")
 
 
+def carries_token(pid: int, token: str) -> bool | None:
+    """Whether the initial environment of `pid` carries `token`; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read()
+    except OSError:
+        return None
+    return f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
+
+
 def find_by_token(token: str) -> list[int]:
     """Pids of live processes whose initial environment carries this token."""
-    needle = f"{TOKEN_VAR}={token}".encode()
     me = os.getpid()
     found: list[int] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
-            continue
-        if needle in env.split(b"\0") and _alive(pid):
+        if pid != me and carries_token(pid, token) and alive(pid):
             found.append(pid)
     return found
 
@@ -79,10 +84,10 @@ def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
-    remaining = [p for p in pids if _alive(p)]
+    remaining = [p for p in pids if alive(p)]
     while remaining and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        remaining = [p for p in remaining if _alive(p)]
+        remaining = [p for p in remaining if alive(p)]
     return tuple(remaining)
 
 
