@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from greenloop.frameworks import parse_report, parse_text
-from greenloop.model import Failure, ParseResult, replace
+from greenloop.model import Failure, ParseResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUNNER_DIRS = ("vitest", "jest", "pytest", "node_test", "npm_test")
@@ -88,7 +88,7 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     unhandled = [f for f in text.failures if _blind(meta, f)]
     n = len(unhandled)
     rs = report.summary
-    assert text.summary == replace(rs, failed=rs.failed + n, total=rs.total + n)
+    assert text.summary == rs._replace(failed=rs.failed + n, total=rs.total + n)
     text_keys = sorted(_key(f) for f in text.failures if f not in unhandled)
     report_keys = sorted(_key(f) for f in report.failures)
     assert text_keys == report_keys  # every failure found by name, none invented

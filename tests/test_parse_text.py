@@ -350,3 +350,34 @@ def test_parse_command_bad_input_and_stdin(tmp_path: Path) -> None:
                  stdin=(FIXTURES / "npm_test/mixed/jest.txt").read_text(encoding="utf-8"))
     assert piped.returncode == 1
     assert json.loads(piped.stdout)["summary"]["failed"] == 10
+
+
+def test_vitest_github_annotations_give_blocks_their_file_and_line() -> None:
+    # Real `GITHUB_ACTIONS` output with the `❯ file:line` frames taken out of the FAIL blocks:
+    # the location then comes only from the `::error file=…,line=…` annotations.
+    lines = [ln for ln in _lines("vitest/mixed/github.txt") if not ln.strip().startswith("❯ ")]
+    res = parse_text("vitest", iter(lines), root="/tmp/greenloop-capture/vitest-mixed")
+    located = {f.test: (f.file, f.line) for f in res.failures}
+    assert located["math > adds wrong"] == ("math.test.js", 9)
+    assert located["db suite"] == ("hooks.test.js", 5)
+    without = [ln for ln in lines if not ln.startswith("::error")]
+    res = parse_text("vitest", iter(without), root="/tmp/greenloop-capture/vitest-mixed")
+    assert {f.test: f.line for f in res.failures}["math > adds wrong"] is None
+
+
+def test_node_spec_recap_gives_a_failure_without_a_stack_its_location() -> None:
+    # node's spec reporter repeats failing tests after "✖ failing tests:" with `test at f:l:c`.
+    out = [
+        "✖ adds wrong (1.2ms)",
+        "  'boom'",
+        "ℹ tests 1",
+        "ℹ pass 0",
+        "ℹ fail 1",
+        "✖ failing tests:",
+        "",
+        "test at math.test.mjs:9:3",
+        "✖ adds wrong (1.2ms)",
+        "  'boom'",
+    ]
+    res = parse_text("node:test", iter(out), root=None)
+    assert [(f.test, f.file, f.line) for f in res.failures] == [("adds wrong", "math.test.mjs", 9)]

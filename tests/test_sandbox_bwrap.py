@@ -53,7 +53,7 @@ def run(
 ) -> Ran:
     plan = Plan(framework="pytest", argv=tuple(argv), cwd=str(ws), timeout_ms=int(timeout_s * 1000))
     if report_file:
-        plan = Plan(**{**plan.__dict__, "report_file": report_file})
+        plan = plan._replace(report_file=report_file)
     policy = sandbox.resolve(ws, explicit=mode)
     launch = sandbox.launch(plan, policy, base_env=dict(os.environ) if base_env is None else base_env)
     logs.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,8 +169,7 @@ def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None
 
 
 def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None) -> RunResult:
-    return replace(
-        result,
+    return result._replace(
         session_id=session_id,
         result_ref=str(ref) if ref is not None else result.result_ref,
     )
@@ -238,7 +236,7 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResu
 
 
 def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
-    return replace(result, notes=(*result.notes, f"{what} ({type(exc).__name__}: {exc})"))
+    return result._replace(notes=(*result.notes, f"{what} ({type(exc).__name__}: {exc})"))
 
 
 def _after_run(workspace: str, result: RunResult) -> RunResult:
@@ -255,7 +253,7 @@ def _after_run(workspace: str, result: RunResult) -> RunResult:
         sid = result.session_id
         result = _note(result, "the session could not be resolved", exc)
     if sid != result.session_id:
-        result = replace(result, session_id=sid)
+        result = result._replace(session_id=sid)
     # bugs: bridge the run into bugs.ndjson (red opens, green fixes; bug ids go into the failures)
     try:
         from greenloop import bugs

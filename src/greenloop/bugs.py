@@ -1155,7 +1155,7 @@ def bridge_unit_run(
                         title=_failure_title(f.test, f.expected, f.got, f.message),
                         detail=f.stack or f.message, run_id=result.run_id, by=by, got=f.got,
                     )
-                    failures[i] = replace(f, bug_id=o.bug.id)
+                    failures[i] = f._replace(bug_id=o.bug.id)
                     if o.created:
                         opened.append(o.bug.id)
                 if not failures:
@@ -1172,8 +1172,7 @@ def bridge_unit_run(
         notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
     except GreenloopError as exc:
         notes.append(f"bugs: could not update {blog.path}: {exc.message}")
-    return replace(
-        result,
+    return result._replace(
         failures=tuple(failures),
         bugs_opened=(*result.bugs_opened, *opened),
         bugs_transitioned=(*result.bugs_transitioned, *moved),

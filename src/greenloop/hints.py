@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from greenloop.errors import UsageError
@@ -584,6 +584,6 @@ def apply(
     """Copies of `failures` whose empty hints are filled (a hint already written is kept)."""
     _check_language(language)
     return tuple(
-        f if f.hint.strip() else replace(f, hint=hint_for(f, framework=framework, language=language))
+        f if f.hint.strip() else f._replace(hint=hint_for(f, framework=framework, language=language))
         for f in failures
     )

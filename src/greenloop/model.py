@@ -1,14 +1,17 @@
 """The typed records that flow between modules, each with one JSON form (DESIGN §3).
 
-Records are frozen dataclasses. `to_json()` gives the snake_case dict that the CLI's
-`--json`, the MCP tools and the files on disk all show; `from_json()` reads it back,
-tolerating missing optional keys so older files still load.
+Records are typed named tuples (immutable; `record._replace(field=value)` makes a changed copy).
+They are on the path every `greenloop run` takes before its runner starts, and a NamedTuple class
+costs a sixth of what a frozen dataclass costs to create (docs/architecture.md, "Start-up").
+Annotations are evaluated (no `from __future__ import annotations` here): NamedTuple turns
+string annotations into ForwardRefs, compiling each one, which would cost more than the classes.
+
+`to_json()` gives the snake_case dict that the CLI's `--json`, the MCP tools and the files on
+disk all show; `from_json()` reads it back, tolerating missing optional keys so older files
+still load.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 __all__ = [
     "FRAMEWORKS",
@@ -24,7 +27,6 @@ __all__ = [
     "SandboxInfo",
     "Suite",
     "Summary",
-    "replace",
 ]
 
 FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
@@ -40,8 +42,7 @@ def _opt_int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(NamedTuple):
     total: int = 0
     passed: int = 0
     failed: int = 0
@@ -51,7 +52,7 @@ class Summary:
         return {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Summary:
+    def from_json(cls, d: dict[str, Any]) -> "Summary":
         return cls(
             total=int(d.get("total", 0)),
             passed=int(d.get("passed", 0)),
@@ -60,8 +61,7 @@ class Summary:
         )
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """One failing test (or one file/suite that failed to load, named after it)."""
 
     test: str
@@ -92,7 +92,7 @@ class Failure:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Failure:
+    def from_json(cls, d: dict[str, Any]) -> "Failure":
         kind = d.get("kind", "test")
         return cls(
             test=str(d.get("test", "")),
@@ -108,15 +108,14 @@ class Failure:
         )
 
 
-@dataclass(frozen=True)
-class ParseResult:
+class ParseResult(NamedTuple):
     """What a parser recognised in a runner's output or report. Parsing is total: never raises.
 
     `recognized` is True when the runner's closing summary (or a report) was found; with it
     False the counts are whatever was seen, and `notes` say what was missing.
     """
 
-    summary: Summary = field(default_factory=Summary)
+    summary: Summary = Summary()
     failures: tuple[Failure, ...] = ()
     notes: tuple[str, ...] = ()
     recognized: bool = False
@@ -135,8 +134,7 @@ class ParseResult:
         }
 
 
-@dataclass(frozen=True)
-class Suite:
+class Suite(NamedTuple):
     """One test root inside a workspace (a monorepo may have several)."""
 
     root: str
@@ -147,8 +145,7 @@ class Suite:
         return {"root": self.root, "framework": self.framework, "config_path": self.config_path}
 
 
-@dataclass(frozen=True)
-class Detection:
+class Detection(NamedTuple):
     """The answer of `probe`: which framework, where, and the command greenloop would run."""
 
     framework: str | None
@@ -173,8 +170,7 @@ class Detection:
         }
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """Everything needed to start one run; built purely from a Detection and options."""
 
     framework: str
@@ -202,8 +198,7 @@ class Plan:
         return self.argv[0] if self.shell else shlex.join(self.argv)
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(NamedTuple):
     """Counts of tests finished so far while a run is going (live progress, MCP notifications)."""
 
     passed: int = 0
@@ -225,8 +220,7 @@ class Progress:
         }
 
 
-@dataclass(frozen=True)
-class RawRun:
+class RawRun(NamedTuple):
     """What the process layer observed. Output lives in files; nothing here is parsed."""
 
     exit_code: int | None
@@ -240,8 +234,7 @@ class RawRun:
     survivors: tuple[int, ...] = ()  # pids still alive after the sweep (should be empty)
 
 
-@dataclass(frozen=True)
-class SandboxInfo:
+class SandboxInfo(NamedTuple):
     mode: str = "full-access"
     enforced_by: str | None = None
     workspace_root: str | None = None
@@ -250,7 +243,7 @@ class SandboxInfo:
         return {"mode": self.mode, "enforced_by": self.enforced_by, "workspace_root": self.workspace_root}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SandboxInfo:
+    def from_json(cls, d: dict[str, Any]) -> "SandboxInfo":
         return cls(
             mode=str(d.get("mode", "full-access")),
             enforced_by=_opt_str(d.get("enforced_by")),
@@ -258,8 +251,7 @@ class SandboxInfo:
         )
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(NamedTuple):
     """The structured result of one run (DESIGN §3, Run)."""
 
     run_id: str
@@ -272,12 +264,12 @@ class RunResult:
     aborted: bool = False
     crashed: bool = False
     crash_reason: str | None = None
-    summary: Summary = field(default_factory=Summary)
+    summary: Summary = Summary()
     failures: tuple[Failure, ...] = ()
     output_tail: str = ""
     notes: tuple[str, ...] = ()
     duration_ms: int = 0
-    sandbox: SandboxInfo = field(default_factory=SandboxInfo)
+    sandbox: SandboxInfo = SandboxInfo()
     result_ref: str | None = None
     workspace: str | None = None
     session_id: str | None = None
@@ -315,7 +307,7 @@ class RunResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RunResult:
+    def from_json(cls, d: dict[str, Any]) -> "RunResult":
         outcome = d.get("outcome", "broken")
         return cls(
             run_id=str(d["run_id"]),

@@ -25,8 +25,8 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
@@ -47,8 +47,7 @@ __all__ = [
 Which = Callable[[str], "str | None"]
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(NamedTuple):
     """What the caller asked for; validated by api.test_run before it gets here."""
 
     framework: str | None = None
@@ -58,8 +57,7 @@ class RunOptions:
     timeout_ms: int | None = None
 
 
-@dataclass(frozen=True)
-class Toolchain:
+class Toolchain(NamedTuple):
     """How a runner is started in this workspace, or why it cannot be."""
 
     argv: tuple[str, ...]
@@ -67,8 +65,7 @@ class Toolchain:
     unavailable: str | None = None
 
 
-@dataclass(frozen=True)
-class Dialect:
+class Dialect(NamedTuple):
     """One framework's row: report file and format, and how names are filtered."""
 
     report_name: str | None  # file in the run folder, None: no machine report

@@ -21,9 +21,8 @@ import re
 import sys
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from greenloop.layout import NOT_CODE_DIRS
 from greenloop.model import Detection, Suite
@@ -79,8 +78,7 @@ _LOCKFILES: tuple[tuple[str, str], ...] = (
 _NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
 
 
-@dataclass(frozen=True)
-class WalkResult:
+class WalkResult(NamedTuple):
     """What the breadth-first walk saw: test files (relative, /-separated) and nested roots."""
 
     js_tests: tuple[str, ...]
@@ -240,8 +238,7 @@ def _pytest_marker(root: Path) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Marker:
+class _Marker(NamedTuple):
     framework: str
     config_path: str | None
     pkg: dict[str, Any] | None

@@ -18,8 +18,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from greenloop.model import RawRun
 
@@ -96,8 +96,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-@dataclass
-class Child:
+class Child(NamedTuple):
     """A started process: its own session and group, output in files, a token for sweeps."""
 
     popen: subprocess.Popen[bytes]

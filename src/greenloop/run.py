@@ -24,8 +24,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from greenloop import proc
 from greenloop.config import Config
@@ -112,7 +112,7 @@ def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) ->
         return hints.apply(failures, framework=framework or None, language=language)
     except Exception as exc:  # a hint-table bug must not turn a red run into a crash
         note = f"hints could not be built ({type(exc).__name__}: {exc})"
-        return tuple(replace(f, hint=f.hint or note) for f in failures)
+        return tuple(f._replace(hint=f.hint or note) for f in failures)
 
 
 def _silent_failure(raw: RawRun, parsed: ParseResult) -> bool:
@@ -129,14 +129,13 @@ def _with_text_failures(report: ParseResult, text: ParseResult) -> ParseResult:
     if not extra:
         return report
     s = report.summary
-    summary = replace(s, total=s.total + len(extra), failed=s.failed + len(extra))
+    summary = s._replace(total=s.total + len(extra), failed=s.failed + len(extra))
     names = ", ".join(f.test for f in extra[:3]) + (" …" if len(extra) > 3 else "")
     note = (
         f"the runner exited non-zero but its report lists no failure; {len(extra)} failure(s) "
         f"taken from the text output: {names}"
     )
-    return replace(
-        report,
+    return report._replace(
         summary=summary,
         failures=(*report.failures, *extra),
         notes=(*report.notes, note),
@@ -147,8 +146,7 @@ def _with_text_failures(report: ParseResult, text: ParseResult) -> ParseResult:
 # ----------------------------------------------------------------------------- outcome
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What `classify` decided from the process and the parse."""
 
     ok: bool

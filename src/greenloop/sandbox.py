@@ -24,7 +24,6 @@ This module computes argv, environments and verdicts; starting processes is proc
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -32,9 +31,8 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from greenloop.errors import ConfigError, GreenloopError, UsageError
 from greenloop.model import Failure, Plan, RawRun, SandboxInfo
@@ -114,8 +112,7 @@ def parse_mode(value: object, *, field: str = "sandbox") -> Mode:
     raise UsageError(f"unknown sandbox mode {value!r} for {field}: choose one of {', '.join(MODES)}")
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     """The resolved sandbox policy of one run: mode, where it came from, and the workspace root."""
 
     mode: Mode
@@ -219,8 +216,7 @@ def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | 
 # --------------------------------------------------------------------------- bubblewrap probe
 
 
-@dataclass(frozen=True)
-class BwrapStatus:
+class BwrapStatus(NamedTuple):
     """Whether bubblewrap exists and can start a sandbox here (and whether loopback is up in it)."""
 
     available: bool
@@ -347,7 +343,7 @@ def signal_exit(raw: RawRun) -> RawRun:
     an unsandboxed run's is, so a crash reads the same in every mode."""
     code = raw.exit_code
     if raw.signal is None and code is not None and 128 < code < 128 + 65:
-        return dataclasses.replace(raw, exit_code=-(code - 128), signal=code - 128)
+        return raw._replace(exit_code=-(code - 128), signal=code - 128)
     return raw
 
 
@@ -514,8 +510,7 @@ def child_env(
     return env
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(NamedTuple):
     """How to start one planned run under a policy: argv, environment and what to report."""
 
     argv: tuple[str, ...]
@@ -660,12 +655,11 @@ def apply_denial_hints(
     failures: Iterable[Failure], sandbox: SandboxInfo, *, language: str = "en"
 ) -> tuple[Failure, ...]:
     """Put the sandbox hint first on each failure the sandbox caused (keeping any other hint)."""
-    from dataclasses import replace
 
     out: list[Failure] = []
     for f in failures:
         hint = denial_hint(f, sandbox, language=language)
         if hint and hint not in f.hint:
-            f = replace(f, hint=f"{hint} {f.hint}".strip() if f.hint else hint)
+            f = f._replace(hint=f"{hint} {f.hint}".strip() if f.hint else hint)
         out.append(f)
     return tuple(out)

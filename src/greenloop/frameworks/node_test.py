@@ -318,7 +318,7 @@ class TextParser:
         self.recap_loc = None
         for i, f in enumerate(self.failures):
             if f.kind == "test" and f.test.rsplit(" > ", 1)[-1] == name and f.file is None:
-                self.failures[i] = Failure(**{**f.__dict__, "file": file, "line": lineno})
+                self.failures[i] = f._replace(file=file, line=lineno)
                 return
 
     def finish(self) -> ParseResult:

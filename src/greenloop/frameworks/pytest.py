@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -309,7 +309,7 @@ class TextParser:
             if detail is None:
                 f = Failure(test=nodeid, file=nfile, kind=bkind, message=summary_msg)
             else:
-                f = replace(detail, test=nodeid, file=detail.file or nfile,
+                f = detail._replace(test=nodeid, file=detail.file or nfile,
                             message=detail.message or summary_msg)
             if bkind == "load":
                 last = f.message.splitlines()[-1] if f.message else "import failed"

@@ -8,7 +8,6 @@ failed (a pytest failure's long representation is the same text in both reports)
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Literal
 
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, strip_ansi
@@ -51,7 +50,7 @@ def parse_json_report(path: str, root: str | None = None) -> ParseResult:
 
         f = pytest_failure(nodeid or (file or "?"), file, kind, message, text, root)
         if f.line is None and isinstance(item.get("line"), int):
-            f = replace(f, line=int(item["line"]))
+            f = f._replace(line=int(item["line"]))
         if kind == "load":
             last = f.message.splitlines()[-1] if f.message else "failed to load"
             load_errors.append(f"{f.test}: {last}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -188,7 +188,7 @@ class TextParser:
         f = _finish_draft(d, self.root)
         first = f.message.splitlines()[0] if f.message else "error"
         self.unhandled += 1
-        self._emit(replace(f, test=f"unhandled error: {first}", file=f.file or d.file))
+        self._emit(f._replace(test=f"unhandled error: {first}", file=f.file or d.file))
 
     def _open(self, header: str) -> None:
         if self.drafts and self.block_has_body:
@@ -346,7 +346,7 @@ class TextParser:
             else:
                 f = self.failures[i]
                 if f.line is None and a.line is not None:
-                    self.failures[i] = Failure(**{**f.__dict__, "file": a.file or f.file, "line": a.line})
+                    self.failures[i] = f._replace(file=a.file or f.file, line=a.line)
         loads = sum(1 for f in self.failures if f.kind == "load")
         hooks = sum(1 for f in self.failures if f.kind == "hook")
         if self.tests_line is not None:
