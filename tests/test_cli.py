@@ -4,6 +4,10 @@ own subcommand's parser gives the same namespace as the whole tree."""
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +54,51 @@ def test_unknown_command_is_usage_error(capsys: pytest.CaptureFixture[str]) -> N
         cli.main(["nosuch"])
     assert exc.value.code == 2
     assert "invalid choice: 'nosuch'" in capsys.readouterr().err
+
+
+# --- the program's exit (cli.entry) --------------------------------------------------------
+# `entry` skips the interpreter's teardown; these run it as a real process and check that what a
+# normal exit does still happens.
+
+
+def _program(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_entry_runs_atexit_callbacks_flushes_output_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    done = _program(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "sys.argv = ['greenloop', 'run', '--timeout-ms', 'soon']\n"
+        "from greenloop.cli import entry\n"
+        "print('buffered before exit', end='')\n"
+        "entry()\n",
+        tmp_path,
+    )
+    assert done.returncode == 2
+    assert list(tmp_path.iterdir()) == []
+    assert done.stdout == "buffered before exitatexit ran\n"
+    assert "--timeout-ms" in done.stderr
+
+
+def test_entry_waits_for_a_non_daemon_thread_still_running(tmp_path: Path) -> None:
+    done = _program(
+        "import sys, threading, time\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    print('thread finished', flush=True)\n"
+        "threading.Thread(target=late).start()\n"
+        "sys.argv = ['greenloop', 'schema', 'run-result']\n"
+        "from greenloop.cli import entry\n"
+        "entry()\n",
+        tmp_path,
+    )
+    assert done.returncode == 0
+    assert done.stdout.rstrip().endswith("thread finished")
+
+
+def test_python_dash_m_greenloop_goes_through_entry() -> None:
+    argv = [sys.executable, "-m", "greenloop", "schema", "run-result"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["title"]

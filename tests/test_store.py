@@ -163,6 +163,35 @@ def test_record_result_from_run_result(tmp_path: Path) -> None:
     assert timed.reason == "timed out"
 
 
+def test_record_result_takes_a_fingerprint_started_earlier(tmp_path: Path) -> None:
+    result = RunResult(run_id="r", ok=True, outcome="green", framework=None, command="x", exit_code=0)
+    unwritable = tmp_path / "unwritable"
+    unwritable.mkdir()
+    (unwritable / ".greenloop").write_text("a file where the state folder should be")
+    warnings: list[str] = []
+    rec = record_result(unwritable, result, fingerprint=lambda: "walk:given", warn=warnings.append)
+    assert rec.fingerprint == "walk:given" and warnings  # no database: the record still comes back
+    asked: list[bool] = []
+
+    def given() -> str:
+        assert Path(db_path(tmp_path)).exists()  # asked for once the database is open
+        asked.append(True)
+        return "git:given"
+
+    assert record_result(tmp_path, result, fingerprint=given).fingerprint == "git:given"
+    assert asked == [True]
+    with Store(tmp_path) as store:
+        got = store.latest_run(session_id=None)
+    assert got is not None and got.fingerprint == "git:given"
+
+    def fails() -> str:
+        raise RuntimeError("git went away")
+
+    warnings.clear()
+    rec = record_result(tmp_path, result._replace(run_id="r2"), fingerprint=fails, warn=warnings.append)
+    assert rec.fingerprint is None and any("git went away" in w for w in warnings)
+
+
 def test_record_result_survives_an_unwritable_state_folder(tmp_path: Path) -> None:
     (tmp_path / ".greenloop").write_text("a file where the state folder should be")
     warnings: list[str] = []

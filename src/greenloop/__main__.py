@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import sys
+from greenloop.cli import entry
 
-from greenloop.cli import main
-
-sys.exit(main())
+entry()

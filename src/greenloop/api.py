@@ -140,24 +140,37 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
-    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()))
-    result = execute(
-        the_plan,
-        run_id=run_id,
-        run_dir=run_dir,
-        config=cfg,
-        on_progress=on_progress,
-        cancel=cancel,
-        sandbox=mode,
-        workspace=str(ws),
-        on_start=preload.start,
+    # While the suite runs: import what the after-steps need and prune old runs (keeping room
+    # for this one). Once it has stopped: start the working-tree fingerprint, which then
+    # overlaps the parse, the bug bridge and opening the state database.
+    preload = _Preload(
+        _REPORT_MODULES.get(the_plan.report_format or "", ()),
+        then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
     )
-    unit = layout.unit_of(ws)
-    unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
-    result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
-    final = _after_run(str(ws), result)
-    _store(final, run_dir, unit_dir)
-    prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
+    fingerprint = _Background(lambda: _working_tree(str(ws)))
+    try:
+        result = execute(
+            the_plan,
+            run_id=run_id,
+            run_dir=run_dir,
+            config=cfg,
+            on_progress=on_progress,
+            cancel=cancel,
+            sandbox=mode,
+            workspace=str(ws),
+            on_start=preload.start,
+            on_exit=fingerprint.start,
+        )
+        unit = layout.unit_of(ws)
+        unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
+        result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
+        final = _after_run(str(ws), result, fingerprint=fingerprint.result)
+        _store(final, run_dir, unit_dir)
+    finally:
+        preload.join()
+        fingerprint.join()
+    if not preload.started:  # the runner never started (not installed, sandbox refused)
+        prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
 
 
@@ -184,14 +197,52 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Preload:
-    """Imports what the after-steps need (report parser, bug log, store, fingerprint) in a
-    thread once the suite has started, so they are ready when it ends. The working-tree
-    fingerprint itself is taken after the run: files the suite writes are part of the tree
-    the run leaves, and must not read as a change at the next `check`."""
+class _Background:
+    """One call made in a daemon thread from `start()` on; `result()` waits for its value and
+    raises what it raised (made in the caller's thread when `start()` was never called)."""
 
-    def __init__(self, modules: tuple[str, ...]) -> None:
-        self._modules = (
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._value: Any = None
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def start(self) -> None:
+        if not self.started:
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except Exception as exc:
+            self._error = exc
+
+    def join(self) -> None:
+        if self.started:
+            self._thread.join()
+
+    def result(self) -> Any:
+        if not self.started:  # called without start(): do the work here
+            self._run()
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _Preload(_Background):
+    """Imports what the after-steps need (report parser, bug log, store, fingerprint) in a
+    thread once the suite has started, so they are ready when it ends, then does `then`
+    (pruning old runs). The working-tree fingerprint itself is taken after the run: files
+    the suite writes are part of the tree the run leaves, and must not read as a change at
+    the next `check`."""
+
+    def __init__(self, modules: tuple[str, ...], then: Callable[[], object]) -> None:
+        names = (
             *modules,
             "greenloop.bugs",
             "greenloop.store",
@@ -199,17 +250,20 @@ class _Preload:
             "greenloop.session",
             "greenloop.hints",
         )
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> None:
-        """Begin (run.execute calls it once the runner has started)."""
-        if not self._thread.is_alive() and self._thread.ident is None:
-            self._thread.start()
+        def work() -> None:
+            for name in names:
+                with contextlib.suppress(Exception):  # a failed import shows where it is needed
+                    importlib.import_module(name)
+            then()
 
-    def _run(self) -> None:
-        for name in self._modules:
-            with contextlib.suppress(Exception):  # a failed import shows where it is needed
-                importlib.import_module(name)
+        super().__init__(work)
+
+
+def _working_tree(workspace: str) -> str | None:
+    from greenloop.fingerprint import working_tree
+
+    return working_tree(workspace)
 
 
 def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
@@ -239,7 +293,9 @@ def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
     return result._replace(notes=(*result.notes, f"{what} ({type(exc).__name__}: {exc})"))
 
 
-def _after_run(workspace: str, result: RunResult) -> RunResult:
+def _after_run(
+    workspace: str, result: RunResult, *, fingerprint: Callable[[], str | None] | None = None
+) -> RunResult:
     """Hand the final result to the bug log, then to the session record; returns it, enriched.
 
     The bug bridge goes first so the closure store records the final result (with bug ids);
@@ -265,7 +321,7 @@ def _after_run(workspace: str, result: RunResult) -> RunResult:
     try:
         from greenloop import store
 
-        store.record_result(workspace, result, session_id=sid)
+        store.record_result(workspace, result, session_id=sid, fingerprint=fingerprint)
     except Exception as exc:
         result = _note(result, "the run could not be recorded for the gate", exc)
     return result

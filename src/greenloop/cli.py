@@ -7,14 +7,15 @@ when that subcommand runs, so `greenloop hook …` (run on every agent turn) sta
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "entry", "main"]
 
 FRAMEWORK_CHOICES = ("vitest", "jest", "npm-test", "pytest", "node:test")
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
@@ -242,5 +243,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> NoReturn:
+    """The program itself (the `greenloop` script, `python -m greenloop`): `main`, then exit.
+
+    The exit skips the interpreter's teardown of every loaded module, which takes ~14 ms once
+    a run has loaded the store, the bug log and the parsers: time an agent waits for after the
+    answer is already written. Everything a normal exit does that matters still happens:
+    `atexit` callbacks run (weakref finalizers, logging), stdout and stderr are flushed, and a
+    non-daemon thread still running gets the normal exit, which waits for it. Files and
+    databases are closed by their `with` blocks before `main` returns.
+    """
+    code = main()
+    threading = sys.modules.get("threading")
+    if threading is not None and any(
+        t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()
+    ):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            code = code or 120  # what Python's own exit gives when stdout cannot be flushed
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -276,12 +276,16 @@ def execute(
     base_env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
     on_start: Callable[[], None] | None = None,
+    on_exit: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run `plan` with its output in `run_dir` and return the final RunResult (never raises for
     anything the run does; KeyboardInterrupt still propagates after the tree is stopped).
 
     `on_start` is called once the runner has started: the caller's work that can overlap the
-    suite (api.test_run fingerprints the working tree there)."""
+    suite (api.test_run imports the after-step modules and prunes old runs there). `on_exit` is
+    called once the whole tree has stopped, before the output is parsed: work that must see the
+    tree the run left but can overlap the parse (api.test_run starts the working-tree
+    fingerprint there)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = str(run_dir / "stdout.txt")
     stderr_path = str(run_dir / "stderr.txt")
@@ -356,6 +360,9 @@ def execute(
         cancel=cancel,
         on_spawn=on_start,
     )
+    if on_exit is not None:
+        with contextlib.suppress(Exception):  # the caller's own work never disturbs the result
+            on_exit()
     if raw.survivors:
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
     if info.enforced_by:

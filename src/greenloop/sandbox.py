@@ -571,9 +571,29 @@ _PATH_FORMS = (
     r"['\"](?P<path>/[^'\"]+)['\"]:\s*{err}",  # touch: cannot touch '/p': Read-only file system
     r"(?:cannot create|can't create)\s+(?P<path>/[^:\s]+):\s*{err}",  # sh: cannot create /p: ...
 )
-_EROFS = tuple(re.compile(f.format(err=_ROFS)) for f in _PATH_FORMS)
-_EACCES = tuple(re.compile(f.format(err=_PERM)) for f in _PATH_FORMS)
-_EROFS_BARE = re.compile(_ROFS)
+_NET = (
+    r"ENETUNREACH|[Nn]etwork is unreachable|EAI_AGAIN|Temporary failure in name resolution"
+    r"|getaddrinfo ENOTFOUND|Name or service not known|nodename nor servname"
+)
+
+
+class _Denials(NamedTuple):
+    erofs: tuple[re.Pattern[str], ...]
+    eacces: tuple[re.Pattern[str], ...]
+    erofs_bare: re.Pattern[str]
+    net: re.Pattern[str]
+
+
+@functools.cache
+def _denials() -> _Denials:
+    """The patterns, compiled on first use: only a failed sandboxed run needs them, and every
+    run imports this module before its runner starts."""
+    return _Denials(
+        tuple(re.compile(f.format(err=_ROFS)) for f in _PATH_FORMS),
+        tuple(re.compile(f.format(err=_PERM)) for f in _PATH_FORMS),
+        re.compile(_ROFS),
+        re.compile(_NET),
+    )
 
 
 def _denied_path(text: str, forms: tuple[re.Pattern[str], ...]) -> str | None:
@@ -582,12 +602,6 @@ def _denied_path(text: str, forms: tuple[re.Pattern[str], ...]) -> str | None:
         if m:
             return m.group("path")
     return None
-
-
-_NET = re.compile(
-    r"ENETUNREACH|[Nn]etwork is unreachable|EAI_AGAIN|Temporary failure in name resolution"
-    r"|getaddrinfo ENOTFOUND|Name or service not known|nodename nor servname"
-)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -606,11 +620,12 @@ def denial_hint(failure: Failure, sandbox: SandboxInfo, *, language: str = "en")
     text = "\n".join(p for p in (failure.message, failure.stack, failure.got or "") if p)
     ws = sandbox.workspace_root or ""
     stopped = False
-    path = _denied_path(text, _EROFS)
-    if path is not None or _EROFS_BARE.search(text):
+    pattern = _denials()
+    path = _denied_path(text, pattern.erofs)
+    if path is not None or pattern.erofs_bare.search(text):
         stopped = True
     else:
-        path = _denied_path(text, _EACCES)
+        path = _denied_path(text, pattern.eacces)
         # EACCES inside the workspace or /tmp is an ordinary permission problem, not the sandbox.
         stopped = (
             path is not None
@@ -637,7 +652,7 @@ def denial_hint(failure: Failure, sandbox: SandboxInfo, *, language: str = "en")
             f"Write under the workspace or a temporary folder instead, or, if the test really needs it, "
             f"run with --sandbox {needed} (tool argument sandbox='{needed}'), which allows it."
         )
-    if _NET.search(text):
+    if pattern.net.search(text):
         if language == "zh":
             return (
                 f"沙箱（{sandbox.mode}）切断了网络：只有沙箱内的回环地址可用。"

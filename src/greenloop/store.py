@@ -574,24 +574,37 @@ def record_result(
     source: str = "run",
     clock: Callable[[], float] = time.time,
     warn: Callable[[str], None] = _stderr_warn,
+    fingerprint: Callable[[], str | None] | None = None,
 ) -> RunRecord:
     """Record a finished run for its session (or the workspace) with a working-tree fingerprint.
 
     This is what `greenloop.api.test_run` calls after every run. A failure to record is a
-    warning, never an error: the run itself happened and its result stands.
+    warning, never an error: the run itself happened and its result stands. `fingerprint`
+    gives the fingerprint when the caller started taking it earlier (api.test_run starts it
+    when the runner exits); without it, the working tree is fingerprinted here. It is asked
+    for once the database is open, so the two overlap.
     """
-    from greenloop.fingerprint import working_tree
-
     ws = result.workspace or os.fspath(workspace)
-    try:
-        fp = working_tree(ws)
-    except Exception as exc:  # the fingerprint only feeds a note; never lose the run over it
-        warn(f"could not fingerprint the working tree: {exc}")
-        fp = None
-    record = run_record(result, at=clock(), session_id=session_id, fingerprint=fp, source=source)
+    at = clock()
+
+    def make() -> RunRecord:
+        try:
+            if fingerprint is not None:
+                fp = fingerprint()
+            else:
+                from greenloop.fingerprint import working_tree
+
+                fp = working_tree(ws)
+        except Exception as exc:  # the fingerprint only feeds a note; never lose the run over it
+            warn(f"could not fingerprint the working tree: {exc}")
+            fp = None
+        return run_record(result, at=at, session_id=session_id, fingerprint=fp, source=source)
+
+    record: RunRecord | None = None
     try:
         with Store(workspace, clock=clock, warn=warn) as store:
+            record = make()
             store.record_run(record)
     except (sqlite3.Error, OSError) as exc:
         warn(f"could not record run {result.run_id} in the state database: {exc}")
-    return record
+    return record if record is not None else make()

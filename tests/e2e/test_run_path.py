@@ -296,3 +296,48 @@ def test_a_failing_bug_log_is_a_note_and_the_run_is_still_recorded(tmp_path: Pat
     with store.Store(ws) as st:
         last = st.latest_run(session_id=None)
     assert last is not None and last.run_id == result.run_id
+
+
+@pytest.mark.parametrize("repo", ["git", "plain"])
+def test_files_the_suite_writes_are_part_of_the_tree_the_run_leaves(tmp_path: Path, repo: str) -> None:
+    # The fingerprint is started once the runner has exited (overlapping the parse): a file the
+    # suite itself writes must not read as "changed since the last run" at the next check.
+    writes = (
+        "import pathlib\n"
+        "def test_writes_a_snapshot():\n"
+        "    pathlib.Path(__file__).with_name('snapshot.txt').write_text('fresh')\n"
+    )
+    ws = py_workspace(tmp_path / "ws", {"test_a.py": writes})
+    if repo == "git":
+        (ws / ".git").rmdir()
+        git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q"], cwd=ws, check=True)
+        subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
+        subprocess.run([*git, "commit", "-qm", "init"], cwd=ws, check=True)
+    result = api.test_run(str(ws), sandbox="full-access", session_id="s-fp")
+    assert result.outcome == "green" and (ws / "snapshot.txt").read_text() == "fresh"
+    check = api.test_closure_check(str(ws), "s-fp")
+    assert check.satisfied and check.last_run is not None
+    strategy = "git:" if repo == "git" else "walk:"
+    assert check.last_run.fingerprint and check.last_run.fingerprint.startswith(strategy)
+    assert not any("working tree changed" in n for n in check.notes), check.notes
+    (ws / "test_a.py").write_text(writes + "\n# edited\n")
+    assert any("working tree changed" in n for n in api.test_closure_check(str(ws), "s-fp").notes)
+
+
+def test_old_runs_are_pruned_while_the_suite_runs_and_when_it_never_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api, "KEEP_RUNS", 3)
+    ws = py_workspace(tmp_path / "ws", {"test_a.py": "def test_alpha():\n    pass\n"})
+    ids = [api.test_run(str(ws), sandbox="full-access").run_id for _ in range(4)]
+    assert api.list_runs(ws) == ids[-3:]  # the newest three, this run included
+    # A runner that is not installed never starts: pruning still happens, after the result.
+    js = tmp_path / "js"
+    js.mkdir()
+    (js / ".git").mkdir()
+    (js / "package.json").write_text(json.dumps({"name": "js", "devDependencies": {"jest": "30.5.2"}}))
+    (js / "a.test.js").write_text("test('a', () => {})\n")
+    runs = [api.test_run(str(js), sandbox="full-access") for _ in range(4)]
+    assert all(r.outcome == "broken" and "not installed" in (r.crash_reason or "") for r in runs)
+    assert api.list_runs(js) == [r.run_id for r in runs[-3:]]
