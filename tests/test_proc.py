@@ -115,3 +115,19 @@ def test_verbatim_shell_command(tmp_path: Path) -> None:
         shell=True,
     )
     assert raw.exit_code == 4 and (tmp_path / "o").read_text() == "ONE\n"
+
+
+def test_child_wait_returns_the_code_or_none_at_its_timeout(tmp_path: Path) -> None:
+    out = str(tmp_path / "o.txt")
+    sleeper = [PY, "-c", "import time; time.sleep(30)"]
+    slow = proc.spawn(sleeper, cwd=str(tmp_path), env=os.environ, stdout_path=out)
+    try:
+        started = time.monotonic()
+        assert slow.wait(0.3) is None
+        assert 0.25 <= time.monotonic() - started < 5
+    finally:
+        assert slow.stop(grace_s=0.5) == ()
+    assert not alive(slow.pid)
+    quick = proc.spawn([PY, "-c", "raise SystemExit(4)"], cwd=str(tmp_path), env=os.environ, stdout_path=out)
+    assert quick.wait(30) == 4
+    assert quick.stop() == ()  # already gone: nothing to sweep

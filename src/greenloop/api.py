@@ -32,6 +32,7 @@ from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult
 
 if TYPE_CHECKING:
+    from greenloop.fingerprint import Pending
     from greenloop.gate import ClosureCheck
 
 __all__ = [
@@ -147,7 +148,7 @@ def test_run(
         _REPORT_MODULES.get(the_plan.report_format or "", ()),
         then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
     )
-    fingerprint = _Background(lambda: _working_tree(str(ws)))
+    fingerprint = _Fingerprint(str(ws))
     try:
         result = execute(
             the_plan,
@@ -168,7 +169,7 @@ def test_run(
         _store(final, run_dir, unit_dir)
     finally:
         preload.join()
-        fingerprint.join()
+        fingerprint.close()
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
@@ -197,52 +198,13 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Background:
-    """One call made in a daemon thread from `start()` on; `result()` waits for its value and
-    raises what it raised (made in the caller's thread when `start()` was never called)."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn = fn
-        self._value: Any = None
-        self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def started(self) -> bool:
-        return self._thread.ident is not None
-
-    def start(self) -> None:
-        if not self.started:
-            self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-        except Exception as exc:
-            self._error = exc
-
-    def join(self) -> None:
-        if self.started:
-            self._thread.join()
-
-    def result(self) -> Any:
-        if not self.started:  # called without start(): do the work here
-            self._run()
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-class _Preload(_Background):
+class _Preload:
     """Imports what the after-steps need (report parser, bug log, store, fingerprint) in a
     thread once the suite has started, so they are ready when it ends, then does `then`
-    (pruning old runs). The working-tree fingerprint itself is taken after the run: files
-    the suite writes are part of the tree the run leaves, and must not read as a change at
-    the next `check`."""
+    (pruning old runs)."""
 
     def __init__(self, modules: tuple[str, ...], then: Callable[[], object]) -> None:
-        names = (
+        self._modules = (
             *modules,
             "greenloop.bugs",
             "greenloop.store",
@@ -250,20 +212,53 @@ class _Preload(_Background):
             "greenloop.session",
             "greenloop.hints",
         )
+        self._then = then
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-        def work() -> None:
-            for name in names:
-                with contextlib.suppress(Exception):  # a failed import shows where it is needed
-                    importlib.import_module(name)
-            then()
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
 
-        super().__init__(work)
+    def start(self) -> None:
+        """Begin (run.execute calls it once the runner has started)."""
+        if not self.started:
+            self._thread.start()
+
+    def _run(self) -> None:
+        for name in self._modules:
+            with contextlib.suppress(Exception):  # a failed import shows where it is needed
+                importlib.import_module(name)
+        with contextlib.suppress(Exception):
+            self._then()
+
+    def join(self) -> None:
+        if self.started:
+            self._thread.join()
 
 
-def _working_tree(workspace: str) -> str | None:
-    from greenloop.fingerprint import working_tree
+class _Fingerprint:
+    """The working-tree fingerprint, started once the runner's tree has stopped (files the
+    suite writes are part of the tree the run leaves, and must not read as a change at the
+    next `check`), and read when the run is recorded: `git status` runs meanwhile."""
 
-    return working_tree(workspace)
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+        self._pending: Pending | None = None  # imported once the runner has started
+
+    def start(self) -> None:
+        if self._pending is None:
+            from greenloop import fingerprint
+
+            self._pending = fingerprint.start(self.workspace)
+
+    def result(self) -> str | None:
+        self.start()
+        assert self._pending is not None
+        return self._pending.result()
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.close()
 
 
 def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:

@@ -18,9 +18,10 @@ import os
 import shutil
 import tempfile
 
+from greenloop import proc
 from greenloop.layout import NOT_CODE_DIRS
 
-__all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "working_tree"]
+__all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "Pending", "start", "working_tree"]
 
 WALK_BUDGET = 20_000
 # greenloop's own outputs in a workspace: they change with every run and are not code.
@@ -47,38 +48,21 @@ def _stat_token(path: str) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def _git(workspace: str, root: str) -> str | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    from greenloop import proc
+_GIT_ARGS = (
+    "status",
+    "--porcelain=v2",
+    "--branch",
+    "-z",
+    "--untracked-files=all",
+    "--",
+    ".",
+    ":(exclude,glob)**/.greenloop/**",
+    ":(exclude,glob)**/bugs.ndjson",
+)
+GIT_TIMEOUT_S = 10.0
 
-    with tempfile.TemporaryDirectory(prefix="greenloop-fp-") as tmp:
-        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        raw = proc.run_to_completion(
-            [
-                git,
-                "status",
-                "--porcelain=v2",
-                "--branch",
-                "-z",
-                "--untracked-files=all",
-                "--",
-                ".",
-                ":(exclude,glob)**/.greenloop/**",
-                ":(exclude,glob)**/bugs.ndjson",
-            ],
-            cwd=workspace,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
-            timeout_s=10.0,
-            stdout_path=out,
-            stderr_path=err,
-            grace_s=0.2,
-        )
-        if raw.exit_code != 0:
-            return None
-        with open(out, "rb") as fh:
-            data = fh.read()
+
+def _git_digest(data: bytes, root: str) -> str:
     h = hashlib.sha256()
     for entry in data.split(b"\0"):
         if not entry:
@@ -93,6 +77,81 @@ def _git(workspace: str, root: str) -> str | None:
             rel = text[2:] if fields_before_path is None else text.split(" ", fields_before_path)[-1]
             h.update(_stat_token(os.path.join(root, rel)).encode())
     return "git:" + h.hexdigest()[:20]
+
+
+class Pending:
+    """A fingerprint being taken: `git status` runs as its own process from `start()` on, so
+    the caller's work overlaps it (no thread: nothing waits for the GIL); `result()` reads it.
+
+    Outside a git work tree, or when git cannot answer, `result()` walks the tree instead.
+    `close()` stops git and removes its output if `result()` is never asked for.
+    """
+
+    def __init__(self, workspace: str | os.PathLike[str]) -> None:
+        self.workspace = os.path.abspath(os.fspath(workspace))
+        self._root: str | None = None
+        self._child: proc.Child | None = None
+        self._tmp: str | None = None
+        self._done = False
+
+    def start(self) -> Pending:
+        if self._done or self._tmp is not None or not os.path.isdir(self.workspace):
+            return self
+        self._root = _git_root(self.workspace)
+        git = shutil.which("git") if self._root is not None else None
+        if git is None:
+            return self
+        self._tmp = tempfile.mkdtemp(prefix="greenloop-fp-")
+        try:
+            self._child = proc.spawn(
+                [git, *_GIT_ARGS],
+                cwd=self.workspace,
+                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+                stdout_path=os.path.join(self._tmp, "out"),
+                stderr_path=os.path.join(self._tmp, "err"),
+            )
+        except OSError:
+            self._child = None
+        return self
+
+    def _git_answer(self) -> bytes | None:
+        child, self._child = self._child, None
+        if child is None or self._tmp is None:
+            return None
+        code = child.wait(GIT_TIMEOUT_S)
+        if code is None:  # git hung: stop it. A finished git is not swept: a status may start
+            child.stop(grace_s=0.2)  # the user's fsmonitor daemon, which is meant to stay.
+        if code != 0:
+            return None
+        try:
+            with open(os.path.join(self._tmp, "out"), "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    def result(self) -> str | None:
+        """The fingerprint; None when the workspace is not a folder."""
+        if not os.path.isdir(self.workspace):
+            self.close()
+            return None
+        if self._tmp is None and not self._done:
+            self.start()
+        try:
+            data = self._git_answer()
+        finally:
+            self.close()
+        if data is not None and self._root is not None:
+            return _git_digest(data, self._root)
+        return _walk(self.workspace)
+
+    def close(self) -> None:
+        self._done = True
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(grace_s=0.2)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
 
 def _walk(workspace: str) -> str:
@@ -124,17 +183,11 @@ def _walk(workspace: str) -> str:
     return "walk:" + h.hexdigest()[:20]
 
 
+def start(workspace: str | os.PathLike[str]) -> Pending:
+    """Begin taking the fingerprint of `workspace`; read it with `.result()`."""
+    return Pending(workspace).start()
+
+
 def working_tree(workspace: str | os.PathLike[str]) -> str | None:
     """A short string that changes when files in the workspace change; None if unavailable."""
-    ws = os.path.abspath(os.fspath(workspace))
-    if not os.path.isdir(ws):
-        return None
-    root = _git_root(ws)
-    if root is not None:
-        try:
-            fp = _git(ws, root)
-        except OSError:
-            fp = None
-        if fp is not None:
-            return fp
-    return _walk(ws)
+    return start(workspace).result()

@@ -113,25 +113,39 @@ class Child(NamedTuple):
         return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code, or None when `timeout` passed first. Wakes the moment the child exits
+        (a pidfd where there is one; Popen.wait(timeout) polls with growing sleeps)."""
+        if timeout is not None and self.popen.poll() is None:
+            fd = _pidfd(self.popen.pid)
+            if fd is not None:
+                try:
+                    select.select([fd], [], [], max(0.0, timeout))
+                finally:
+                    os.close(fd)
+                return self.popen.poll()
         try:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
 
     def stop(self, grace_s: float = GRACE_S, sweep_wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
-        """Escalating shutdown of the whole tree; returns pids that survived (should be none)."""
+        """Escalating shutdown of the whole tree; returns pids that survived (should be none).
+
+        After a normal exit with nothing left carrying the token this is one scan of /proc:
+        no process can gain the token once none has it."""
         pgid = self.popen.pid  # start_new_session makes the child its group leader
-        if self.popen.poll() is None or find_by_token(self.token):
-            _signal_group(pgid, signal.SIGTERM)
-            for pid in find_by_token(self.token):  # escaped ones get the same polite first word
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline:
-                if self.popen.poll() is not None and not find_by_token(self.token):
-                    break
-                time.sleep(POLL_S)
-            _signal_group(pgid, signal.SIGKILL)
+        if self.popen.poll() is not None and not find_by_token(self.token):
+            return ()
+        _signal_group(pgid, signal.SIGTERM)
+        for pid in find_by_token(self.token):  # escaped ones get the same polite first word
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None and not find_by_token(self.token):
+                break
+            time.sleep(POLL_S)
+        _signal_group(pgid, signal.SIGKILL)
         survivors = kill_token(self.token, sweep_wait_s)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=sweep_wait_s)

@@ -64,7 +64,7 @@ def probe(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from greenloop import api, render
+    from greenloop import api
 
     path = _path(args.path)
     options: dict[str, Any] = {
@@ -82,11 +82,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             result = api.test_run(path, cancel=cancel, **options)
         else:
+            from greenloop import render
+
             with render.LiveProgress(sys.stderr) as live:
                 result = api.test_run(path, on_progress=live.update, cancel=cancel, **options)
     if args.json:
         _print_json(result.to_json())
     else:
+        from greenloop import render
+
         print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
     return 130 if result.aborted else exit_code(result)
 
