@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,30 @@ def test_a_frontend_unit_with_its_own_server_gets_its_backend_url(tmp_path: Path
     assert (items["source"], items["unit"], items["status"]) == ("browser", "api", 200)
 
 
+def descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process below `root` (Chromium's zygote-forked
+    renderers start with an environment of their own, so they cannot be found by marker)."""
+    parent: dict[int, int] = {}
+    cmdline: dict[int, str] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(stat.rsplit(b")", 1)[1].split()[1])
+        cmdline[int(entry.name)] = cmd
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier}
+        found.extend((pid, cmdline[pid]) for pid in sorted(frontier))
+    return found
+
+
 def static_project(root: Path, *steps: dict[str, Any]) -> Path:
     """A fake backend and a static frontend unit with an empty page; one case of `steps`."""
     for uid in ("api", "web"):
@@ -268,7 +293,12 @@ def test_a_browser_that_cannot_start_breaks_the_run(tmp_path: Path, run: Run, ma
     assert r.surviving_processes == () and not my_children()
 
 
-def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: str) -> None:
+@pytest.mark.parametrize("renderer_crashed_first", [False, True])
+def test_ctrl_c_during_a_browser_step_leaves_no_chromium(
+    tmp_path: Path, mark: str, renderer_crashed_first: bool
+) -> None:
+    # With renderer_crashed_first the page's calls fail as a crash, not as "closed", before the
+    # Ctrl-C: the step still polling must stop at the interrupt, not run on to its 25 s.
     never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
     root = static_project(tmp_path / "p", never)
     argv = [sys.executable, "-m", "greenloop", "integrate", str(root), "--json", "--sandbox", "full-access"]
@@ -286,8 +316,19 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: s
         gone = child.poll() is not None and child.stderr is not None
         assert wait_for(page_open, 30), child.stderr.read() if gone and child.stderr else ""
         assert scan(mark, str(tmp_path)), "Chromium should be running now"
+        if renderer_crashed_first:
+            renderers = [pid for pid, cmd in descendants(child.pid) if "--type=renderer" in cmd]
+            assert renderers, descendants(child.pid)
+            for pid in renderers:
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(1.0)  # the step polls the crashed page
         child.send_signal(signal.SIGINT)
-        code = child.wait(timeout=20)
+        try:
+            code = child.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # say where the interrupted run stood
+            logs = sorted(runs.glob("*/process.log"))
+            tail = logs[0].read_text()[-3000:] if logs else "(no process.log)"
+            pytest.fail(f"greenloop did not stop within 20 s of Ctrl-C; its process.log ends:\n{tail}")
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)

@@ -207,6 +207,10 @@ class BrowserSession:
         self.launched = False
         self.launch_error: str | None = None  # why Chromium could not start (the run is broken)
         self._busy = threading.Event()  # a step is running in the worker
+        # Set by close(): a step still polling the page stops at its next poll. Killing Chromium
+        # does not always make the page's calls raise "closed" at once (a renderer killed before
+        # the browser reads as a crash first), and the poll must not run on to its wait_ms.
+        self._closing = threading.Event()
         self._worker: _Worker | None = None
         # Owned by the worker thread:
         self._pw: Any = None
@@ -256,6 +260,7 @@ class BrowserSession:
 
     def close(self) -> None:
         """Close the browser and Playwright, then sweep Chromium processes by token."""
+        self._closing.set()
         if self._worker is not None:
             if self._busy.is_set():
                 # A step still holds the worker (an interrupt): killing Chromium ends it at once.
@@ -536,6 +541,9 @@ class BrowserSession:
         texts: list[str] = []
         error: str | None = None
         while True:
+            if self._closing.is_set():
+                raise _Cut("connection_error", check.to_json(), {"error": "the browser was closed"},
+                           f"step {step.index} (browser): the run was stopped while waiting")
             try:
                 texts = [str(t) for t in page.locator(check.selector).all_inner_texts()]
                 error = None
