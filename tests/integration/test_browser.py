@@ -8,14 +8,14 @@ of this process (the Playwright driver) is left either.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -293,12 +293,10 @@ def test_a_browser_that_cannot_start_breaks_the_run(tmp_path: Path, run: Run, ma
     assert r.surviving_processes == () and not my_children()
 
 
-@pytest.mark.parametrize("renderer_crashed_first", [False, True])
-def test_ctrl_c_during_a_browser_step_leaves_no_chromium(
-    tmp_path: Path, mark: str, renderer_crashed_first: bool
-) -> None:
-    # With renderer_crashed_first the page's calls fail as a crash, not as "closed", before the
-    # Ctrl-C: the step still polling must stop at the interrupt, not run on to its 25 s.
+@contextlib.contextmanager
+def page_waiting_for_never(tmp_path: Path, mark: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """`greenloop integrate` as a process, its one browser step open on a page and waiting 25 s
+    for a selector that never comes; killed with its group if the test leaves it running."""
     never = {"unit": "web", "page": "/", "expect": {"selector": "#never"}, "wait_ms": 25000}
     root = static_project(tmp_path / "p", never)
     argv = [sys.executable, "-m", "greenloop", "integrate", str(root), "--json", "--sandbox", "full-access"]
@@ -316,12 +314,15 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(
         gone = child.poll() is not None and child.stderr is not None
         assert wait_for(page_open, 30), child.stderr.read() if gone and child.stderr else ""
         assert scan(mark, str(tmp_path)), "Chromium should be running now"
-        if renderer_crashed_first:
-            renderers = [pid for pid, cmd in descendants(child.pid) if "--type=renderer" in cmd]
-            assert renderers, descendants(child.pid)
-            for pid in renderers:
-                os.kill(pid, signal.SIGKILL)
-            time.sleep(1.0)  # the step polls the crashed page
+        yield child, runs
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+def test_ctrl_c_during_a_browser_step_leaves_no_chromium(tmp_path: Path, mark: str) -> None:
+    with page_waiting_for_never(tmp_path, mark) as (child, runs):
         child.send_signal(signal.SIGINT)
         try:
             code = child.wait(timeout=20)
@@ -329,10 +330,6 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(
             logs = sorted(runs.glob("*/process.log"))
             tail = logs[0].read_text()[-3000:] if logs else "(no process.log)"
             pytest.fail(f"greenloop did not stop within 20 s of Ctrl-C; its process.log ends:\n{tail}")
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
     assert code == 130
     [result_file] = runs.glob("*/result.json")
     result = json.loads(result_file.read_text())
@@ -340,6 +337,24 @@ def test_ctrl_c_during_a_browser_step_leaves_no_chromium(
     log = result_file.with_name("process.log").read_text()
     assert log.index("browser closed") < log.index("teardown: SIGTERM to api")  # the browser goes first
     # no_survivors scans /proc for this test's marker, which Chromium and its driver inherit.
+
+
+def test_a_renderer_that_crashes_mid_step_fails_the_step_at_once(tmp_path: Path, mark: str) -> None:
+    """The page dies under a step waiting 25 s for a selector: the step fails at its next poll
+    (a crash, not a timeout), the run ends red, and no Chromium is left."""
+    with page_waiting_for_never(tmp_path, mark) as (child, _runs):
+        renderers = [pid for pid, cmd in descendants(child.pid) if "--type=renderer" in cmd]
+        assert renderers, descendants(child.pid)
+        for pid in renderers:
+            os.kill(pid, signal.SIGKILL)
+        out, _ = child.communicate(timeout=20)
+    assert child.returncode == 1
+    result = json.loads(out)
+    [f] = result["failures"]
+    # Killed while waiting for the selector ("the page is gone") or, on a slow machine, while
+    # the page was still loading (goto: "Page crashed"): a connection error either way.
+    assert f["reason"] == "connection_error" and "crashed" in f["message"].lower(), f
+    assert result["surviving_processes"] == []
 
 
 def test_a_cancel_during_a_browser_step_kills_chromium_and_writes_aborted(tmp_path: Path, run: Run) -> None:

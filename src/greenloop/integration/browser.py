@@ -550,7 +550,9 @@ class BrowserSession:
             except PlaywrightError as exc:  # an invalid selector, or a page in the middle of a load
                 error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 texts = []
-                if page.is_closed() or "has been closed" in error:
+                # A closed page, or a crashed one ("Target crashed"; its renderer died): every
+                # later call fails the same way, so polling on to wait_ms would only wait.
+                if page.is_closed() or "has been closed" in error or "crashed" in error.lower():
                     raise _Cut("connection_error", check.to_json(), {"error": error},
                                f"step {step.index} (browser): the page is gone: {error}") from None
             hits = texts if check.text is None else [t for t in texts if check.text in t]
