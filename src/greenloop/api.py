@@ -32,7 +32,6 @@ from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult
 
 if TYPE_CHECKING:
-    from greenloop.fingerprint import Pending
     from greenloop.gate import ClosureCheck
 
 __all__ = [
@@ -117,6 +116,7 @@ def test_run(
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring)."""
     from greenloop import config as config_mod
+    from greenloop.fingerprint import Pending
     from greenloop.plan import RunOptions, plan
     from greenloop.probe import probe
     from greenloop.run import execute
@@ -148,7 +148,7 @@ def test_run(
         _REPORT_MODULES.get(the_plan.report_format or "", ()),
         then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
     )
-    fingerprint = _Fingerprint(str(ws))
+    fingerprint = Pending(str(ws))
     try:
         result = execute(
             the_plan,
@@ -199,7 +199,7 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
 
 
 class _Preload:
-    """Imports what the after-steps need (report parser, bug log, store, fingerprint) in a
+    """Imports what the after-steps need (report parser, bug log, store, hints) in a
     thread once the suite has started, so they are ready when it ends, then does `then`
     (pruning old runs)."""
 
@@ -208,7 +208,6 @@ class _Preload:
             *modules,
             "greenloop.bugs",
             "greenloop.store",
-            "greenloop.fingerprint",
             "greenloop.session",
             "greenloop.hints",
         )
@@ -234,31 +233,6 @@ class _Preload:
     def join(self) -> None:
         if self.started:
             self._thread.join()
-
-
-class _Fingerprint:
-    """The working-tree fingerprint, started once the runner's tree has stopped (files the
-    suite writes are part of the tree the run leaves, and must not read as a change at the
-    next `check`), and read when the run is recorded: `git status` runs meanwhile."""
-
-    def __init__(self, workspace: str) -> None:
-        self.workspace = workspace
-        self._pending: Pending | None = None  # imported once the runner has started
-
-    def start(self) -> None:
-        if self._pending is None:
-            from greenloop import fingerprint
-
-            self._pending = fingerprint.start(self.workspace)
-
-    def result(self) -> str | None:
-        self.start()
-        assert self._pending is not None
-        return self._pending.result()
-
-    def close(self) -> None:
-        if self._pending is not None:
-            self._pending.close()
 
 
 def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:

@@ -13,7 +13,7 @@ greenloop's own state (`.greenloop/`, `bugs.ndjson`) never counts as a change.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import shutil
 import tempfile
@@ -63,6 +63,8 @@ GIT_TIMEOUT_S = 10.0
 
 
 def _git_digest(data: bytes, root: str) -> str:
+    import hashlib  # (~5 ms to import; api.test_run creates a Pending before the runner starts)
+
     h = hashlib.sha256()
     for entry in data.split(b"\0"):
         if not entry:
@@ -89,20 +91,21 @@ class Pending:
 
     def __init__(self, workspace: str | os.PathLike[str]) -> None:
         self.workspace = os.path.abspath(os.fspath(workspace))
+        self._started = False
         self._root: str | None = None
         self._child: proc.Child | None = None
         self._tmp: str | None = None
-        self._done = False
 
     def start(self) -> Pending:
-        if self._done or self._tmp is not None or not os.path.isdir(self.workspace):
+        if self._started:
             return self
-        self._root = _git_root(self.workspace)
+        self._started = True
+        self._root = _git_root(self.workspace) if os.path.isdir(self.workspace) else None
         git = shutil.which("git") if self._root is not None else None
         if git is None:
             return self
         self._tmp = tempfile.mkdtemp(prefix="greenloop-fp-")
-        try:
+        with contextlib.suppress(OSError):
             self._child = proc.spawn(
                 [git, *_GIT_ARGS],
                 cwd=self.workspace,
@@ -110,8 +113,6 @@ class Pending:
                 stdout_path=os.path.join(self._tmp, "out"),
                 stderr_path=os.path.join(self._tmp, "err"),
             )
-        except OSError:
-            self._child = None
         return self
 
     def _git_answer(self) -> bytes | None:
@@ -131,21 +132,17 @@ class Pending:
 
     def result(self) -> str | None:
         """The fingerprint; None when the workspace is not a folder."""
-        if not os.path.isdir(self.workspace):
-            self.close()
-            return None
-        if self._tmp is None and not self._done:
-            self.start()
+        self.start()
         try:
             data = self._git_answer()
         finally:
             self.close()
         if data is not None and self._root is not None:
             return _git_digest(data, self._root)
-        return _walk(self.workspace)
+        return _walk(self.workspace) if os.path.isdir(self.workspace) else None
 
     def close(self) -> None:
-        self._done = True
+        self._started = True  # nothing starts after a close
         child, self._child = self._child, None
         if child is not None:
             child.stop(grace_s=0.2)
@@ -155,6 +152,8 @@ class Pending:
 
 
 def _walk(workspace: str) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     seen = 0
     queue = [workspace]

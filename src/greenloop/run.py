@@ -63,14 +63,6 @@ def _sandboxed(
     return launch.argv, launch.env_dict, launch.info, launch.shell
 
 
-def _head(path: str, limit: int = 4096) -> str:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 # ----------------------------------------------------------------------------- parsing
 
 
@@ -276,7 +268,7 @@ def execute(
     base_env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
     on_start: Callable[[], None] | None = None,
-    on_exit: Callable[[], None] | None = None,
+    on_exit: Callable[[], object] | None = None,
 ) -> RunResult:
     """Run `plan` with its output in `run_dir` and return the final RunResult (never raises for
     anything the run does; KeyboardInterrupt still propagates after the tree is stopped).
@@ -367,7 +359,7 @@ def execute(
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
     if info.enforced_by:
         raw = signal_exit(raw)  # bwrap's 128+N back to "killed by signal N"
-    denied = bwrap_denial(raw, _head(stderr_path)) if info.enforced_by else None
+    denied = bwrap_denial(raw) if info.enforced_by else None
     if denied is not None:  # bwrap refused before the command ran: a denial, not a test failure
         refusal = ("the sandbox refused to start the command; no test ran",)
         refused = Verdict(False, "broken", True, DENIED_PREFIX + denied, None, refusal)

@@ -295,7 +295,7 @@ def _probe(path: str, python: str) -> BwrapStatus:
         said = _read(out + "2")
         if raw.exit_code == 0 and "loopback-ok" in said:
             return BwrapStatus(True, path, version, loopback=True)
-        denial = bwrap_denial(raw, _read(err + "2"))
+        denial = bwrap_denial(raw)
         if denial is not None:
             return BwrapStatus(
                 False,
@@ -323,12 +323,16 @@ def _read(path: str, limit: int = 64_000) -> str:
         return ""
 
 
-def bwrap_denial(raw: RawRun, stderr_text: str) -> str | None:
-    """bwrap's own refusal (it exits before the command runs, its error first on stderr), or None."""
+def bwrap_denial(raw: RawRun, stderr_text: str | None = None) -> str | None:
+    """bwrap's own refusal (it exits before the command runs, its error first on stderr), or None.
+
+    `stderr_text` defaults to the start of the run's stderr file."""
     if raw.spawn_error:
         return raw.spawn_error
     if raw.exit_code is None or raw.exit_code == 0 or raw.timed_out or raw.aborted:
         return None
+    if stderr_text is None:
+        stderr_text = _read(raw.stderr_path, 4096)
     for line in stderr_text.splitlines():
         if line.strip():
             if line.startswith("bwrap: "):

@@ -241,7 +241,15 @@ class BrowserSession:
         deadline = self.clock() + remaining_s
         if self._worker is None:
             self._worker = _Worker()
-        fut = self._worker.submit(lambda: self._busy_run(case, step, page, actions, checks, deadline))
+
+        def busy() -> StepResult:  # close() kills Chromium at once while a step holds the worker
+            self._busy.set()
+            try:
+                return self._run(case, step, page, actions, checks, deadline)
+            finally:
+                self._busy.clear()
+
+        fut = self._worker.submit(busy)
         try:
             result: StepResult = fut.result(timeout=remaining_s + 10.0)
         except TimeoutError:
@@ -397,21 +405,6 @@ class BrowserSession:
             error=None if failure is None else str(failure),
             source="browser",
         )
-
-    def _busy_run(
-        self,
-        case: Case,
-        step: Step,
-        page_path: str | None,
-        actions: Sequence[Action],
-        checks: Sequence[PageExpect],
-        deadline: float,
-    ) -> StepResult:
-        self._busy.set()
-        try:
-            return self._run(case, step, page_path, actions, checks, deadline)
-        finally:
-            self._busy.clear()
 
     def _run(
         self,
