@@ -296,11 +296,6 @@ class Bug:
     def line(self) -> bytes:
         return (json.dumps(self.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
 
-    @property
-    def units(self) -> tuple[str, ...]:
-        """Every unit this bug concerns (its unit and the affected ones)."""
-        return tuple(dict.fromkeys((self.unit_id, *self.affected_units)))
-
 
 @dataclass(frozen=True)
 class Opened:
@@ -668,7 +663,7 @@ class BugLog:
             if not whole:
                 whole.append(_read_range(fd, base, size))
             buf, start = whole[0], first - base
-            nl = buf.rfind(b'\n{"id": "' + key + b'"', max(start - 1, 0))  # -1: the first line
+            nl = buf.rfind(b"\n" + ID_PREFIX + key + b'"', max(start - 1, 0))  # -1: the first line
             skipped.append((base + nl + 1, why))
             rel: list[tuple[int, str]] = []
             mine = {key: [(p - base, b) for p, b in hand.get(key, ())]}
@@ -713,7 +708,7 @@ class BugLog:
                  hand: Mapping[bytes, list[tuple[int, Bug]]]) -> Bug | None:
         """The newest good line of bug `key` before the line after newline `nl` (None: none in
         this buffer, so the state folded before it stands)."""
-        needle = b'\n{"id": "' + key + b'"'
+        needle = b"\n" + ID_PREFIX + key + b'"'
         mine = hand.get(key, ())
         at = nl + 1
         while at > start:
@@ -833,8 +828,7 @@ class BugLog:
 
     def _append(self, fd: int, bug: Bug) -> None:
         line = bug.line()
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if self._partial:  # (_writing caught up under the lock: it knows how the file ends)
             line = b"\n" + line  # end a torn or newline-less last line; never join onto it
         view = memoryview(line)
         while view:  # one write in practice; a short write (a signal) is finished under the lock
@@ -939,18 +933,15 @@ class BugLog:
         *,
         by: str | None = None,
         fix_refs: Iterable[str] = (),
-        expect: Iterable[str] | None = None,
     ) -> Transitioned:
         """Move a bug along the state machine, recording `by` and adding `fix_refs`.
 
-        With `expect`, the move is made only if the bug is (still) in one of those statuses,
-        checked under the lock; a bridge uses it so two runs never move a bug twice.
+        The status is checked under the lock, so two writers (two runs' bridges) never move a
+        bug twice: the second finds it already moved, which ALLOWED_MOVES refuses.
         """
         _check(to, "status", STATUSES, "to")
         with self._writing() as fd:
             cur = self._require(bug_id)
-            if expect is not None and cur.status not in set(expect):
-                raise TransitionRefused(f"bug {bug_id} is already {cur.status}")
             allowed = ALLOWED_MOVES[cur.status]
             if to not in allowed:
                 moves = (f"it can move to {' or '.join(allowed)}" if allowed
@@ -1085,12 +1076,11 @@ def _is_no_tests(result: RunResult) -> bool:
 
 
 def _settle(
-    blog: BugLog, bugs: Iterable[Bug], to: Status, *, expect: tuple[str, ...], by: str, run_id: str,
-    moved: list[dict[str, str]],
+    blog: BugLog, bugs: Iterable[Bug], to: Status, *, by: str, run_id: str, moved: list[dict[str, str]]
 ) -> None:
     for b in bugs:
         try:
-            done = blog.transition(b.id, to, by=by, fix_refs=(run_id,), expect=expect)
+            done = blog.transition(b.id, to, by=by, fix_refs=(run_id,))
         except TransitionRefused:
             continue  # another writer moved it first; nothing to add
         moved.append({"id": b.id, "from": done.from_status, "to": to})
@@ -1132,7 +1122,7 @@ def bridge_unit_run(
                 why = result.crash_reason or ("timed out" if result.timed_out else "crashed")
                 o = blog.open(
                     unit_id=unit, test_name=INFRA_TEST_NAME, source="unit_test_infra",
-                    title=_bounded(f"the test run of {unit} broke: {why}", TITLE_LIMIT),
+                    title=f"the test run of {unit} broke: {why}",
                     detail=f"{why}\n\n{result.output_tail[-DETAIL_LIMIT:]}".strip(),
                     run_id=result.run_id, by=by,
                     severity="high",  # a broken suite hides every other result
@@ -1140,13 +1130,12 @@ def bridge_unit_run(
                 if o.created:
                     opened.append(o.bug.id)
         else:
-            infra = [b for b in blog.list(unit=unit, status=ACTIVE, source="unit_test_infra").bugs
-                     if b.unit_id == unit]
-            _settle(blog, infra, "fixed", expect=ACTIVE, by=by, run_id=result.run_id, moved=moved)
+            mine = [b for b in blog.fold().bugs if b.unit_id == unit and b.status in ACTIVE]
+            infra = [b for b in mine if b.source == "unit_test_infra"]
+            _settle(blog, infra, "fixed", by=by, run_id=result.run_id, moved=moved)
             if result.ok:
-                fixed = [b for b in blog.list(unit=unit, status=ACTIVE, source="unit_test").bugs
-                         if b.unit_id == unit]
-                _settle(blog, fixed, "fixed", expect=ACTIVE, by=by, run_id=result.run_id, moved=moved)
+                fixed = [b for b in mine if b.source == "unit_test"]
+                _settle(blog, fixed, "fixed", by=by, run_id=result.run_id, moved=moved)
             else:
                 for i, f in enumerate(failures):
                     o = blog.open(
@@ -1286,7 +1275,7 @@ def bridge_integration_run(
         for f in items:
             o = blog.open(
                 unit_id=INTEGRATION_UNIT, test_name=f.case_id, source="integration_test",
-                title=_bounded(f.title(), TITLE_LIMIT), detail=f.detail(), run_id=run_id, by=by,
+                title=f.title(), detail=f.detail(), run_id=run_id, by=by,
                 affected_units=f.involves or None, got=f.got,
             )
             ids[f.case_id] = o.bug.id
@@ -1303,13 +1292,13 @@ def bridge_integration_run(
 
         # A case that passed answers its bug, even in a run where another case failed.
         current = blog.fold().bugs
-        _settle(blog, [b for b in current if answered(b)], "fixed", expect=ACTIVE, by=by,
+        _settle(blog, [b for b in current if answered(b)], "fixed", by=by,
                 run_id=run_id, moved=moved)
         if ok:
             current = blog.fold().bugs
             done = [b for b in current
                     if b.status == "fixed" and set(b.affected_units or (b.unit_id,)) <= covered]
-            _settle(blog, done, "verified", expect=("fixed",), by=by, run_id=run_id, moved=moved)
+            _settle(blog, done, "verified", by=by, run_id=run_id, moved=moved)
         notes.extend(blog.warnings)
     except OSError as exc:
         notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")
