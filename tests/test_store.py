@@ -35,8 +35,10 @@ def green(run_id: str, session: str | None = None, at: float = 0.0) -> RunRecord
 def test_created_in_wal_mode_with_schema(tmp_path: Path) -> None:
     with Store(tmp_path) as store:
         mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        busy_ms = store.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert mode == "wal"
+    assert busy_ms == 15_000
     assert {"sessions", "turns", "runs", "interceptions", "unresolved", "jobs", "sandbox_modes"} <= tables
     assert Path(db_path(tmp_path)) == tmp_path / ".greenloop" / "state.db"
 

@@ -187,9 +187,8 @@ class Store:
     # ------------------------------------------------------------------ opening, rebuilding
     def _connect(self) -> sqlite3.Connection:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        return conn
+        # connect()'s timeout is SQLite's busy timeout (PRAGMA busy_timeout reads 15000).
+        return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
