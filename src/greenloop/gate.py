@@ -18,17 +18,15 @@ runs a test and never watches files.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from greenloop.closure import ClosureState, RunRecord, iso
 from greenloop.config import Config
-from greenloop.store import Store, _is_corruption, db_path
+from greenloop.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 
 __all__ = [
     "ClosureCheck",
@@ -182,7 +180,7 @@ def decide(state: ClosureState, config: Config) -> Decision:
 class Gate:
     """The gate over one workspace's state database (module docstring).
 
-    Seams: `config` (default: loaded from the workspace), `clock` (epoch seconds), `warn`.
+    Seams: `config` (default: loaded from the workspace), `clock` (epoch seconds), `warn` (default: stderr).
     """
 
     def __init__(
@@ -205,27 +203,16 @@ class Gate:
         self.harness = harness
 
     def _with_store(self, fn: Callable[[Store], T]) -> T:
-        kwargs: dict[str, Any] = {"clock": self.clock}
-        if self.warn is not None:
-            kwargs["warn"] = self.warn
+        warn = self.warn or _stderr_warn
         try:
-            with Store(self.workspace, **kwargs) as store:
+            with Store(self.workspace, clock=self.clock, warn=warn) as store:
                 return fn(store)
         except sqlite3.DatabaseError as exc:
             if not _is_corruption(exc):
                 raise
             # Corruption found past the header: move the database aside and try once more.
-            path = db_path(self.workspace)
-            aside = f"{path}.corrupt-{int(self.clock())}"
-            with contextlib.suppress(OSError):
-                os.replace(path, aside)
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.remove(path + suffix)
-            (self.warn or (lambda m: print(f"greenloop: warning: {m}", file=sys.stderr)))(
-                f"the state database {path} was corrupt ({exc}); moved it to {aside} and started afresh"
-            )
-            with Store(self.workspace, **kwargs) as store:
+            move_aside(db_path(self.workspace), str(exc), clock=self.clock, warn=warn)
+            with Store(self.workspace, clock=self.clock, warn=warn) as store:
                 return fn(store)
 
     def on_turn_start(self, session_id: str, turn_id: str | None = None) -> int:

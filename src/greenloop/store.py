@@ -34,6 +34,7 @@ __all__ = [
     "JobRow",
     "Store",
     "db_path",
+    "move_aside",
     "record_result",
     "run_record",
     "state_root",
@@ -160,6 +161,19 @@ def _stderr_warn(message: str) -> None:
     print(f"greenloop: warning: {message}", file=sys.stderr)
 
 
+def move_aside(
+    path: str, why: str, *, clock: Callable[[], float], warn: Callable[[str], None] = _stderr_warn
+) -> None:
+    """Move a corrupt database to `<path>.corrupt-<time>` (dropping its -wal/-shm/-journal) and warn."""
+    aside = f"{path}.corrupt-{int(clock())}"
+    with contextlib.suppress(OSError):
+        os.replace(path, aside)
+    for suffix in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+    warn(f"the state database {path} was unreadable ({why}); moved it to {aside} and started afresh")
+
+
 class JobRow(dict[str, Any]):
     """A row of the jobs table (a plain dict with attribute-free access; see jobs.py)."""
 
@@ -230,15 +244,7 @@ class Store:
             return self._rebuild(str(exc))
 
     def _rebuild(self, why: str) -> sqlite3.Connection:
-        aside = f"{self.path}.corrupt-{int(self.clock())}"
-        with contextlib.suppress(OSError):
-            os.replace(self.path, aside)
-        for suffix in ("-wal", "-shm", "-journal"):
-            with contextlib.suppress(OSError):
-                os.remove(self.path + suffix)
-        self.warn(
-            f"the state database {self.path} was unreadable ({why}); moved it to {aside} and started afresh"
-        )
+        move_aside(self.path, why, clock=self.clock, warn=self.warn)
         conn = self._connect()
         self._prepare(conn)
         return conn

@@ -82,7 +82,7 @@ class HookContext(NamedTuple):
     def gate(self, workspace: str, harness: str) -> Any:
         from greenloop.gate import Gate
 
-        return Gate(workspace, clock=self.clock, harness=harness, warn=_warn_stderr)
+        return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
 
 
 def record_permission_mode(
@@ -167,7 +167,7 @@ def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str
         return None
     marker = f"{harness}:{raw}"
     mode = PERMISSION_MODES.get(raw)
-    with store_mod.Store(workspace, clock=ctx.clock, warn=_warn_stderr) as st:
+    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn) as st:
         row = st.conn.execute(
             "SELECT mode FROM sandbox_modes WHERE session_id = ? AND substr(mode, 1, ?) = ? "
             "ORDER BY id DESC LIMIT 1",
@@ -179,12 +179,6 @@ def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str
         if mode is not None:
             st.record_sandbox_mode(session_id, mode)
     return mode
-
-
-def _warn_stderr(message: str) -> None:
-    import sys
-
-    print(f"greenloop: warning: {message}", file=sys.stderr)
 
 
 # Which runner a shell command runs (first match wins). Compiled on first use: a Stop hook
@@ -265,7 +259,7 @@ def record_shell_run(
     from greenloop.closure import Counts, RunRecord
     from greenloop.fingerprint import working_tree
     from greenloop.layout import new_run_id
-    from greenloop.store import Store
+    from greenloop.store import Store, _stderr_warn
 
     parse_text: Any = getattr(frameworks, "parse_text")  # noqa: B009 - written in parallel; typed there
     parsed = parse_text(framework, iter(output.splitlines()))
@@ -302,7 +296,7 @@ def record_shell_run(
         exit_code=exit_code,
         reason=reason,
     )
-    with Store(workspace, clock=ctx.clock, warn=_warn_stderr) as store:
+    with Store(workspace, clock=ctx.clock, warn=_stderr_warn) as store:
         store.record_run(record)
     return (
         f"greenloop: recorded {record.run_id} ({outcome}: {s.failed} failed, {s.passed} passed) "
