@@ -28,6 +28,7 @@ from greenloop.frameworks.common import (
     load_note,
     read_json_report,
     relativize,
+    run_parser,
     strip_ansi,
     trim_stack,
 )
@@ -129,7 +130,6 @@ class TextParser:
     names: set[tuple[str, str]] = field(default_factory=set)
     in_console: bool = False
     tests_line: dict[str, int] | None = None
-    no_tests: bool = False
     duration_ms: int | None = None
     unhandled: int = 0
     errors_line: int = 0  # "Errors  N errors" of the closing summary
@@ -137,14 +137,11 @@ class TextParser:
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     tree_failed: list[str] = field(default_factory=list)
     annotations: list[Failure] = field(default_factory=list)
-    saw_vitest: bool = False
     load_errors: list[str] = field(default_factory=list)
 
     # -- blocks
     def _close_block(self) -> None:
         for d in self.drafts:
-            if d.body is not self.drafts[0].body:
-                d.body = self.drafts[0].body
             self._emit(_finish_draft(d, self.root))
         self.drafts = []
         self.block_has_body = False
@@ -229,12 +226,10 @@ class TextParser:
             return
         if _BLOCK_END.match(line):
             self._close_block()
-            if self.section == "Unhandled":
-                self.section = ""
             return
         if self.section:
             fm = _FAIL.match(line)
-            if fm and self.section != "Unhandled":
+            if fm:
                 self._open(fm.group(1))
                 return
             if self.drafts:
@@ -247,9 +242,6 @@ class TextParser:
                 self.drafts[0].add(line)
                 return
         if self._summary(line):
-            return
-        if line.startswith(" RUN  v") or line.startswith(" RUN v"):
-            self.saw_vitest = True
             return
         self._tree(line)
 
@@ -282,13 +274,9 @@ class TextParser:
             counts: dict[str, int] = {}
             for n, what in _PART.findall(m.group(1)):
                 counts[what] = counts.get(what, 0) + int(n)
-            if "no tests" in m.group(1):
-                self.no_tests = True
             self.tests_line = counts
-            self.saw_vitest = True
             return True
         if _FILES.match(line):
-            self.saw_vitest = True
             return True
         m = _DURATION.match(line)
         if m:
@@ -385,8 +373,6 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
-    from greenloop.frameworks.common import run_parser
-
     return run_parser(lambda: TextParser(root=root), lines, "vitest")
 
 
