@@ -14,15 +14,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from greenloop.errors import UsageError
+from greenloop.layout import new_run_id
 from greenloop.store import JobRow, Store, state_root
 
 __all__ = ["JobState", "JobStatus", "cancel", "new_job_id", "start", "status", "worker_main"]
@@ -34,12 +33,10 @@ JOB_KWARGS = frozenset({"framework", "target", "last_failed", "command", "timeou
 
 
 def new_job_id(now: float | None = None) -> str:
-    t = time.gmtime(time.time() if now is None else now)
-    return time.strftime("job-%Y%m%d-%H%M%S-", t) + secrets.token_hex(3)
+    return new_run_id(now, prefix="job")
 
 
-@dataclass(frozen=True)
-class JobStatus:
+class JobStatus(NamedTuple):
     job_id: str
     status: JobState
     session_id: str | None

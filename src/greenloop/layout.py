@@ -51,11 +51,11 @@ def state_dir(workspace: str | os.PathLike[str]) -> Path:
     return Path(workspace) / STATE_DIR
 
 
-def new_run_id(now: float | None = None) -> str:
-    """A sortable, unique run id: `run-YYYYMMDD-HHMMSS-xxxxxx` (UTC)."""
+def new_run_id(now: float | None = None, prefix: str = "run") -> str:
+    """A sortable, unique id: `<prefix>-YYYYMMDD-HHMMSS-xxxxxx` (UTC); jobs use prefix "job"."""
     t = time.gmtime(time.time() if now is None else now)
     # os.urandom, not secrets: importing secrets loads OpenSSL (~10 ms of every start-up)
-    return time.strftime("run-%Y%m%d-%H%M%S-", t) + os.urandom(3).hex()
+    return f"{prefix}-" + time.strftime("%Y%m%d-%H%M%S-", t) + os.urandom(3).hex()
 
 
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
