@@ -142,7 +142,6 @@ class TextParser:
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     progress_failed: list[str] = field(default_factory=list)
     interrupted: str | None = None
-    saw_pytest: bool = False
 
     def _close(self) -> None:
         d = self.draft
@@ -236,10 +235,7 @@ class TextParser:
         if m:
             self._close()
             self.captured = False
-            name = m.group(1)
-            if name == "test session starts":
-                self.saw_pytest = True
-            self.section = name
+            self.section = m.group(1)
 
     def _closing(self, line: str) -> bool:
         if " in " not in line and "no tests ran" not in line:
