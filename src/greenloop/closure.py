@@ -2,8 +2,10 @@
 
 A session has a current turn, a count of interceptions in that turn, an unresolved record
 (set when a turn was released red, cleared by a later passing run) and a last recorded run.
-Nothing here touches the disk: store.py loads a `ClosureState`, gate.py decides on it, and
-the transitions below say what the next state is; store.py persists the difference.
+Nothing here touches the disk: store.py loads a `ClosureState` and gate.py decides on it.
+The transitions below (new_turn, after_steer, after_release, after_run) state the rules in
+pure form; store.py does not call them but writes the same changes as SQL rows (turns,
+interceptions, unresolved, runs), and the tests hold both to the same rules.
 
 The records here (and the gate's, config's and the hook adapters') are immutable typed
 NamedTuples rather than dataclasses: they sit on the Stop hook's import path, which must stay
@@ -100,17 +102,6 @@ class ClosureState(NamedTuple):
     unresolved: bool = False
     last_run: RunRecord | None = None
     first_seen: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "turn_seq": self.turn_seq,
-            "turn_id": self.turn_id,
-            "intercepts_this_turn": self.intercepts_this_turn,
-            "released_this_turn": self.released_this_turn,
-            "unresolved": self.unresolved,
-            "last_run": None if self.last_run is None else self.last_run.to_json(),
-        }
 
 
 def effective_run(

@@ -61,10 +61,6 @@ class Decision(NamedTuple):
     unresolved: bool = False
     failing: tuple[str, ...] = ()
 
-    @property
-    def unresolved_session(self) -> bool:
-        return self.kind == "release"
-
     def to_json(self) -> dict[str, Any]:
         return {
             "decision": self.kind,

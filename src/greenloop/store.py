@@ -483,11 +483,6 @@ class Store:
             return None
         return JobRow(zip([d[0] for d in cur.description], row, strict=True))
 
-    def jobs(self, limit: int = 50) -> list[JobRow]:
-        cur = self.conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))
-        names = [d[0] for d in cur.description]
-        return [JobRow(zip(names, r, strict=True)) for r in cur.fetchall()]
-
     # ------------------------------------------------------------------ sandbox modes
     def record_sandbox_mode(self, session_id: str, mode: str) -> None:
         """A sandbox/mode event for a session (the sandbox policy reads the latest)."""
