@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -47,6 +47,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
+
+if TYPE_CHECKING:
+    from greenloop.model import Progress
 
 __all__ = [
     "RUN_MARGIN_S",
@@ -445,10 +448,10 @@ class _Progress:
         # worker), so the loop is named explicitly.
         self.token = anyio.lowlevel.current_token()
 
-    def callback(self, progress: Any) -> None:
+    def callback(self, progress: Progress) -> None:
         """Called from the worker thread with the run's Progress (tests finished so far)."""
         done, message = _progress_of(progress)
-        if done is None or done <= self.last:
+        if done <= self.last:
             return
         self.last = done
         try:
@@ -488,17 +491,11 @@ class _Progress:
                     log.debug("progress notification failed", exc_info=True)
 
 
-def _progress_of(progress: Any) -> tuple[float | None, str]:
-    """(tests done so far, a one-line message) from a Progress record (or a bare count)."""
-    if isinstance(progress, int | float) and not isinstance(progress, bool):
-        return float(progress), f"{int(progress)} test(s) done"
-    data = _plain(progress)
-    if not isinstance(data, Mapping):
-        return None, ""
-    counts = {k: int(data.get(k) or 0) for k in ("passed", "failed", "skipped")}
-    done = data.get("done")
-    done = sum(counts.values()) if done is None else int(done)
+def _progress_of(progress: Progress) -> tuple[float, str]:
+    """(tests done so far, a one-line message) from the run's Progress record."""
+    counts = {"passed": progress.passed, "failed": progress.failed, "skipped": progress.skipped}
     parts = [f"{n} {k}" for k, n in counts.items() if n]
+    done = progress.done
     return float(done), f"{done} test(s) done" + (f": {', '.join(parts)}" if parts else "")
 
 
