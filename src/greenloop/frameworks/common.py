@@ -23,7 +23,6 @@ __all__ = [
     "FailureDraft",
     "LineParser",
     "bounded_join",
-    "dedupe",
     "diff_sides",
     "expected_got",
     "first_user_frame",
@@ -318,19 +317,6 @@ def load_note(parsed: ParseResult) -> str:
         f"some test files could not load ({parsed.load_error}); they are listed as failures of "
         'kind "load" beside the tests that failed'
     )
-
-
-def dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:
-    """Drop repeats of the same (test, kind, file) keeping the first, richer one."""
-    seen: set[tuple[str, str]] = set()
-    out: list[Failure] = []
-    for f in failures:
-        key = (f.test, f.kind)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(f)
-    return tuple(out)
 
 
 def _load_json_report(path: str) -> tuple[dict[str, Any] | None, str | None]:

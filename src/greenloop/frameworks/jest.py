@@ -20,7 +20,6 @@ from greenloop.frameworks.common import (
     Event,
     FailureDraft,
     bounded_join,
-    dedupe,
     expected_got,
     first_user_frame,
     json_report_result,
@@ -115,7 +114,7 @@ class TextParser:
     draft: FailureDraft | None = None
     console: bool = False
     failures: list[Failure] = field(default_factory=list)
-    names: set[tuple[str, str, str]] = field(default_factory=set)
+    names: set[tuple[str, str]] = field(default_factory=set)
     tests_line: dict[str, int] | None = None
     duration_ms: int | None = None
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
@@ -130,7 +129,7 @@ class TextParser:
             if _hook_in_frame(self.draft.body):
                 self.draft.kind = "hook"
             f = _finish(self.draft, self.root)
-            key = (f.test, f.kind, f.file or "" if f.kind == "load" else "")
+            key = (f.test, f.kind)
             if key not in self.names:
                 self.names.add(key)
                 if self.draft_is_suite:
@@ -218,7 +217,7 @@ class TextParser:
                 notes.append("no jest output was recognised (no 'Tests:' summary, no test lines)")
         return ParseResult(
             summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
-            failures=dedupe(self.failures),
+            failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=self.duration_ms,

@@ -20,7 +20,6 @@ from greenloop.frameworks.common import (
     Event,
     FailureDraft,
     bounded_join,
-    dedupe,
     expected_got,
     first_user_frame,
     json_report_result,
@@ -364,7 +363,7 @@ class TextParser:
         load_error = "; ".join(self.load_errors[:5]) if self.load_errors else None
         return ParseResult(
             summary=Summary(total=total, passed=passed, failed=failed, skipped=skipped),
-            failures=dedupe(self.failures),
+            failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=self.duration_ms,
