@@ -20,13 +20,13 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from greenloop.closure import ClosureState, Counts, RunRecord, effective_run
 
 if TYPE_CHECKING:
-    from greenloop.model import RunResult
+    from greenloop.model import Failure, RunResult
 
 __all__ = [
     "DB_NAME",
@@ -34,6 +34,7 @@ __all__ = [
     "JobRow",
     "Store",
     "db_path",
+    "failing_names",
     "move_aside",
     "record_result",
     "run_record",
@@ -527,6 +528,14 @@ def _run_from_row(d: dict[str, Any]) -> RunRecord:
     )
 
 
+def failing_names(failures: Iterable[Failure]) -> tuple[str, ...]:
+    """The failing tests' names, each once, in order, at most MAX_FAILING_NAMES."""
+    seen: dict[str, None] = {}
+    for failure in failures:
+        seen.setdefault(failure.test, None)
+    return tuple(seen)[:MAX_FAILING_NAMES]
+
+
 def run_record(
     result: RunResult,
     *,
@@ -545,9 +554,6 @@ def run_record(
         reason = result.crash_reason or "the runner crashed"
     elif result.outcome == "broken":
         reason = result.crash_reason or ("no tests ran" if result.summary.total == 0 else "broken")
-    seen: dict[str, None] = {}
-    for failure in result.failures:
-        seen.setdefault(failure.test, None)
     return RunRecord(
         run_id=result.run_id,
         ok=result.ok,
@@ -555,7 +561,7 @@ def run_record(
         outcome=result.outcome,
         session_id=session_id if session_id is not None else result.session_id,
         summary=Counts.of(result.summary),
-        failing=tuple(seen)[:MAX_FAILING_NAMES],
+        failing=failing_names(result.failures),
         fingerprint=fingerprint,
         framework=result.framework,
         command=result.command,

@@ -255,13 +255,12 @@ def record_shell_run(
 
     if not load(workspace).enabled:
         return ""
-    from greenloop import frameworks
     from greenloop.closure import Counts, RunRecord
     from greenloop.fingerprint import working_tree
+    from greenloop.frameworks import parse_text
     from greenloop.layout import new_run_id
-    from greenloop.store import Store, _stderr_warn
+    from greenloop.store import Store, _stderr_warn, failing_names
 
-    parse_text: Any = getattr(frameworks, "parse_text")  # noqa: B009 - written in parallel; typed there
     parsed = parse_text(framework, iter(output.splitlines()))
     if not parsed.recognized:
         return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
@@ -277,9 +276,6 @@ def record_shell_run(
         outcome, reason = "broken", "no tests ran"
     else:
         outcome = "green"
-    seen: dict[str, None] = {}
-    for failure in parsed.failures:
-        seen.setdefault(failure.test, None)
     now = ctx.clock()
     record = RunRecord(
         run_id=new_run_id(now),
@@ -288,7 +284,7 @@ def record_shell_run(
         outcome=outcome,
         session_id=session_id,
         summary=s,
-        failing=tuple(seen),
+        failing=failing_names(parsed.failures),
         fingerprint=working_tree(workspace),
         framework=framework,
         command=command,
