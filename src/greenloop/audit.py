@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from greenloop.errors import UsageError
-from greenloop.layout import STATE_DIR, find_project_root
+from greenloop.layout import STATE_DIR, find_project_root, git_root
 
 __all__ = [
     "CHECK_NAMES",
@@ -767,13 +767,6 @@ def _allowed(rel: str) -> bool:
     return any(part in _SKIP_DIRS for part in rel.split("/")[:-1])
 
 
-def _git_root(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
-
-
 def _git(args: list[str], cwd: Path) -> tuple[int | None, str]:
     from greenloop import proc
 
@@ -884,7 +877,9 @@ def _sandbox_snapshot(
 
 def _check_sandbox(unit: _Unit, baseline: Baseline, state_root: Path, clock: Callable[[], float]) -> Check:
     details: list[str] = []
-    if baseline in ("auto", "git") and _git_root(unit.root) is not None:
+    # unit.root is resolved (audit_unit), so git_root walks the same folders as Path.parents.
+    # Only whether there is a root matters: `git rev-parse --show-prefix` gives the unit's place.
+    if baseline in ("auto", "git") and git_root(unit.root) is not None:
         result = _sandbox_git(unit.root)
         if result is not None:
             changed, how = result

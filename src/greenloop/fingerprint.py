@@ -19,7 +19,7 @@ import shutil
 import tempfile
 
 from greenloop import proc
-from greenloop.layout import NOT_CODE_DIRS
+from greenloop.layout import NOT_CODE_DIRS, git_root
 
 __all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "Pending", "start", "working_tree"]
 
@@ -27,17 +27,6 @@ WALK_BUDGET = 20_000
 # greenloop's own outputs in a workspace: they change with every run and are not code.
 SKIP_FILES = frozenset({"bugs.ndjson"})
 SKIP_DIRS = NOT_CODE_DIRS
-
-
-def _git_root(start: str) -> str | None:
-    folder = os.path.abspath(start)
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def _stat_token(path: str) -> str:
@@ -100,7 +89,7 @@ class Pending:
         if self._started:
             return self
         self._started = True
-        self._root = _git_root(self.workspace) if os.path.isdir(self.workspace) else None
+        self._root = git_root(self.workspace) if os.path.isdir(self.workspace) else None
         git = shutil.which("git") if self._root is not None else None
         if git is None:
             return self

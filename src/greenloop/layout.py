@@ -14,6 +14,7 @@ __all__ = [
     "NOT_CODE_DIRS",
     "STATE_DIR",
     "find_project_root",
+    "git_root",
     "new_run_id",
     "run_dir",
     "state_dir",
@@ -60,6 +61,18 @@ def new_run_id(now: float | None = None, prefix: str = "run") -> str:
 
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
     return state_dir(workspace) / "runs" / run_id
+
+
+def git_root(start: str | os.PathLike[str]) -> str | None:
+    """Walk up from `start` (made absolute) to the first folder holding `.git` (a folder or a file)."""
+    folder = os.path.abspath(os.fspath(start))
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def find_project_root(start: str | os.PathLike[str]) -> Path | None:
