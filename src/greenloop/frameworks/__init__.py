@@ -75,7 +75,9 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
 
             return junit.parse_junit(path, root)
         if report_format == "node-tap":
-            return _tap_file(path, root)
+            from greenloop.frameworks import node_test
+
+            return node_test.parse_report(path, root)
         if report_format == "pytest-json":
             from greenloop.frameworks import pytest_report
 
@@ -84,27 +86,6 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
     known = ", ".join(REPORT_FORMATS)
     return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
-
-
-def _tap_file(path: str, root: str | None) -> ParseResult:
-    """node:test's TAP reporter written to a file (`--test-reporter=tap
-    --test-reporter-destination=FILE`): unlike its junit reporter it keeps failing after-hooks."""
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except FileNotFoundError:
-        missing = f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
-        return ParseResult(notes=(missing,))
-    except OSError as exc:
-        return ParseResult(notes=(f"report {path} cannot be read ({exc.strerror})",))
-    from greenloop.frameworks import node_test
-
-    with fh:
-        res = node_test.parse_text(fh, root=root)
-    if not res.recognized:
-        return ParseResult(summary=res.summary, failures=res.failures,
-                           notes=(f"report {path} is not a complete node:test TAP report", *res.notes),
-                           load_error=res.load_error)
-    return res
 
 
 def progress_event(framework: str, line: str) -> Event | None:

@@ -364,7 +364,20 @@ def progress_event(line: str) -> Event | None:
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """The JUnit XML report (the junit reporter); missing or invalid gives recognized=False."""
-    from greenloop.frameworks.junit import parse_junit
-
-    return parse_junit(path, root)
+    """The TAP reporter written to a file (`--test-reporter=tap --test-reporter-destination=FILE`):
+    unlike the junit reporter it keeps failing after-hooks. Missing or incomplete gives
+    recognized=False with a note."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except FileNotFoundError:
+        missing = f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
+        return ParseResult(notes=(missing,))
+    except OSError as exc:
+        return ParseResult(notes=(f"report {path} cannot be read ({exc.strerror})",))
+    with fh:
+        res = parse_text(fh, root=root)
+    if not res.recognized:
+        return ParseResult(summary=res.summary, failures=res.failures,
+                           notes=(f"report {path} is not a complete node:test TAP report", *res.notes),
+                           load_error=res.load_error)
+    return res

@@ -34,7 +34,6 @@ from greenloop.model import Failure, ParseResult, Summary
 
 __all__ = [
     "TextParser",
-    "parse_report",
     "parse_text",
     "progress_counts",
     "progress_event",
@@ -383,10 +382,3 @@ def progress_event(line: str) -> Event | None:
         return _STATUS[m.group(2)]
     x = _XDIST.match(s)
     return _STATUS[x.group(1)] if x else None
-
-
-def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """The JUnit XML report (--junitxml); missing or invalid gives recognized=False."""
-    from greenloop.frameworks.junit import parse_junit
-
-    return parse_junit(path, root)
