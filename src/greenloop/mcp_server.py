@@ -45,6 +45,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from greenloop import __version__
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
 
@@ -863,21 +864,12 @@ def build_server(
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
         instructions=instructions,
-        version=_version(),
+        version=__version__,
         tools=tools,
         log_level="WARNING",
         middleware=[_argument_check({t.name: t for t in tools})],
     )
     return server
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("greenloop")
-    except Exception:
-        return "0"
 
 
 def serve_stdio(
