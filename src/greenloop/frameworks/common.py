@@ -28,6 +28,7 @@ __all__ = [
     "first_user_frame",
     "is_user_frame",
     "json_report_result",
+    "load_error_of",
     "load_failures_only",
     "load_note",
     "read_json_report",
@@ -296,6 +297,11 @@ def summary_of(passed: int, failed: int, skipped: int) -> Summary:
     return Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped)
 
 
+def load_error_of(load_errors: list[str]) -> str | None:
+    """A result's `load_error`: the first five files that could not load, or None."""
+    return "; ".join(load_errors[:5]) if load_errors else None
+
+
 def load_failures_only(parsed: ParseResult) -> bool:
     """Did the suite fail only because files could not load (no other test failed)?
 
@@ -355,9 +361,9 @@ def json_report_result(
     """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
     duration = int(end - start) if end is not None and isinstance(start, int | float) else None
     return ParseResult(
-        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        summary=summary_of(passed, failed, skipped),
         failures=tuple(failures),
         recognized=True,
         duration_ms=max(duration, 0) if duration is not None else None,
-        load_error="; ".join(load_errors[:5]) if load_errors else None,
+        load_error=load_error_of(load_errors),
     )

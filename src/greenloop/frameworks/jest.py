@@ -23,13 +23,15 @@ from greenloop.frameworks.common import (
     expected_got,
     first_user_frame,
     json_report_result,
+    load_error_of,
     read_json_report,
     relativize,
     run_parser,
     strip_ansi,
+    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.model import Failure, ParseResult
 
 __all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
 
@@ -216,12 +218,12 @@ class TextParser:
             else:
                 notes.append("no jest output was recognised (no 'Tests:' summary, no test lines)")
         return ParseResult(
-            summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+            summary=summary_of(passed, failed, skipped),
             failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=self.duration_ms,
-            load_error="; ".join(self.load_errors[:5]) if self.load_errors else None,
+            load_error=load_error_of(self.load_errors),
         )
 
 

@@ -24,11 +24,13 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     first_user_frame,
+    load_error_of,
     relativize,
     strip_ansi,
+    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.model import Failure, ParseResult
 
 __all__ = ["parse_junit", "pytest_failure", "pytest_user_frame"]
 
@@ -169,11 +171,11 @@ def _parse(path: str, root: str | None) -> ParseResult:
         skipped = t["skipped"]
         passed = max(t["tests"] - failed - skipped, 0)
     return ParseResult(
-        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        summary=summary_of(passed, failed, skipped),
         failures=tuple(failures),
         recognized=True,
         duration_ms=int(duration * 1000),
-        load_error="; ".join(load_errors[:5]) if load_errors else None,
+        load_error=load_error_of(load_errors),
     )
 
 

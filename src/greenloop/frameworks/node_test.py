@@ -20,12 +20,14 @@ from greenloop.frameworks.common import (
     Event,
     bounded_join,
     first_user_frame,
+    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
+    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.model import Failure, ParseResult
 
 __all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
 
@@ -333,13 +335,12 @@ class TextParser:
                 notes.append("no node:test output was recognised (no TAP or spec reporter lines)")
         dur = self.counts.get("duration_ms")
         return ParseResult(
-            summary=Summary(total=self.passed + self.failed + self.skipped, passed=self.passed,
-                            failed=self.failed, skipped=self.skipped),
+            summary=summary_of(self.passed, self.failed, self.skipped),
             failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
-            load_error="; ".join(self.load_errors[:5]) if self.load_errors else None,
+            load_error=load_error_of(self.load_errors),
         )
 
 

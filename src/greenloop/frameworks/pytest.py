@@ -25,12 +25,14 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     is_user_frame,
+    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
+    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.model import Failure, ParseResult
 
 __all__ = [
     "TextParser",
@@ -342,12 +344,12 @@ class TextParser:
         if self.interrupted:
             notes.append(f"pytest: {self.interrupted}")
         return ParseResult(
-            summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+            summary=summary_of(passed, failed, skipped),
             failures=tuple(failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=self.duration_ms,
-            load_error="; ".join(load_errors[:5]) if load_errors else None,
+            load_error=load_error_of(load_errors),
         )
 
 

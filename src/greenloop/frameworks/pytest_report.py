@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from greenloop.frameworks.common import MAX_DETAILED_FAILURES, strip_ansi
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.frameworks.common import MAX_DETAILED_FAILURES, load_error_of, strip_ansi, summary_of
+from greenloop.model import Failure, ParseResult
 
 __all__ = ["parse_json_report"]
 
@@ -63,10 +63,10 @@ def parse_json_report(path: str, root: str | None = None) -> ParseResult:
         notes = (f"{omitted} more failure(s) are counted but not detailed in the report",)
     duration = data.get("duration")
     return ParseResult(
-        summary=Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped),
+        summary=summary_of(passed, failed, skipped),
         failures=tuple(failures),
         notes=notes,
         recognized=True,
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
-        load_error="; ".join(load_errors[:5]) if load_errors else None,
+        load_error=load_error_of(load_errors),
     )

@@ -23,12 +23,14 @@ from greenloop.frameworks.common import (
     expected_got,
     first_user_frame,
     json_report_result,
+    load_error_of,
     load_failures_only,
     load_note,
     read_json_report,
     relativize,
     run_parser,
     strip_ansi,
+    summary_of,
     trim_stack,
 )
 from greenloop.model import Failure, ParseResult, Summary
@@ -357,17 +359,16 @@ class TextParser:
                 if plain not in known and plain.rsplit(" > ", 1)[-1] not in known_titles:
                     self._emit(Failure(test=plain))
                     known.add(plain)
-        total = passed + failed + skipped
-        if not recognized and total == 0 and not self.failures:
+        summary = summary_of(passed, failed, skipped)
+        if not recognized and summary.total == 0 and not self.failures:
             notes = ["no vitest output was recognised (no 'Tests' summary, no test lines)"]
-        load_error = "; ".join(self.load_errors[:5]) if self.load_errors else None
         return ParseResult(
-            summary=Summary(total=total, passed=passed, failed=failed, skipped=skipped),
+            summary=summary,
             failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
             duration_ms=self.duration_ms,
-            load_error=load_error,
+            load_error=load_error_of(self.load_errors),
         )
 
 
