@@ -157,7 +157,6 @@ class _Source:
     language: Literal["js", "py"]
     raw: str
     code: str  # comments removed
-    is_test_file: bool
 
 
 @dataclass(frozen=True)
@@ -267,7 +266,7 @@ def _js_tests(source: _Source) -> list[TestCase]:
     for start, end, name in found:
         path = [d_name for d_start, d_end, d_name in describes if d_start < start < d_end]
         full = " > ".join([*path, name])
-        line = code.count("\n", 0, start) + 1
+        line = _line_of(code, start)
         tests.append(TestCase(full, source.file, line, code[start:end], source.raw[start:end], "js"))
     return tests
 
@@ -355,7 +354,7 @@ def _read_unit(root: Path) -> _Unit:
             continue
         code = _strip_js_comments(raw) if lang == "js" else _strip_py_comments(raw)
         is_test = _is_js_test_file(path.name) if lang == "js" else _is_py_test_file(path.name)
-        source = _Source(rel, lang, raw, code, is_test)
+        source = _Source(rel, lang, raw, code)
         sources.append(source)
         if is_test and lang == "js":
             tests.extend(_js_tests(source))
@@ -412,13 +411,6 @@ def _criteria(spec: Any) -> tuple[list[Criterion], list[str]]:
     return out, problems
 
 
-def _refers(test: TestCase, crit: Criterion) -> bool:
-    if crit.id and re.search(rf"(?<![\w-]){re.escape(crit.id)}(?![\w])", test.raw, re.I):
-        return True
-    text = _norm(crit.text)
-    return bool(text) and text in _norm(test.name)
-
-
 def _check_acceptance(unit: _Unit) -> Check:
     spec, problem = _load_json(unit.root / "spec.json")
     criteria, problems = _criteria(spec) if problem is None else ([], [problem])
@@ -431,15 +423,20 @@ def _check_acceptance(unit: _Unit) -> Check:
         )
     claims: dict[str, list[Criterion]] = {}
     covered: dict[int, list[TestCase]] = {c.index: [] for c in criteria}
+    texts = [_norm(c.text) for c in criteria]
     for test in unit.tests:
-        hits = [c for c in criteria if _refers(test, c)]
+        name = _norm(test.name)
+        # A test refers to a criterion by its id, or by naming its (normalised) text.
+        found: list[tuple[Criterion, str, bool]] = []
+        for c, text in zip(criteria, texts, strict=True):
+            by_id = _refers_by_id(test, c)
+            if by_id or (text and text in name):
+                found.append((c, text, by_id))
         # a criterion whose text is contained in another hit's text is the less specific one
         hits = [
             c
-            for c in hits
-            if not any(
-                o is not c and _norm(c.text) in _norm(o.text) and not _refers_by_id(test, c) for o in hits
-            )
+            for c, text, by_id in found
+            if by_id or not any(o is not c and text in o_text for o, o_text, _ in found)
         ]
         for c in hits:
             covered[c.index].append(test)
