@@ -106,10 +106,10 @@ class TextParser:
             )
             if not r.ok and hook:
                 self.failed += 1
-                self._add(full, "hook", r, error or body_text)
+                self._add(full, "hook", r, y, error or body_text)
             elif not r.ok and ftype and ftype not in ("subtestsFailed", "hookFailed"):
                 self.failed += 1
-                self._add(full, "test", r, error or body_text)
+                self._add(full, "test", r, y, error or body_text)
             return
         if r.directive in ("SKIP", "TODO"):
             self.skipped += 1
@@ -134,15 +134,16 @@ class TextParser:
             self.failures.append(Failure(test=name, file=name, message=detail, kind="load"))
             self.recent_errors = []
             return
-        self._add(full, "hook" if ftype == "hookFailed" else "test", r, error or body_text)
+        self._add(full, "hook" if ftype == "hookFailed" else "test", r, y, error or body_text)
 
-    def _add(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, message: str) -> None:
+    def _add(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, y: dict[str, str],
+             message: str) -> None:
+        """`y` is r's YAML diagnostics, each key's lines joined."""
         if len(self.failures) >= MAX_NAMED_FAILURES:
             return
         if len(self.failures) >= MAX_DETAILED_FAILURES:
             self.failures.append(Failure(test=name, kind=kind))
             return
-        y = {k: "\n".join(v) for k, v in r.yaml.items()}
         stack_text = y.get("stack", "") or "\n".join(r.body)
         exp = got = None
         if "expected" in y or "actual" in y:
@@ -159,8 +160,6 @@ class TextParser:
         for text in message.splitlines():
             s = text.strip()
             if s.startswith("at ") or s == "{":
-                break
-            if s.endswith(" {") and s.startswith("at "):
                 break
             msg_lines.append(s)
         while msg_lines and not msg_lines[-1]:
@@ -357,7 +356,7 @@ def progress_event(line: str) -> Event | None:
             return "skip"
         return "pass" if m.group(2) == "ok" else "fail"
     r = _SPEC_RESULT.match(s)
-    if r and r.group(2) in "✔✖﹣":
+    if r:
         if r.group(4) or r.group(2) == "﹣":
             return "skip"
         return "pass" if r.group(2) == "✔" else "fail"
