@@ -230,3 +230,67 @@ def test_broken_package_json_is_ignored_with_a_note(tmp_path: Path) -> None:
     d = probe(str(tmp_path))
     assert d.framework == "pytest"
     assert any("package.json is not a valid JSON object" in n for n in d.notes)
+
+
+def _no_walk(*_a: object, **_k: object) -> None:
+    raise AssertionError("the workspace was walked")
+
+
+def test_files_false_skips_the_walk_when_the_root_declares_a_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "pytest.ini", "[pytest]\n")
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n")
+    full = probe(str(tmp_path))
+    assert full.test_files == ("tests/test_a.py",)
+    monkeypatch.setattr("greenloop.probe.walk", _no_walk)
+    quick = probe(str(tmp_path), files=False)
+    assert (quick.framework, quick.root, quick.config_path, quick.package_manager) == (
+        full.framework,
+        full.root,
+        full.config_path,
+        full.package_manager,
+    )
+    assert quick.test_files == ()
+    with pytest.raises(AssertionError, match="walked"):
+        probe(str(tmp_path))  # the default still lists test files
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["vitest-root", "npm-test-root", "pytest-only", "single-nested", "monorepo", "py-files-only", "bad-json"],
+)
+def test_files_false_plans_the_same_run(tmp_path: Path, layout: str) -> None:
+    from greenloop.plan import RunOptions, plan
+
+    if layout == "vitest-root":
+        pkg(tmp_path, devDependencies={"vitest": "4"})
+        write(tmp_path, "pnpm-lock.yaml")
+        write(tmp_path, "a.test.js")
+    elif layout == "npm-test-root":
+        pkg(tmp_path, scripts={"test": "node x.js"})
+        pkg(tmp_path, "packages/web/package.json", devDependencies={"jest": "30"})
+    elif layout == "pytest-only":
+        write(tmp_path, "pyproject.toml", "[tool.pytest.ini_options]\n")
+        write(tmp_path, "yarn.lock")
+    elif layout == "single-nested":
+        pkg(tmp_path, "app/package.json", devDependencies={"jest": "30"})
+        write(tmp_path, "app/src/a.test.js")
+    elif layout == "monorepo":
+        pkg(tmp_path, "packages/web/package.json", devDependencies={"vitest": "4"})
+        write(tmp_path, "services/py/pytest.ini", "[pytest]\n")
+    elif layout == "py-files-only":
+        write(tmp_path, "test_a.py")
+    else:
+        write(tmp_path, "package.json", "{,}")
+        write(tmp_path, "conftest.py")
+
+    def planned(files: bool) -> object:
+        d = probe(str(tmp_path), files=files)
+        try:
+            r_dir = str(tmp_path / "r")
+            return plan(d, RunOptions(), report_dir=r_dir, default_timeout_ms=1000, which=lambda _: None)
+        except Exception as exc:  # nothing to test: the same refusal
+            return repr(exc)
+
+    assert planned(files=False) == planned(files=True)

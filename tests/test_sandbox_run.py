@@ -203,3 +203,17 @@ def test_every_runner_reports_through_a_read_only_sandbox(framework: str, tmp_pa
     assert r.summary.passed == 1 and r.summary.failed == 1
     assert not any("report was missing" in n for n in r.notes), r.notes
     assert r.sandbox.mode == "read-only" and r.sandbox.enforced_by
+
+
+def test_a_run_on_a_declaring_workspace_does_not_walk_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = suite(tmp_path, "def test_ok():\n    pass\n")
+
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("the workspace was walked")
+
+    monkeypatch.setattr("greenloop.probe.walk", no_walk)
+    r = api.test_run(ws, sandbox="full-access")
+    assert r.outcome == "green", (r.crash_reason, r.output_tail)
+    assert r.summary.passed == 1

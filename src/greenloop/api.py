@@ -128,7 +128,7 @@ def test_run(
     from greenloop.sandbox import resolve_for
 
     mode = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox).mode
-    detection = probe(str(ws))
+    detection = probe(str(ws), files=False)  # plan needs no test file list
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()

@@ -11,6 +11,7 @@ would collect none of them.
 
 The walk is breadth-first with an entry budget, never follows symlinked folders and skips
 node_modules, build output, caches and virtualenvs, so a tree of 100,000 files answers at once.
+A run (`probe(files=False)`) skips it when the root itself declares a runner (rules 1-4).
 """
 
 from __future__ import annotations
@@ -244,9 +245,8 @@ class _Marker(NamedTuple):
     pkg: dict[str, Any] | None
 
 
-def _declared(root: Path) -> _Marker | None:
-    """Rules 1-4 at one folder."""
-    pkg = _read_json(root / "package.json")
+def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
+    """Rules 1-4 at one folder, whose package.json (if any, and valid) is `pkg`."""
     if pkg is not None:
         deps = _deps(pkg)
         script = _test_script(pkg) or ""
@@ -287,46 +287,69 @@ def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
     return ()
 
 
+def _declared_at(root: Path) -> _Marker | None:
+    return _declared(root, _read_json(root / "package.json"))
+
+
+def _manager(framework: str | None, root: Path, pkg: Mapping[str, Any] | None) -> str | None:
+    """The package manager, looked up for JavaScript runners or a folder with a package.json."""
+    if framework in ("vitest", "jest", "npm-test", "node:test") or pkg is not None:
+        return package_manager(root, pkg)
+    return None
+
+
 def probe(
     path: str,
     *,
     budget: int = ENTRY_BUDGET,
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] | None = None,
+    files: bool = True,
 ) -> Detection:
     """Detect the framework of the workspace at `path` (see the module docstring).
 
     `env` and `which` are seams for the toolchain part of the suggested command (the active
-    virtualenv, uv, poetry); they default to this process's.
+    virtualenv, uv, poetry); they default to this process's. With `files` False and a runner
+    declared at the root itself, nothing is walked: the answer carries the framework, root,
+    config and package manager (what `plan` needs) but no test_files, suites or command.
     """
     root = Path(path).resolve()
     notes: list[str] = []
+    root_pkg = _read_json(root / "package.json")
+    if root_pkg is None and (root / "package.json").is_file():
+        notes.append("package.json is not a valid JSON object; it was ignored (fix its syntax)")
+    marker = _declared(root, root_pkg)
+    if marker is not None and not files:
+        return Detection(
+            framework=marker.framework,
+            root=str(root),
+            config_path=marker.config_path,
+            package_manager=_manager(marker.framework, root, marker.pkg),
+            notes=tuple(notes),
+        )
     walked = walk(str(root), budget=budget)
     if walked.truncated:
-        notes.append(
+        notes.insert(
+            0,
             f"the walk stopped after {budget} entries; test_files is incomplete "
-            "(pass a narrower PATH to see all of them)"
+            "(pass a narrower PATH to see all of them)",
         )
-    marker = _declared(root)
-    if (root / "package.json").is_file() and _read_json(root / "package.json") is None:
-        notes.append("package.json is not a valid JSON object; it was ignored (fix its syntax)")
-    suites: list[Suite] = []
+    found: list[tuple[Suite, _Marker]] = []
     if marker is None or marker.framework == "npm-test":
         for rel in walked.nested_roots:
-            sub = _declared(root / rel)
+            sub = _declared_at(root / rel)
             if sub is not None:
-                suites.append(Suite(root=rel, framework=sub.framework, config_path=sub.config_path))
+                found.append((Suite(root=rel, framework=sub.framework, config_path=sub.config_path), sub))
+    suites = [suite for suite, _ in found]
     framework: str | None = None
     config_path: str | None = None
     pkg: dict[str, Any] | None = None
     answer_root = root
     if marker is not None:
         framework, config_path, pkg = marker.framework, marker.config_path, marker.pkg
-    elif len(suites) == 1:
-        only = suites[0]
+    elif len(found) == 1:
+        only, sub = found[0]
         answer_root = root / only.root
-        sub = _declared(answer_root)
-        assert sub is not None
         framework, config_path, pkg = sub.framework, sub.config_path, sub.pkg
         notes.append(f"the only test root is {only.root}/; greenloop runs the suite there")
         walked = walk(str(answer_root), budget=budget)
@@ -346,9 +369,7 @@ def probe(
             "nothing to test: no package.json test runner, pytest marker or test files "
             "(add tests, or pass --framework / --command to greenloop run)"
         )
-    manager: str | None = None
-    if framework in ("vitest", "jest", "npm-test", "node:test") or pkg is not None:
-        manager = package_manager(answer_root, pkg)
+    manager = _manager(framework, answer_root, pkg)
     command: tuple[str, ...] = ()
     if framework is not None:
         command = _suggested(framework, manager)
