@@ -567,3 +567,29 @@ def test_a_huge_got_is_bounded_in_the_result(tmp_path: Path, run: Run) -> None:
     [f] = r.failures
     assert isinstance(f.got, str) and len(f.got) < 2100 and "more chars" in f.got
     assert (project / r.result_ref).stat().st_size < 20000
+
+
+def test_a_sandboxed_unit_gets_its_env_entries_also_when_the_host_has_the_same_value(
+    tmp_path: Path, run: Run, mark: str
+) -> None:
+    project = write_project(
+        tmp_path / "p",
+        [unit("api", env={"DATABASE_URL": "sqlite://x", "EXTRA": "same"})],
+        [
+            {
+                "id": "env",
+                "steps": [
+                    step(
+                        "api",
+                        "GET /api/env",
+                        expect={
+                            "json": {"$.DATABASE_URL": "sqlite://x", "$.EXTRA": "same", "$.UNIT_ID": "api"}
+                        },
+                    )
+                ],
+            }
+        ],
+    )
+    host = {**os.environ, MARK: mark, "DATABASE_URL": "sqlite://x", "EXTRA": "same"}
+    r = run(project, env=host, sandbox="workspace-write")
+    assert r.ok, json.dumps(r.to_json(), indent=1)

@@ -145,16 +145,17 @@ class Launch:
     argv: tuple[str, ...]
     cwd: str
     env: Mapping[str, str]
+    # What units.json and the run add to the host's environment (also when a value equals the
+    # host's): a sandboxed start keeps these on top of the allow-list.
+    added: Mapping[str, str] = field(default_factory=dict)
 
 
 def unit_launch(unit: Unit, port: int, dep_urls: Mapping[str, str], base_env: Mapping[str, str]) -> Launch:
     """argv, cwd and env for a backend unit on `port` (a sandboxed start wraps this argv)."""
-    env = dict(base_env)
-    env.pop(proc.TOKEN_VAR, None)
-    env.update(dict(unit.env))
+    added = dict(unit.env)
     for dep, url in dep_urls.items():
-        env[env_var_name(dep)] = url
-    env.update(
+        added[env_var_name(dep)] = url
+    added.update(
         {
             "PORT": str(port),
             "HOST": HOST,
@@ -162,7 +163,10 @@ def unit_launch(unit: Unit, port: int, dep_urls: Mapping[str, str], base_env: Ma
             "PYTHONUNBUFFERED": "1",  # lines reach process.log as they are written
         }
     )
-    return Launch(tuple(unit.start), unit.path, env)
+    env = dict(base_env)
+    env.pop(proc.TOKEN_VAR, None)
+    env.update(added)
+    return Launch(tuple(unit.start), unit.path, env, added)
 
 
 @dataclass
@@ -429,14 +433,13 @@ class Supervisor:
         policy = self.sandbox_policy
         if policy is None or not policy.sandboxed:
             return launch
-        added = {k: v for k, v in launch.env.items() if self.base_env.get(k) != v}
-        env = sandbox.child_env(self.base_env, policy, add=added)
+        env = sandbox.child_env(self.base_env, policy, add=launch.added)
         env.pop(proc.TOKEN_VAR, None)
         readable = sandbox.tmp_roots(launch.argv[0] if launch.argv else None, env, launch.cwd)
         argv = sandbox.wrap_argv(
             launch.argv, policy, share_net=True, cwd=launch.cwd, readable=readable, bwrap=self.bwrap
         )
-        return Launch(tuple(argv), launch.cwd, env)
+        return Launch(tuple(argv), launch.cwd, env, launch.added)
 
     def _spawn(self, up: UnitProcess) -> StartFailure | None:
         deps = {d: self.units[d].url for d in up.unit.depends_on if d in self.units}
