@@ -215,7 +215,7 @@ def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"],
         e_lines = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
         exp, got = expected_got(e_lines)
         msg = [e for e in e_lines if e] or [message]
-        locs = [ln for ln in lines if re.match(r"^\S[^:]*\.py:\d+: ", ln)]
+        locs = [ln for ln in lines if _PY_LOC.match(ln)]
         stack = "\n".join(locs)
         ufile, uline = pytest_user_frame(locs, root)
     else:
