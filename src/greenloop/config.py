@@ -42,6 +42,7 @@ __all__ = [
     "parse_toml",
     "project_dirs",
     "project_files",
+    "read_toml",
     "user_config_path",
     "validate",
 ]
@@ -147,8 +148,8 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def parse_toml(path: str) -> dict[str, Any]:
-    """Read a TOML file; a syntax error becomes a ConfigError naming the file and line."""
+def read_toml(path: str) -> tuple[dict[str, Any], bytes]:
+    """A TOML file's data and its bytes; a syntax error becomes a ConfigError naming the file and line."""
     import sys
 
     if sys.version_info >= (3, 11):
@@ -157,12 +158,18 @@ def parse_toml(path: str) -> dict[str, Any]:
         import tomli as tomllib
     try:
         with open(path, "rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
+            raw = fh.read()
+        data: dict[str, Any] = tomllib.loads(raw.decode())  # what tomllib.load(fh) does
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}; fix the syntax") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    return data
+    return data, raw
+
+
+def parse_toml(path: str) -> dict[str, Any]:
+    """Read a TOML file (read_toml without the bytes)."""
+    return read_toml(path)[0]
 
 
 class Layer(NamedTuple):

@@ -31,7 +31,6 @@ from greenloop.errors import UsageError
 
 __all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
 
-HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
 MCP_ARGS = ("mcp",)
@@ -222,17 +221,16 @@ _TOML_BODY = f'command = "{MCP_COMMAND}"\nargs = [{", ".join(json.dumps(a) for a
 
 def _codex_mcp(path: str) -> Pending:
     """Add or refresh `[mcp_servers.greenloop]` in config.toml, leaving every other line as it is."""
-    from greenloop.config import parse_toml
+    from greenloop.config import read_toml
 
     what = "MCP server 'greenloop' ([mcp_servers.greenloop])"
     text = ""
     if os.path.exists(path):
         try:
-            data = parse_toml(path)
+            data, raw = read_toml(path)
         except Exception as exc:
             raise UsageError(f"{exc}; fix {path} by hand, then run init again") from None
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = raw.decode().replace("\r\n", "\n").replace("\r", "\n")  # as open(path).read() reads it
         server = (data.get("mcp_servers") or {}).get(SERVER_NAME)
         if (
             isinstance(server, dict)
@@ -313,6 +311,7 @@ def _cursor(root: str) -> list[Pending]:
 
 
 _WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor}
+HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": ("Codex asks you to review and trust new hooks (/hooks) before they run",),
