@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["ENV_VARS", "resolve", "resolve_with_source"]
+__all__ = ["ENV_VARS", "resolve"]
 
 ENV_VARS = ("GREENLOOP_SESSION", "CLAUDE_CODE_SESSION_ID")
 
@@ -24,25 +24,6 @@ def _clean(value: str | None) -> str | None:
     return value or None
 
 
-def resolve_with_source(
-    explicit: str | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    mcp_context: str | None = None,
-) -> tuple[str | None, str]:
-    """(session id or None, where it came from: "argument", a variable name, "mcp" or "none")."""
-    env = os.environ if env is None else env
-    if _clean(explicit):
-        return _clean(explicit), "argument"
-    for name in ENV_VARS:
-        value = _clean(env.get(name))
-        if value:
-            return value, name
-    if _clean(mcp_context):
-        return _clean(mcp_context), "mcp"
-    return None, "none"
-
-
 def resolve(
     explicit: str | None = None,
     *,
@@ -50,4 +31,8 @@ def resolve(
     mcp_context: str | None = None,
 ) -> str | None:
     """The session id, or None for a workspace-level run."""
-    return resolve_with_source(explicit, env=env, mcp_context=mcp_context)[0]
+    env = os.environ if env is None else env
+    for value in (explicit, *(env.get(name) for name in ENV_VARS), mcp_context):
+        if cleaned := _clean(value):
+            return cleaned
+    return None
