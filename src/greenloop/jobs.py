@@ -154,6 +154,30 @@ def _status_from_row(row: JobRow) -> JobStatus:
     )
 
 
+def _look(store: Store, ws: str, job_id: str) -> tuple[JobStatus, JobRow]:
+    """The job as it stands (a worker found dead is marked lost), and its row."""
+    row = store.job(job_id)
+    if row is None:
+        raise UsageError(
+            f"no job {job_id!r} in {state_root(ws)}; "
+            "`greenloop job` takes an id that `run --background` printed"
+        )
+    if (
+        row["status"] in ("starting", "running")
+        and row.get("pid")
+        and not _pid_alive(row.get("pid"), row.get("token"))
+    ):
+        # Dead worker: re-read first, since it may have written its result just now.
+        row = store.job(job_id) or row
+        if row["status"] in ("starting", "running"):
+            log = row.get("log_path") or "its log"
+            store.finish_job_if_running(
+                job_id, "lost", f"the worker process ended without recording a result; see {log}"
+            )
+            row = store.job(job_id) or row
+    return _status_from_row(row), row
+
+
 def status(
     workspace: str | os.PathLike[str],
     job_id: str,
@@ -167,26 +191,7 @@ def status(
     deadline = None if timeout_s is None else clock() + timeout_s
     with Store(ws) as store:
         while True:
-            row = store.job(job_id)
-            if row is None:
-                raise UsageError(
-                    f"no job {job_id!r} in {state_root(ws)}; "
-                    "`greenloop job` takes an id that `run --background` printed"
-                )
-            if (
-                row["status"] in ("starting", "running")
-                and row.get("pid")
-                and not _pid_alive(row.get("pid"), row.get("token"))
-            ):
-                # Dead worker: re-read first, since it may have written its result just now.
-                row = store.job(job_id) or row
-                if row["status"] in ("starting", "running"):
-                    log = row.get("log_path") or "its log"
-                    store.finish_job_if_running(
-                        job_id, "lost", f"the worker process ended without recording a result; see {log}"
-                    )
-                    row = store.job(job_id) or row
-            current = _status_from_row(row)
+            current, _row = _look(store, ws, job_id)
             if current.finished or not wait or (deadline is not None and clock() >= deadline):
                 return current
             time.sleep(POLL_S)
@@ -195,13 +200,11 @@ def status(
 def cancel(workspace: str | os.PathLike[str], job_id: str) -> JobStatus:
     """Stop a running job: SIGTERM lets the worker stop its run's process tree; then SIGKILL."""
     ws = os.fspath(workspace)
-    current = status(ws, job_id)
-    if current.finished:
-        return current
     with Store(ws) as store:
-        row = store.job(job_id)
-        found: dict[str, Any] = dict(row) if row is not None else {}
-        pid, token = found.get("pid"), found.get("token")
+        current, row = _look(store, ws, job_id)
+        if current.finished:
+            return current
+        pid, token = row.get("pid"), row.get("token")
         if pid and _pid_alive(pid, token):
             with contextlib.suppress(OSError):
                 os.kill(int(pid), signal.SIGTERM)
