@@ -400,8 +400,6 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-_RULE_IDS = frozenset(r.id for r in RULES)
-
 # Frames that are not the user's code.
 _NOT_USER = re.compile(
     r"node_modules|node:internal|node:async_hooks|\(node:|<anonymous>|site-packages|dist-packages"
