@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -352,7 +352,7 @@ class ServerState:
     workspace: Path
     session_id: str
     config: Config
-    running: Running = field(default_factory=Running)
+    running: Running
 
     def session(self, named: str | None) -> str:
         return named if named else self.session_id
@@ -542,7 +542,7 @@ def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
                     "so it offers no tools; set enabled = true to use them."
                 )
             arguments = ctx.params.get("arguments") or {}
-            if tool is not None and isinstance(arguments, Mapping):
+            if isinstance(arguments, Mapping):
                 message = _bad_arguments(tool, arguments)
                 if message is not None:
                     log.info("refused %s: %s", tool.name, message)
@@ -841,16 +841,14 @@ def build_server(
     workspace: str | os.PathLike[str],
     *,
     config: Config,
-    session_id: str | None = None,
-    running: Running | None = None,
+    session_id: str,
+    running: Running,
 ) -> MCPServer[Any]:
     """The MCP server for one workspace and one session. With `enabled = false`: no tools.
 
     `running` is shared with `serve_stdio` so that a signal stops the calls in flight.
     """
-    state = ServerState(
-        Path(workspace).resolve(), session_id or new_session_id(), config, running or Running()
-    )
+    state = ServerState(Path(workspace).resolve(), session_id, config, running)
     tools = _tools(state) if config.enabled else []
     if config.enabled:
         instructions = (
@@ -874,7 +872,7 @@ def build_server(
 
 def serve_stdio(
     server: MCPServer[Any],
-    running: Running | None = None,
+    running: Running,
     *,
     stdin: Any = None,
     stdout: Any = None,
@@ -887,7 +885,7 @@ def serve_stdio(
     when the server does not leave on its own) the calls in flight are cancelled the same
     way and waited for, then the process exits at once.
     """
-    anyio.run(_serve_until_signalled, server, running or Running(), stdin, stdout)
+    anyio.run(_serve_until_signalled, server, running, stdin, stdout)
 
 
 async def _serve_until_signalled(server: MCPServer[Any], running: Running, stdin: Any, stdout: Any) -> None:

@@ -37,7 +37,8 @@ def serve(args: argparse.Namespace) -> int:
             running = mcp_server.Running()
             # One connection is one session, unless the environment names the agent's session
             # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
-            sid = session.resolve(None, env=os.environ, mcp_context=mcp_server.new_session_id())
+            own = mcp_server.new_session_id()
+            sid = session.resolve(None, env=os.environ, mcp_context=own) or own
             server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
             loaded.update(module=mcp_server, server=server, running=running)
         except BaseException as exc:
