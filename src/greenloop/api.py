@@ -127,7 +127,7 @@ def test_run(
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.sandbox import resolve_for
 
-    mode = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox).mode
+    policy = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox)
     detection = probe(str(ws), files=False)  # plan needs no test file list
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
@@ -157,7 +157,7 @@ def test_run(
             config=cfg,
             on_progress=on_progress,
             cancel=cancel,
-            sandbox=mode,
+            policy=policy,
             workspace=str(ws),
             on_start=preload.start,
             on_exit=fingerprint.start,

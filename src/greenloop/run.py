@@ -23,9 +23,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from greenloop import proc
 from greenloop.config import Config
@@ -39,28 +39,14 @@ from greenloop.model import (
     SandboxInfo,
 )
 
+if TYPE_CHECKING:
+    from greenloop.sandbox import Policy
+
 __all__ = ["Verdict", "classify", "execute", "output_tail"]
 
 ProgressCallback = Callable[[Progress], None]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)")
-
-
-def _sandboxed(
-    plan: Plan, sandbox_mode: str | None, workspace: str, *, base_env: Mapping[str, str] | None = None
-) -> tuple[tuple[str, ...], dict[str, str], SandboxInfo, bool]:
-    """The seam where a run is wrapped for its sandbox mode: (argv, env, what to report, shell).
-
-    greenloop.sandbox builds both: the bubblewrap argv (a verbatim command then runs as
-    `/bin/sh -c` inside it, so `shell` is False) and the child environment (an allow-list when
-    sandboxed). Raises SandboxUnavailable when the mode needs bwrap and bwrap cannot start; an
-    unknown mode is a UsageError (nothing started).
-    """
-    from greenloop import sandbox
-
-    policy = sandbox.resolve(workspace, explicit=sandbox_mode)
-    launch = sandbox.launch(plan, policy, base_env=os.environ if base_env is None else base_env)
-    return launch.argv, launch.env_dict, launch.info, launch.shell
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -263,15 +249,14 @@ def execute(
     config: Config,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-    sandbox: str | None = None,
+    policy: Policy,
     workspace: str | None = None,
-    base_env: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.time,
     on_start: Callable[[], None] | None = None,
     on_exit: Callable[[], object] | None = None,
 ) -> RunResult:
-    """Run `plan` with its output in `run_dir` and return the final RunResult (never raises for
-    anything the run does; KeyboardInterrupt still propagates after the tree is stopped).
+    """Run `plan` under the sandbox `policy` with its output in `run_dir` and return the final
+    RunResult (never raises for anything the run does; KeyboardInterrupt still propagates after
+    the tree is stopped).
 
     `on_start` is called once the runner has started: the caller's work that can overlap the
     suite (api.test_run imports the after-step modules and prunes old runs there). `on_exit` is
@@ -282,7 +267,7 @@ def execute(
     stdout_path = str(run_dir / "stdout.txt")
     stderr_path = str(run_dir / "stderr.txt")
     workspace = workspace or plan.cwd
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
     notes = list(plan.notes)
     framework = plan.framework or None
 
@@ -321,19 +306,21 @@ def execute(
         for path in (stdout_path, stderr_path):
             Path(path).touch()
         verdict = Verdict(False, "broken", True, f"runner not installed: {plan.unavailable}", None, ())
-        info = SandboxInfo(sandbox or config.sandbox, None, str(workspace))  # resolved, not enforced
+        info = SandboxInfo(policy.mode, None, str(workspace))  # resolved, not enforced
         return result(None, verdict, ParseResult(), info)
 
-    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial, signal_exit
+    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial, launch, signal_exit
 
-    mode = sandbox or config.sandbox
     try:
-        argv, env, info, shell = _sandboxed(plan, mode, str(workspace), base_env=base_env)
+        # the bubblewrap argv (a verbatim command runs as `/bin/sh -c` inside it) and the child
+        # environment (an allow-list when sandboxed); SandboxUnavailable when bwrap cannot start
+        launched = launch(plan, policy)
     except SandboxUnavailable as exc:  # refused before anything started: a denial, not a failure
         for path in (stdout_path, stderr_path):
             Path(path).touch()
         verdict = Verdict(False, "broken", True, DENIED_PREFIX + exc.message, None, ())
-        return result(None, verdict, ParseResult(), SandboxInfo(mode, None, str(workspace)))
+        return result(None, verdict, ParseResult(), SandboxInfo(policy.mode, None, str(workspace)))
+    info = launched.info
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
     for report in (plan.report_file, plan.fallback_report_file):
@@ -341,13 +328,13 @@ def execute(
             with contextlib.suppress(OSError):
                 os.unlink(report)  # a stale report must never pass for this run's
     raw = proc.run_to_completion(
-        argv[0] if shell else argv,
+        launched.argv[0] if launched.shell else launched.argv,
         cwd=plan.cwd,
-        env=env,
+        env=launched.env_dict,
         timeout_s=plan.timeout_ms / 1000,
         stdout_path=stdout_path,
         stderr_path=stderr_path,
-        shell=shell,
+        shell=launched.shell,
         on_line=counter.line if counter else None,
         cancel=cancel,
         on_spawn=on_start,
