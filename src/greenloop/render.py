@@ -74,8 +74,10 @@ def progress_line(p: Progress) -> str:
 
 
 class LiveProgress:
-    """Live progress on a stream (stderr): redrawn in place on a terminal, otherwise a plain
-    line at most every NON_TTY_INTERVAL_S. `update` is safe to call from any thread."""
+    """Live progress on a stream (stderr): redrawn in place on a terminal (at once on the first
+    update, then at most every TTY_INTERVAL_S, the latest state at the latest by `close`),
+    otherwise a plain line at most every NON_TTY_INTERVAL_S. `update` is safe to call from
+    any thread."""
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class LiveProgress:
         self.last: Progress = Progress()
         self.last_drawn = self.started
         self.width = 0
+        self.undrawn = False  # on a terminal: an update not drawn yet
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
@@ -117,7 +120,9 @@ class LiveProgress:
     def update(self, p: Progress) -> None:
         with self.lock:
             self.last = p
-        if self.tty:
+            due = self.tty and (not self.width or self.clock() - self.last_drawn >= self.interval)
+            self.undrawn = self.tty and not due
+        if due:
             self._draw()
 
     def _tick(self) -> None:
@@ -140,6 +145,7 @@ class LiveProgress:
                         return
                     self.stream.write(text + "\n")
                 self.last_drawn = now
+                self.undrawn = False
                 self.stream.flush()
             except (OSError, ValueError):
                 pass
@@ -149,6 +155,8 @@ class LiveProgress:
         if self.thread is not None:
             self.thread.join()
             self.thread = None
+        if self.undrawn:
+            self._draw()
         with self.lock:
             if self.tty and self.width:
                 try:
