@@ -370,14 +370,7 @@ def execute(
             notes.append(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
             )
-            parsed = ParseResult(
-                summary=text.summary,
-                failures=text.failures,
-                notes=(*parsed.notes, *text.notes),
-                recognized=text.recognized,
-                duration_ms=text.duration_ms,
-                load_error=text.load_error,
-            )
+            parsed = text._replace(notes=(*parsed.notes, *text.notes))
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
