@@ -12,8 +12,6 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
-from typing import TextIO
 
 from greenloop.errors import UsageError
 from greenloop.frameworks import MODULES, parse_text
@@ -22,10 +20,6 @@ from greenloop.model import ParseResult
 __all__ = ["parse", "render_text"]
 
 _SHOW_FAILURES = 20
-
-
-def _lines(stream: TextIO) -> Iterator[str]:
-    yield from stream
 
 
 def render_text(framework: str, res: ParseResult) -> str:
@@ -65,7 +59,7 @@ def parse(args: argparse.Namespace) -> int:
     if path == "-":
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
-        res = parse_text(framework, _lines(stdin), root=os.getcwd())
+        res = parse_text(framework, stdin, root=os.getcwd())
     else:
         try:
             fh = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
@@ -79,7 +73,7 @@ def parse(args: argparse.Namespace) -> int:
                 f"FILE {path!r} cannot be read ({exc.strerror}); check its permissions"
             ) from None
         with fh:
-            res = parse_text(framework, _lines(fh), root=os.getcwd())
+            res = parse_text(framework, fh, root=os.getcwd())
     text = json.dumps(res.to_json(), ensure_ascii=False, indent=2) if getattr(args, "json", False) \
         else render_text(framework, res)
     try:
