@@ -245,21 +245,19 @@ def _failing_files(root: str, failures: Sequence[Failure]) -> list[str]:
     return files
 
 
-def _last_failed_args(
-    framework: str, root: str, previous: RunResult | None, notes: list[str]
-) -> tuple[list[str], bool]:
-    """(extra argv, whether a filter was applied) for a `last_failed` rerun."""
+def _last_failed_args(framework: str, root: str, previous: RunResult | None, notes: list[str]) -> list[str]:
+    """The extra argv of a `last_failed` rerun; empty (with a note saying why) for the full suite."""
     if previous is None:
         notes.append("last_failed: no previous run is stored for this workspace; ran the full suite")
-        return [], False
+        return []
     failures = previous.failures
     if not failures:
         notes.append(f"last_failed: the previous run {previous.run_id} had no failures; ran the full suite")
-        return [], False
+        return []
     dialect = DIALECTS[framework]
     if dialect.name_flag is None:
         notes.append(f"last_failed: {framework} cannot filter tests by name; ran the full suite")
-        return [], False
+        return []
     files = _failing_files(root, failures)
     names = [f.test for f in failures if f.kind != "load" and f.test]
     args: list[str] = []
@@ -278,9 +276,9 @@ def _last_failed_args(
         args += files
     if not args:
         notes.append("last_failed: the previous failures carry no names or files; ran the full suite")
-        return [], False
+        return []
     notes.append(f"last_failed: reran {len(failures)} failure(s) of {previous.run_id}")
-    return args, True
+    return args
 
 
 def plan(
@@ -381,8 +379,7 @@ def plan(
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
     if options.last_failed:
-        extra, _ = _last_failed_args(framework, root, previous, notes)
-        argv += extra
+        argv += _last_failed_args(framework, root, previous, notes)
     for token in targets:
         path = token.split("::", 1)[0]
         if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
