@@ -25,7 +25,6 @@ import json
 import os
 import queue
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -93,6 +92,8 @@ class HandshakeCache:
 
     def remember(self, kind: str, result: dict[str, Any], protocol_version: str | None = None) -> None:
         """Store one answer of the SDK; written atomically, failures ignored (it is a cache)."""
+        import tempfile  # only here, once the SDK has answered: keeps it off the start-up path
+
         with self._lock:
             data = self._load()
             if kind == "initialize" and protocol_version:
