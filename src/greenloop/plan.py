@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
+from greenloop.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
@@ -370,9 +371,7 @@ def plan(
         pm = manager or "npm"
         if which(pm) is None:
             unavailable = f"{pm} is not on PATH: install it to run the package.json test script"
-        argv = {"yarn": ["yarn", "test"], "pnpm": ["pnpm", "test"], "bun": ["bun", "run", "test"]}.get(
-            pm, ["npm", "test"]
-        )
+        argv = list(npm_test_command(pm))
         if targets:
             argv += ["--", *targets] if pm == "npm" else targets
             targets = []

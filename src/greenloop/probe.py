@@ -33,6 +33,7 @@ __all__ = [
     "SKIP_DIRS",
     "WalkResult",
     "is_test_file",
+    "npm_test_command",
     "package_manager",
     "probe",
     "walk",
@@ -266,6 +267,13 @@ def _filter_tests(framework: str, walked: WalkResult) -> tuple[str, ...]:
     return walked.py_tests if framework == "pytest" else walked.js_tests
 
 
+def npm_test_command(manager: str | None) -> tuple[str, ...]:
+    """How the package manager runs package.json's test script (npm when none is known)."""
+    return {"yarn": ("yarn", "test"), "pnpm": ("pnpm", "test"), "bun": ("bun", "run", "test")}.get(
+        manager or "npm", ("npm", "test")
+    )
+
+
 def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
     """The command a person would type; run.py plans the exact argv (with reporters) itself."""
     runner = {"vitest": ("vitest", "run"), "jest": ("jest",)}
@@ -277,9 +285,7 @@ def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
         }.get(manager or "npm", ("npx", "--no-install"))
         return (*exec_prefix, *runner[framework])
     if framework == "npm-test":
-        return {"yarn": ("yarn", "test"), "pnpm": ("pnpm", "test"), "bun": ("bun", "run", "test")}.get(
-            manager or "npm", ("npm", "test")
-        )
+        return npm_test_command(manager)
     if framework == "pytest":
         return ("python", "-m", "pytest")
     if framework == "node:test":
