@@ -193,7 +193,7 @@ class Input:
         else:
             # abandon_on_cancel: a shutdown never waits on a client that says nothing
             line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
-        if line is EOF_MARK or line is None:
+        if line is None:  # EOF_MARK
             self.wire.lines.put(EOF_MARK)  # later readers see the end too
             raise StopAsyncIteration
         text = line.decode("utf-8", "replace")
@@ -228,7 +228,8 @@ class Output:
                 self.pending[rid] = ("tools_list", None)
 
     async def write(self, text: str) -> None:
-        msg = _message(text)
+        # Parsed only while a handshake answer is awaited (to cache) or already given (to swallow).
+        msg = _message(text) if self.pending or self.swallow else None
         rid = msg.get("id") if msg is not None else None
         if msg is not None and rid is not None and isinstance(msg.get("result"), dict):
             with self._lock:
