@@ -194,36 +194,24 @@ def spawn(
 
 
 class _Tail(threading.Thread):
-    """Follows output files as they grow and hands new text to callbacks (live progress).
-
-    `on_output` gets raw chunks; `on_line` gets whole lines, buffered per file so that stdout
-    and stderr never splice into one line. Reads at most CHUNK bytes at a time.
+    """Follows output files as they grow and hands `on_line` whole lines (live progress),
+    buffered per file so that stdout and stderr never splice into one line. Reads at most
+    CHUNK bytes at a time.
     """
 
     CHUNK = 1 << 20
 
-    def __init__(
-        self,
-        paths: list[str],
-        on_output: Callable[[str], None] | None,
-        on_line: Callable[[str], None] | None = None,
-    ) -> None:
+    def __init__(self, paths: list[str], on_line: Callable[[str], None]) -> None:
         super().__init__(daemon=True)
         self.paths = list(dict.fromkeys(paths))
-        self.on_output = on_output
         self.on_line = on_line
         self.done = threading.Event()
 
     def _emit(self, data: bytes, partial: bytes) -> bytes:
-        if self.on_output is not None:
-            with contextlib.suppress(Exception):  # a renderer bug must not stop a run
-                self.on_output(data.decode("utf-8", "replace"))
-        if self.on_line is None:
-            return b""
         buf = partial + data
         *lines, rest = buf.split(b"\n")
         for line in lines:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # a renderer bug must not stop a run
                 self.on_line(line.decode("utf-8", "replace"))
         return rest[-self.CHUNK :]
 
@@ -245,11 +233,10 @@ class _Tail(threading.Thread):
                 except OSError:
                     continue
             if finished:
-                if self.on_line is not None:
-                    for path in self.paths:
-                        if partial[path]:
-                            with contextlib.suppress(Exception):
-                                self.on_line(partial[path].decode("utf-8", "replace"))
+                for path in self.paths:
+                    if partial[path]:
+                        with contextlib.suppress(Exception):
+                            self.on_line(partial[path].decode("utf-8", "replace"))
                 return
             self.done.wait(0.1)
 
@@ -275,7 +262,6 @@ def run_to_completion(
     stdout_path: str,
     stderr_path: str,
     shell: bool = False,
-    on_output: Callable[[str], None] | None = None,
     on_line: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     grace_s: float = GRACE_S,
@@ -283,8 +269,8 @@ def run_to_completion(
 ) -> RawRun:
     """Run a child to its end or its deadline; never raises for the child's own failures.
 
-    `on_output` receives output chunks and `on_line` whole lines as they reach the files;
-    `on_spawn` is called once the child has started (work to do while it runs).
+    `on_line` receives whole lines of output as they reach the files; `on_spawn` is called once
+    the child has started (work to do while it runs).
     At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
     `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
     sweep still runs, so a background grandchild never outlives the run.
@@ -306,7 +292,7 @@ def run_to_completion(
             stderr_path=stderr_path,
             spawn_error=f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
         )
-    tail = _Tail([stdout_path, stderr_path], on_output, on_line) if (on_output or on_line) else None
+    tail = _Tail([stdout_path, stderr_path], on_line) if on_line is not None else None
     if tail:
         tail.start()
     if on_spawn is not None:
@@ -314,7 +300,6 @@ def run_to_completion(
             on_spawn()
     deadline = start + timeout_s
     timed_out = aborted = False
-    pidfd = _pidfd(child.pid)
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -325,24 +310,14 @@ def run_to_completion(
                 aborted = True
                 break
             step = min(remaining, 0.1) if cancel is not None else remaining
-            if pidfd is not None:
-                # Wakes the moment the child exits (Popen.wait(timeout) polls every 50 ms).
-                select.select([pidfd], [], [], step)
-                code = child.poll()
-            else:
-                code = child.wait(step)
-            if code is not None:
+            if child.wait(step) is not None:  # wakes the moment the child exits
                 break
     except KeyboardInterrupt:
-        aborted = True
-        survivors = child.stop(grace_s)
+        child.stop(grace_s)
         if tail:
             tail.done.set()
             tail.join()
         raise
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
     survivors = child.stop(grace_s)
     if tail:
         tail.done.set()
