@@ -101,9 +101,6 @@ class Child(NamedTuple):
 
     popen: subprocess.Popen[bytes]
     token: str
-    stdout_path: str
-    stderr_path: str
-    started: float
 
     @property
     def pid(self) -> int:
@@ -190,7 +187,7 @@ def spawn(
         out.close()
         if err is not None:
             err.close()
-    return Child(popen, token, stdout_path, stderr_path or stdout_path, time.monotonic())
+    return Child(popen, token)
 
 
 class _Tail(threading.Thread):
@@ -276,8 +273,7 @@ def run_to_completion(
     sweep still runs, so a background grandchild never outlives the run.
     """
     start = time.monotonic()
-    Path(stdout_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)  # (spawn makes stdout's)
     try:
         child = spawn(argv, cwd=cwd, env=env, stdout_path=stdout_path, stderr_path=stderr_path, shell=shell)
     except OSError as exc:
