@@ -178,7 +178,6 @@ class Plan(NamedTuple):
     cwd: str
     timeout_ms: int
     env: tuple[tuple[str, str], ...] = ()  # variables added on top of the child environment
-    drop_env: tuple[str, ...] = ()  # variables removed from the inherited environment
     report_file: str | None = None  # machine report the runner writes (json/junit), if planned
     report_format: str | None = None  # "vitest-json" | "jest-json" | "junit" | ...
     # A second report read when the first is missing (pytest: junit when greenloop's plugin

@@ -497,9 +497,9 @@ def child_env(
     """A run's child environment under its policy (house style 6).
 
     Sandboxed modes start from the allow-list; full-access inherits `base_env`. Either way
-    greenloop.env.child_env then drops the variables that change runners' output and the
-    plan's `drop`, adds its fixed variables and the plan's `add`; last come the cache
-    redirections the mode needs.
+    greenloop.env.child_env then drops the variables that change runners' output and those in
+    `drop`, adds its fixed variables and the plan's `add`; last come the cache redirections
+    the mode needs.
     """
     from greenloop import env as runner_env
 
@@ -541,7 +541,7 @@ def launch(
     bound writable (and created), so the runner can still hand greenloop its machine report.
     """
     base_env = os.environ if base_env is None else base_env
-    env = child_env(base_env, policy, add=plan.env, drop=plan.drop_env)
+    env = child_env(base_env, policy, add=plan.env)
     if not policy.sandboxed:
         return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None))
     status = status if status is not None else probe_bwrap(base_env)
