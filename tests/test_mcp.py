@@ -886,3 +886,38 @@ def test_bounded_integration_keeps_a_big_result_small() -> None:
     assert len(json.dumps(out)) < 40_000
     assert out["cases"][0] == {"id": "c0", "status": "failed"}
     assert data["failures"][0]["message"] == "m" * 5000  # the input is not changed
+
+
+def test_test_run_limit_follows_the_config_as_the_call_finds_it(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """api.test_run loads the config for each call, so the tool's limit does too."""
+    from greenloop import mcp_server
+    from greenloop.config import Config
+
+    monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(home))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    limits: list[float] = []
+
+    class Recording(mcp_server._Stopwatch):
+        def __init__(self, tool: str, limit_s: float, cancel: Any = None, running: Any = None) -> None:
+            if cancel is not None:  # the run's own stopwatch, not the config read's
+                limits.append(limit_s)
+            super().__init__(tool, limit_s, cancel, running)
+
+    monkeypatch.setattr(mcp_server, "_Stopwatch", Recording)
+    monkeypatch.setattr(mcp_server, "_bounded_run", lambda *_a: {"ok": True})
+    state = mcp_server.ServerState(ws.resolve(), "s1", Config(default_timeout_ms=1000), mcp_server.Running())
+    [tool] = [t for t in mcp_server._tools(state) if t.name == "test_run"]
+
+    def run(config: str, **arguments: Any) -> float:
+        (ws / "greenloop.toml").write_text(config)
+        out = anyio.run(partial(tool.fn, None, **arguments))
+        assert out.session_id == "s1" and out.ok is True
+        return limits[-1] - mcp_server.RUN_MARGIN_S
+
+    assert run("default_timeout_ms = 7000\n") == 7.0  # not the 1000 the server started with
+    assert run("default_timeout_ms = 9000\n") == 9.0  # changed between calls
+    assert run("default_timeout_ms = 9000\n", timeout_ms=3000) == 3.0
+    assert run("default_timeout_ms = 'soon'\n") == 1.0  # unloadable: the server's (the run reports it)

@@ -46,6 +46,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from greenloop import __version__
+from greenloop import config as config_mod
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
 
@@ -613,7 +614,12 @@ def _tools(state: ServerState) -> list[Tool]:
                 job_id=str(job_id),
                 notes=[f"started in the background; poll test_job with job_id {job_id}"],
             )
-        limit_s = (timeout_ms or state.config.default_timeout_ms) / 1000 + RUN_MARGIN_S
+        run_ms = timeout_ms
+        if run_ms is None:
+            run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
+                lambda: _default_timeout_ms(ws, state.config)
+            )
+        limit_s = run_ms / 1000 + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)
@@ -800,6 +806,16 @@ def bounded_integration(
     out["notes"] = [_cut(str(n), 500) for n in list(data.get("notes") or ())[:20]]
     out["surviving_processes"] = list(data.get("surviving_processes") or ())[:20]
     return out
+
+
+def _default_timeout_ms(ws: Path, started_with: Config) -> int:
+    """The run timeout api.test_run will use without timeout_ms: the config as it is now, which
+    it loads for each call. A config that no longer loads leaves the server's value (the run
+    then stops at once, reporting the config's error)."""
+    try:
+        return config_mod.load(ws).default_timeout_ms
+    except GreenloopError:
+        return started_with.default_timeout_ms
 
 
 def _bounded_run(
