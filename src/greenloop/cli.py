@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "entry", "main"]
 
-FRAMEWORK_CHOICES = ("vitest", "jest", "npm-test", "pytest", "node:test")
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
-SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
     "bugs", "integrate", "audit", "mcp",
@@ -66,10 +64,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _json_flag(p)
         _handler(p, "run:probe")
 
+    # The lists in the help texts come from their modules, imported only for the subcommands
+    # that show them (`greenloop check` and the hook's fast path import neither).
     if only in (None, "run"):
+        from greenloop.config import SANDBOX_MODES
+        from greenloop.model import FRAMEWORKS
+
         p = sub.add_parser("run", help="run the workspace's tests and report a structured result")
         p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
-        p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORK_CHOICES)}")
+        p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORKS)}")
         p.add_argument("--target", help="space-separated paths or node ids appended to the command")
         p.add_argument("--last-failed", action="store_true", help="rerun only the previous run's failures")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
@@ -81,9 +84,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _handler(p, "run:run")
 
     if only in (None, "parse"):
+        from greenloop.model import FRAMEWORKS
+
         p = sub.add_parser("parse", help="parse captured runner output")
         p.add_argument("file", nargs="?", default="-", help="file with the output, or - for stdin")
-        p.add_argument("--framework", required=True, help=f"one of: {', '.join(FRAMEWORK_CHOICES)}")
+        p.add_argument("--framework", required=True, help=f"one of: {', '.join(FRAMEWORKS)}")
         _json_flag(p)
         _handler(p, "parse:parse")
 
@@ -129,6 +134,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _handler(p, "gate:init")
 
     if only in (None, "sandbox"):
+        from greenloop.config import SANDBOX_MODES
+
         p = sub.add_parser("sandbox", help="sandbox policy for a session")
         ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION", parser_class=_Parser)
         sp = ssub.add_parser("set", help="record a sandbox mode event for a session")
@@ -185,6 +192,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     # --- integration, audit, mcp, demo
     if only in (None, "integrate"):
+        from greenloop.config import SANDBOX_MODES
+
         p = sub.add_parser("integrate", help="start the project's services and run the integration cases")
         p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
         p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
