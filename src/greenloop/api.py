@@ -251,9 +251,8 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResu
                 if not path:
                     continue
                 try:
-                    data = json.loads(Path(path).read_text(encoding="utf-8"))
-                    return RunResult.from_json(data)
-                except (OSError, ValueError, KeyError, TypeError):
+                    return _read_result(path)
+                except _UNREADABLE:
                     continue
     return latest_run(root)
 
@@ -377,12 +376,20 @@ def prune_runs(
     return doomed
 
 
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError)  # what _read_result raises
+
+
+def _read_result(path: str | os.PathLike[str]) -> RunResult:
+    """The RunResult stored at `path` (a result.json); raises one of _UNREADABLE."""
+    return RunResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
 def load_run(workspace: str | os.PathLike[str], run_id: str) -> RunResult:
     """A stored run; UsageError when it is missing or unreadable."""
     path = layout.run_dir(workspace, run_id) / RESULT_FILE
     try:
-        return RunResult.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return _read_result(path)
+    except _UNREADABLE as exc:
         raise UsageError(f"run {run_id!r} has no readable result at {path}: pick one in runs/") from exc
 
 
