@@ -342,6 +342,7 @@ class Supervisor:
         # pid -> start time of the run's descendants outside the unit processes themselves
         self._tracked: dict[int, int] = {}
         self._tokens: set[str] = set()
+        self._left: list[dict[str, Any]] | None = None  # what the finished teardown found alive
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Supervisor:
@@ -756,10 +757,13 @@ class Supervisor:
         return out
 
     def teardown(self, grace_s: float | None = None) -> list[dict[str, Any]]:
-        """SIGTERM every group at once, grace, SIGKILL, sweep; return the survivors (none)."""
+        """SIGTERM every group at once, grace, SIGKILL, sweep; return the survivors (none).
+
+        Called again once done (e.g. by __exit__ after the run's own teardown), it hands back
+        what the first teardown found instead of scanning /proc again."""
         grace_s = self.grace_s if grace_s is None else grace_s
         if self.stopping.is_set() and not self._pump.is_alive():
-            return self.survivors()
+            return list(self._left) if self._left is not None else self.survivors()
         if self.before_teardown is not None and not self.stopping.is_set():
             self.before_teardown()
         self.stopping.set()
@@ -782,7 +786,7 @@ class Supervisor:
             t.join()
         self._kill_tracked()
         self._reap_tracked(proc.SWEEP_WAIT_S)
-        left = self.survivors()
+        left = self._left = self.survivors()
         self._subreaper.restore()
         self._pump_stop.set()
         if self._pump.is_alive():
