@@ -791,10 +791,8 @@ class Supervisor:
         self._pump_stop.set()
         if self._pump.is_alive():
             self._pump.join()
-        with self._pump_lock:
-            for up in self.units.values():
-                for stream in ("out", "err"):
-                    self._pump_file(up, stream, final=True)
+        for up in self.units.values():
+            self._pump_final(up)
         for up in started:
             code = up.exit_code()
             how = "still running" if code is None else _describe_exit(code)
