@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from greenloop import proc
+from greenloop.closure import iso
 from greenloop.errors import ConfigError
 from greenloop.integration.cases import Mismatch, StepResult, resolve
 from greenloop.integration.spec import Action, Case, PageExpect, Step
@@ -117,10 +118,6 @@ def require_browser(env: Mapping[str, str]) -> str:
             f"chromium package (apt-get install chromium) or set {CHROMIUM_ENV} to its executable"
         )
     return exe
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
 
 
 def _origin(url: str) -> str:
@@ -390,7 +387,7 @@ class BrowserSession:
         target = _origin(request.url)
         called = next((u for u, url in self.urls.items() if _origin(url) == target), unit)
         return TraceEntry(
-            ts=_iso(start_ms / 1000 if start_ms > 0 else time.time()),
+            ts=iso(start_ms / 1000 if start_ms > 0 else time.time()),
             case_id=case_id,
             step=step,
             unit=called,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from greenloop.closure import iso
 from greenloop.integration.spec import PLACEHOLDER, Assertion, Case, Expect, Step, jsonpath_env
 from greenloop.integration.trace import TraceEntry, TraceWriter, bound_body
 
@@ -313,10 +314,6 @@ class CaseOutcome:
         }
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
-
-
 def run_case(
     case: Case,
     *,
@@ -445,7 +442,7 @@ def run_case(
         if trace is not None:
             trace.write(
                 TraceEntry(
-                    ts=_iso(ts),
+                    ts=iso(ts),
                     case_id=case.id,
                     step=step.index,
                     unit=step.unit,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from greenloop import proc, sandbox
+from greenloop.closure import iso
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.spec import Unit, env_var_name
 
@@ -70,10 +71,6 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
-
-
 class ProcessLog:
     """process.log: prefixed lines from every unit, capped at `cap_bytes`, keeping start and end."""
 
@@ -95,7 +92,7 @@ class ProcessLog:
     def write(self, label: str, text: str) -> None:
         if len(text) > MAX_LINE:
             text = text[:MAX_LINE] + f" …[line cut, {len(text) - MAX_LINE} more chars]"
-        line = f"{_iso(self.wall())} {label} {text}\n".encode("utf-8", "replace")
+        line = f"{iso(self.wall())} {label} {text}\n".encode("utf-8", "replace")
         with self._lock:
             if self._closed:
                 return
