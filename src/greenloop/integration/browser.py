@@ -37,6 +37,7 @@ from greenloop import proc
 from greenloop.closure import iso
 from greenloop.errors import ConfigError
 from greenloop.integration.cases import Mismatch, StepResult, resolve
+from greenloop.integration.processes import cmdline
 from greenloop.integration.spec import Action, Case, PageExpect, Step
 from greenloop.integration.static import CONFIG_PATH
 from greenloop.integration.trace import TraceEntry, TraceWriter
@@ -284,12 +285,7 @@ class BrowserSession:
     def survivors(self) -> list[dict[str, Any]]:
         out = []
         for pid in proc.find_by_token(self.token):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-            except OSError:
-                cmd = ""
-            out.append({"pid": pid, "unit": "browser", "cmdline": cmd})
+            out.append({"pid": pid, "unit": "browser", "cmdline": cmdline(pid)})
         return out
 
     # ---- the worker's side ---------------------------------------------------------------

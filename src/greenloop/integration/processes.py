@@ -53,6 +53,7 @@ __all__ = [
     "StartFailure",
     "Supervisor",
     "UnitProcess",
+    "cmdline",
     "unit_exit",
     "unit_launch",
 ]
@@ -258,7 +259,8 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
+    """A process's command line as one line of text ("" once it is gone)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
@@ -746,11 +748,11 @@ class Supervisor:
     def survivors(self) -> list[dict[str, Any]]:
         """Every process of this run still alive (should be none after teardown)."""
         holders = self._token_holders()
-        out = [{"pid": pid, "unit": uid, "cmdline": _cmdline(pid)} for pid, uid in holders.items()]
+        out = [{"pid": pid, "unit": uid, "cmdline": cmdline(pid)} for pid, uid in holders.items()]
         for pid in self._tracked:
             st = _stat(pid)
             if st is not None and st[1] != "Z" and pid not in holders:
-                out.append({"pid": pid, "unit": None, "cmdline": _cmdline(pid)})
+                out.append({"pid": pid, "unit": None, "cmdline": cmdline(pid)})
         return out
 
     def teardown(self, grace_s: float | None = None) -> list[dict[str, Any]]:
