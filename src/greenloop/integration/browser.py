@@ -210,6 +210,7 @@ class BrowserSession:
         # the browser reads as a crash first), and the poll must not run on to its wait_ms.
         self._closing = threading.Event()
         self._worker: _Worker | None = None
+        self._left: tuple[int, ...] | None = None  # what close()'s sweep could not kill
         # Owned by the worker thread:
         self._pw: Any = None
         self._browser: Any = None
@@ -280,13 +281,16 @@ class BrowserSession:
                     done.result(timeout=_CLOSE_WAIT_S)
             self._worker.stop(_CLOSE_WAIT_S)
             self._worker = None
-        proc.kill_token(self.token)
+        self._left = proc.kill_token(self.token)
 
     def survivors(self) -> list[dict[str, Any]]:
-        out = []
-        for pid in proc.find_by_token(self.token):
-            out.append({"pid": pid, "unit": "browser", "cmdline": cmdline(pid)})
-        return out
+        """Chromium processes still alive: of those the sweep in close() could not kill (no
+        second /proc scan), or of every process with the token before close()."""
+        if self._left is None:
+            pids = proc.find_by_token(self.token)
+        else:
+            pids = [p for p in self._left if proc.carries_token(p, self.token) and proc.alive(p)]
+        return [{"pid": pid, "unit": "browser", "cmdline": cmdline(pid)} for pid in pids]
 
     # ---- the worker's side ---------------------------------------------------------------
     def _launch(self) -> None:
