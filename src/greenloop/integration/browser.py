@@ -36,7 +36,7 @@ from typing import Any
 from greenloop import proc
 from greenloop.closure import iso
 from greenloop.errors import ConfigError
-from greenloop.integration.cases import Mismatch, StepResult, resolve
+from greenloop.integration.cases import Mismatch, StepResult, as_text, parse_body, resolve
 from greenloop.integration.processes import cmdline
 from greenloop.integration.spec import Action, Case, PageExpect, Step
 from greenloop.integration.static import CONFIG_PATH
@@ -124,15 +124,6 @@ def require_browser(env: Mapping[str, str]) -> str:
 def _origin(url: str) -> str:
     p = urllib.parse.urlsplit(url)
     return f"{p.scheme}://{p.netloc}"
-
-
-def _parse(text: str | None) -> Any:
-    if text is None or text == "":
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 class _Worker:
@@ -225,8 +216,7 @@ class BrowserSession:
     def step(self, case: Case, step: Step, responses: Sequence[Any], remaining_s: float) -> StepResult:
         """Run one browser step within `remaining_s`; raises cases.Unresolved for placeholders."""
         def text(template: str, *, url_path: bool = False) -> str:
-            value = resolve(template, responses, url_path=url_path)
-            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            return as_text(resolve(template, responses, url_path=url_path))
 
         page = None if step.page is None else text(step.page, url_path=True)
         actions = [
@@ -383,7 +373,7 @@ class BrowserSession:
             status = int(response.status)
             headers = dict(response.headers)
             with contextlib.suppress(Exception):
-                body = _parse(response.body().decode("utf-8", "replace"))
+                body = parse_body(response.body().decode("utf-8", "replace"))
         target = _origin(request.url)
         called = next((u for u, url in self.urls.items() if _origin(url) == target), unit)
         return TraceEntry(
@@ -394,7 +384,7 @@ class BrowserSession:
             method=str(request.method),
             url=str(request.url),
             request_headers=dict(request.headers),
-            request_body=_parse(request.post_data) if request.post_data else None,
+            request_body=parse_body(request.post_data) if request.post_data else None,
             status=status,
             response_headers=headers,
             response_body=body,

@@ -32,9 +32,11 @@ __all__ = [
     "StepResult",
     "Transport",
     "Unresolved",
+    "as_text",
     "check_expect",
     "http_transport",
     "json_equal",
+    "parse_body",
     "resolve",
     "run_case",
 ]
@@ -79,16 +81,17 @@ def http_transport(
         status = resp.status
     finally:
         conn.close()
-    text = raw.decode("utf-8", "replace")
-    parsed: Any
+    return HttpResponse(status, resp_headers, parse_body(raw.decode("utf-8", "replace")))
+
+
+def parse_body(text: str | None) -> Any:
+    """A body as parsed JSON, or the text when it is not JSON, or None when empty."""
     if not text:
-        parsed = None
-    else:
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError:
-            parsed = text
-    return HttpResponse(status, resp_headers, parsed)
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 class Unresolved(Exception):
@@ -136,7 +139,8 @@ def _lookup(expr: str, responses: Sequence[Any]) -> Any:
     return value
 
 
-def _as_text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A value as text: a string as it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -148,7 +152,7 @@ def resolve(template: Any, responses: Sequence[Any], *, url_path: bool = False) 
             return _lookup(whole.group(1), responses)
 
         def text(m: re.Match[str]) -> str:
-            t = _as_text(_lookup(m.group(1), responses))
+            t = as_text(_lookup(m.group(1), responses))
             return urllib.parse.quote(t, safe="") if url_path else t
 
         return PLACEHOLDER.sub(text, template)
@@ -229,7 +233,7 @@ def _check_assertion(a: Assertion, body: Any) -> Mismatch | None:
         for v in values:
             if not isinstance(v, (list, str, dict)):
                 return Mismatch(
-                    "assertion_failed", a.text, v, f"{a.text}: {a.path} is {_as_text(v)}, which has no length"
+                    "assertion_failed", a.text, v, f"{a.text}: {a.path} is {as_text(v)}, which has no length"
                 )
             sized.append(len(v))
         values = sized
@@ -244,7 +248,7 @@ def _check_assertion(a: Assertion, body: Any) -> Mismatch | None:
     bad = [v for v in values if not _compare(a.op, v, a.value)]
     if bad:
         got: Any = values[0] if len(values) == 1 else values
-        return Mismatch("assertion_failed", a.text, got, f"{a.text}: got {bound_body(_as_text(got), 300)}")
+        return Mismatch("assertion_failed", a.text, got, f"{a.text}: got {bound_body(as_text(got), 300)}")
     return None
 
 
@@ -265,7 +269,7 @@ def check_expect(expect: Expect, response: HttpResponse) -> Mismatch | None:
                 "assertion_failed",
                 {path: want},
                 {path: None},
-                f"{path}: nothing there (expected {_as_text(want)})",
+                f"{path}: nothing there (expected {as_text(want)})",
             )
         wrong = [v for v in values if not json_equal(v, want)]
         if wrong:
@@ -274,7 +278,7 @@ def check_expect(expect: Expect, response: HttpResponse) -> Mismatch | None:
                 "assertion_failed",
                 {path: want},
                 {path: got},
-                f"{path}: expected {_as_text(want)}, got {bound_body(_as_text(got), 300)}",
+                f"{path}: expected {as_text(want)}, got {bound_body(as_text(got), 300)}",
             )
     for a in expect.asserts:
         miss = _check_assertion(a, response.body)
