@@ -179,8 +179,6 @@ class UnitProcess:
     stdout_tail: collections.deque[str] = field(
         default_factory=lambda: collections.deque(maxlen=EXCERPT_LINES)
     )
-    healthy_at: float | None = None
-    started_at: float | None = None
     sandboxed: bool = False  # started inside bwrap: its exit code 128+N means killed by signal N
 
     @property
@@ -473,7 +471,6 @@ class Supervisor:
             self.log.note(msg)
             return StartFailure(up.unit.id, "spawn_error", msg)
         up.attempts += 1
-        up.started_at = self.clock()
         self.log.note(f"started {up.unit.id} pid {up.child.pid} on {up.url}: {' '.join(launch.argv)}")
         return None
 
@@ -520,7 +517,6 @@ class Supervisor:
                 self.log.note(f"health {up.unit.id} GET {up.url}{up.unit.health} -> {shown}")
                 last_status = status
             if status is not None and 200 <= status < 300:
-                up.healthy_at = self.clock()
                 out.put((up.unit.id, "healthy", status))
                 return
             wait = REFUSED_INTERVAL_S if status is None else interval_s

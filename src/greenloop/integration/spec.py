@@ -130,18 +130,6 @@ class Unit:
     contract: Contract | None = None
     static: str | None = None  # absolute folder greenloop serves for a frontend unit (no start)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "path": self.path,
-            "start": list(self.start),
-            "health": self.health,
-            "depends_on": list(self.depends_on),
-            "env": dict(self.env),
-            "static": self.static,
-        }
-
 
 @dataclass(frozen=True)
 class Assertion:
@@ -159,16 +147,6 @@ class Expect:
     status: tuple[int, ...] = ()
     json: tuple[tuple[str, Any], ...] = ()
     asserts: tuple[Assertion, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.status:
-            out["status"] = self.status[0] if len(self.status) == 1 else list(self.status)
-        if self.json:
-            out["json"] = dict(self.json)
-        if self.asserts:
-            out["assert"] = [a.text for a in self.asserts]
-        return out
 
 
 @dataclass(frozen=True)
@@ -437,7 +415,7 @@ def load_units(project: str | Path) -> tuple[Unit, ...]:
                     problems.add(where, f'field "env.{k}" must be a string (got {_q(v)})')
                     continue
                 env_pairs.append((str(k), str(v)))
-        contract = _load_contract(root, rel if isinstance(rel, str) else f"units/{uid}", uid, problems)
+        contract = _load_contract(root, rel, uid, problems)
         units.append(
             Unit(
                 id=uid,
