@@ -15,10 +15,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greenloop.errors import UsageError
-from greenloop.integration.run import IntegrationResult
+
+if TYPE_CHECKING:
+    from greenloop.integration.run import IntegrationResult
 
 __all__ = ["integrate", "summary_text"]
 
