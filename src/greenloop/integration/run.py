@@ -403,7 +403,8 @@ def integrate(
     from greenloop import sandbox as sandbox_mod
 
     base_env = dict(os.environ if env is None else env)
-    check_programs(spec.needed_units(), base_env)
+    needed = spec.needed_units()
+    check_programs(needed, base_env)
     policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
     bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
     if bwrap is not None:
@@ -422,8 +423,8 @@ def integrate(
     trace = TraceWriter(folder / "http-trace.ndjson")
     scratch = Path(tempfile.mkdtemp(prefix=f"greenloop-{run_id}-"))
     picker = port_picker or PortPicker()
-    units = [u for u in spec.needed_units() if u.static is None]  # the ones with a process
-    static_units = [u for u in spec.needed_units() if u.static is not None]  # served by greenloop
+    units = [u for u in needed if u.static is None]  # the ones with a process
+    static_units = [u for u in needed if u.static is not None]  # served by greenloop
     static_servers: dict[str, StaticServer] = {}
     browser: BrowserSession | None = None
     notes: list[str] = []
@@ -472,7 +473,7 @@ def integrate(
 
     log.note(
         f"integration run {run_id} in {root}: {len(spec.cases)} cases, "
-        f"units {', '.join(u.id for u in spec.needed_units())}"
+        f"units {', '.join(u.id for u in needed)}"
     )
     try:
         with sup:
@@ -660,7 +661,7 @@ def integrate(
                 [f.to_json() for f in failures],
                 run_id=run_id,
                 ok=ok,
-                covered_units=[u.id for u in spec.needed_units()],
+                covered_units=[u.id for u in needed],
                 passed_cases=passed,
             )
             bugs_opened, moved = bridged.bugs_opened, bridged.bugs_transitioned
