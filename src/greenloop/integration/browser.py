@@ -121,6 +121,12 @@ def require_browser(env: Mapping[str, str]) -> str:
     return exe
 
 
+def _first_line(exc: BaseException, *, strip: bool = False) -> str:
+    """The first line of an exception's text (after stripping it, if asked), else its type."""
+    text = str(exc).strip() if strip else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _origin(url: str) -> str:
     p = urllib.parse.urlsplit(url)
     return f"{p.scheme}://{p.netloc}"
@@ -410,12 +416,12 @@ class BrowserSession:
                 try:
                     self._launch()
                 except Exception as exc:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    first = _first_line(exc, strip=True)
                     self.launch_error = f"{self.executable}: {first}"
                     raise
             page = self._open_page(case)
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = _first_line(exc, strip=True)
             return StepResult(
                 None,
                 Mismatch("connection_error", "a running browser", {"error": str(exc)[:2000]},
@@ -465,7 +471,7 @@ class BrowserSession:
         except PlaywrightTimeout:
             raise self._timeout_cut(f"page {url} to load", step, by_case, int(budget), None) from None
         except PlaywrightError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = _first_line(exc)
             raise _Cut("connection_error", f"page {url}", {"error": first},
                        f"step {step.index} (browser): could not open {url}: {first}") from None
 
@@ -500,7 +506,7 @@ class BrowserSession:
         except PlaywrightTimeout:
             raise self._timeout_cut(what, step, by_case, wait_ms, self._matches(page, action)) from None
         except PlaywrightError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = _first_line(exc)
             raise _Cut("assertion_failed", what, {"error": first},
                        f"step {step.index} (browser): {what} failed: {first}") from None
 
@@ -528,7 +534,7 @@ class BrowserSession:
                 texts = [str(t) for t in page.locator(check.selector).all_inner_texts()]
                 error = None
             except PlaywrightError as exc:  # an invalid selector, or a page in the middle of a load
-                error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                error = _first_line(exc)
                 texts = []
                 # A closed page, or a crashed one ("Target crashed"; its renderer died): every
                 # later call fails the same way, so polling on to wait_ms would only wait.
