@@ -572,9 +572,16 @@ def test_a_huge_got_is_bounded_in_the_result(tmp_path: Path, run: Run) -> None:
 def test_a_sandboxed_unit_gets_its_env_entries_also_when_the_host_has_the_same_value(
     tmp_path: Path, run: Run, mark: str
 ) -> None:
+    # The fake unit is copied into the project: the sandbox shows the workspace, and a repo
+    # checked out under /tmp would be hidden behind the sandbox's private /tmp.
+    (tmp_path / "p").mkdir()
+    fake = tmp_path / "p" / "fakeunit.py"
+    fake.write_text(Path(FAKE).read_text())
+    api = unit("api", env={"DATABASE_URL": "sqlite://x", "EXTRA": "same"})
+    api["start"] = [sys.executable, str(fake), "ok"]
     project = write_project(
         tmp_path / "p",
-        [unit("api", env={"DATABASE_URL": "sqlite://x", "EXTRA": "same"})],
+        [api],
         [
             {
                 "id": "env",
