@@ -199,7 +199,7 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
 
 
 class _Preload:
-    """Imports what the after-steps need (report parser, bug log, store, hints) in a
+    """Imports what the after-steps need (report parser, bug log, store, hints, hashlib) in a
     thread once the suite has started, so they are ready when it ends, then does `then`
     (pruning old runs)."""
 
@@ -210,6 +210,7 @@ class _Preload:
             "greenloop.store",
             "greenloop.session",
             "greenloop.hints",
+            "hashlib",  # the fingerprint's digest (~5 ms: OpenSSL), which fingerprint imports late
         )
         self._then = then
         self._thread = threading.Thread(target=self._run, daemon=True)
