@@ -186,7 +186,9 @@ def test_api_cancel_stops_the_whole_tree(tmp_path: Path) -> None:
 
 def test_demo_project_is_red_with_a_structured_failure(tmp_path: Path) -> None:
     demo = tmp_path / "repo"
-    shutil.copytree(REPO / "examples" / "demo", demo / "examples" / "demo")
+    # Without the .venv that scripts/demo provisions: this run uses the test interpreter's pytest.
+    ignore = shutil.ignore_patterns(".venv", ".greenloop")
+    shutil.copytree(REPO / "examples" / "demo", demo / "examples" / "demo", ignore=ignore)
     done = cli("run", str(demo / "examples" / "demo"))
     assert done.code == 1 and "test_discount_code_takes_ten_percent_off" in done.stdout
     assert "expected: 1800" in done.stdout and "got:      200" in done.stdout
