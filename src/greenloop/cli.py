@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp",
+    "bugs", "integrate", "audit", "mcp", "doctor",
 )  # fmt: skip
 
 
@@ -212,6 +212,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         _json_flag(p)
         _handler(p, "audit:audit")
+
+    if only in (None, "doctor"):
+        p = sub.add_parser("doctor", help="check this machine and a workspace: runner, sandbox, hooks, state")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(p)
+        _handler(p, "doctor:doctor")
 
     if only in (None, "mcp"):
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")

@@ -29,7 +29,7 @@ from typing import Any
 
 from greenloop.errors import UsageError
 
-__all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
+__all__ = ["HARNESSES", "FileChange", "InitReport", "init", "is_greenloop_hook"]
 
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
@@ -70,6 +70,11 @@ def _is_ours(command: Any, harness: str) -> bool:
     return isinstance(command, str) and bool(
         re.search(rf"greenloop\S*\s+hook\s+{re.escape(harness)}\b", command)
     )
+
+
+def is_greenloop_hook(command: Any, harness: str) -> bool:
+    """Whether a hook command is greenloop's own for `harness` (how init recognises its entries)."""
+    return _is_ours(command, harness)
 
 
 def _read_json(path: str) -> dict[str, Any]:
