@@ -28,6 +28,7 @@ CALLS = [
     ["integrate", "proj", "--case", "c1", "--case", "c2"],
     ["audit", "units/u", "--json"],
     ["mcp", "--workspace", "ws"],
+    ["doctor", "ws", "--json"],
 ]
 
 

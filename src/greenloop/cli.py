@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp", "doctor",
+    "bugs", "integrate", "audit", "doctor", "mcp",
 )  # fmt: skip
 
 
