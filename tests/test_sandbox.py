@@ -385,3 +385,23 @@ def test_playwright_browsers_stay_findable_when_the_xdg_cache_moves(tmp_path: Pa
     assert env["XDG_CACHE_HOME"] != base["XDG_CACHE_HOME"]
     env = sandbox.child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
     assert env["PLAYWRIGHT_BROWSERS_PATH"] == "/opt/pw"
+
+
+def test_available_enforcers_names_both_and_says_how_to_get_a_missing_one(tmp_path: Path) -> None:
+    checks = sandbox.available_enforcers()
+    assert [c.name for c in checks] == ["bwrap", "landlock"]
+    for c in checks:
+        assert isinstance(c, sandbox.EnforcerCheck) and c.detail
+        assert (c.fix is None) == c.available
+    hidden = {
+        "PATH": os.environ["PATH"],
+        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        "GREENLOOP_LANDLOCK": "off",
+    }
+    bwrap, landlock = sandbox.available_enforcers(hidden)
+    assert (
+        not bwrap.available
+        and "does not exist" in bwrap.detail
+        and "apt-get install bubblewrap" in (bwrap.fix or "")
+    )
+    assert not landlock.available and "GREENLOOP_LANDLOCK" in landlock.detail

@@ -30,7 +30,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -45,12 +45,14 @@ __all__ = [
     "ENV_ALLOW_PREFIXES",
     "MODES",
     "BwrapStatus",
+    "EnforcerCheck",
     "Launch",
     "Mode",
     "Policy",
     "SandboxUnavailable",
     "Source",
     "apply_denial_hints",
+    "available_enforcers",
     "bwrap_denial",
     "cache_env",
     "child_env",
@@ -216,6 +218,20 @@ def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | 
 # --------------------------------------------------------------------------- bubblewrap probe
 
 
+_INSTALL_BWRAP = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; "
+    "Arch: pacman -S bubblewrap)"
+)
+_ENABLE_USERNS = (
+    "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
+    "24.04+ kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
+)
+_GET_LANDLOCK = (
+    "use a kernel with Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK=y, landlock in "
+    "the lsm= boot parameter)"
+)
+
+
 class BwrapStatus(NamedTuple):
     """Whether bubblewrap exists and can start a sandbox here (and whether loopback is up in it)."""
 
@@ -224,6 +240,7 @@ class BwrapStatus(NamedTuple):
     version: str | None = None
     loopback: bool = False
     reason: str | None = None
+    fix: str | None = None  # how to get a working bwrap, when it is unavailable
 
     @property
     def enforced_by(self) -> str:
@@ -239,6 +256,63 @@ class BwrapStatus(NamedTuple):
             "Arch: pacman -S bubblewrap), or choose --sandbox full-access (tool argument "
             "sandbox='full-access') explicitly to run without a sandbox."
         )
+
+
+class EnforcerCheck(NamedTuple):
+    """One way this machine could enforce a sandbox (for `greenloop doctor`, `sandbox show`)."""
+
+    name: str  # "bwrap" | "landlock"
+    available: bool
+    detail: str  # e.g. "bwrap 0.8.0 at /usr/bin/bwrap, user namespaces allowed" or "Landlock ABI 7"
+    fix: str | None  # how to get it when unavailable
+
+
+def _bwrap_check(status: BwrapStatus) -> EnforcerCheck:
+    if status.available:
+        detail = f"bwrap {status.version or '(unknown version)'} at {status.path}, user namespaces allowed"
+        if not status.loopback:
+            detail += ", but loopback did not answer inside it"
+        return EnforcerCheck("bwrap", True, detail, None)
+    return EnforcerCheck(
+        "bwrap", False, status.reason or "bwrap is unavailable", status.fix or _INSTALL_BWRAP
+    )
+
+
+def _landlock_check(env: Mapping[str, str]) -> EnforcerCheck:
+    from greenloop import landlock
+
+    status = landlock.probe(env)
+    if status.available:
+        return EnforcerCheck("landlock", True, f"Landlock ABI {status.abi}", None)
+    fix = (
+        f"unset {landlock.DISABLE_ENV_VAR}"
+        if (env.get(landlock.DISABLE_ENV_VAR) or "").strip()
+        else _GET_LANDLOCK
+    )
+    return EnforcerCheck("landlock", False, status.reason or "Landlock is unavailable", fix)
+
+
+def available_enforcers(env: Mapping[str, str] | None = None) -> tuple[EnforcerCheck, ...]:
+    """The enforcers this machine offers, strongest first: bubblewrap, then Landlock.
+
+    Cheap (the bwrap probe, cached per process, and one system call) and never raising: a
+    probe that fails for an unexpected reason reports the enforcer unavailable with that reason.
+    """
+    env = os.environ if env is None else env
+    probes: tuple[tuple[str, Callable[[], EnforcerCheck]], ...] = (
+        ("bwrap", lambda: _bwrap_check(probe_bwrap(env))),
+        ("landlock", lambda: _landlock_check(env)),
+    )
+    checks: list[EnforcerCheck] = []
+    for name, check in probes:
+        try:
+            checks.append(check())
+        except Exception as exc:  # a doctor must never crash on the thing it diagnoses
+            fix = _INSTALL_BWRAP if name == "bwrap" else _GET_LANDLOCK
+            checks.append(
+                EnforcerCheck(name, False, f"the {name} probe failed ({type(exc).__name__}: {exc})", fix)
+            )
+    return tuple(checks)
 
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:
@@ -264,7 +338,13 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> BwrapStatus:
     env = os.environ if env is None else env
     path = find_bwrap(env)
     if path is None:
-        return BwrapStatus(False, None, reason="bwrap was not found on PATH")
+        # A bwrap that is there but cannot execute (hidden by a /dev/null bound over it, the
+        # executable bit lost) is named as such: "not installed" would send the reader astray.
+        for folder in (env.get("PATH") or os.defpath).split(os.pathsep):
+            there = os.path.join(folder or ".", "bwrap")
+            if os.path.lexists(there):
+                return _probe(there, sys.executable)
+        return BwrapStatus(False, None, reason="bwrap was not found on PATH", fix=_INSTALL_BWRAP)
     return _probe(path, sys.executable)
 
 
@@ -272,8 +352,13 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> BwrapStatus:
 def _probe(path: str, python: str) -> BwrapStatus:
     from greenloop import proc  # the only module that starts processes
 
+    if not os.path.exists(path):
+        return BwrapStatus(False, path, reason=f"{path} does not exist", fix=_INSTALL_BWRAP)
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
-        return BwrapStatus(False, path, reason=f"{path} does not exist or is not executable")
+        # e.g. hidden by binding /dev/null over it, or a copy without the executable bit
+        return BwrapStatus(
+            False, path, reason=f"{path} is not an executable file, so it cannot run", fix=_INSTALL_BWRAP
+        )
     with tempfile.TemporaryDirectory(prefix="greenloop-bwrap-probe-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         raw = proc.run_to_completion(
@@ -282,7 +367,7 @@ def _probe(path: str, python: str) -> BwrapStatus:
         version_text = _read(out).strip()
         if raw.exit_code != 0:
             reason = raw.spawn_error or _read(err).strip() or f"`{path} --version` exited {raw.exit_code}"
-            return BwrapStatus(False, path, reason=f"{path} cannot run ({reason})")
+            return BwrapStatus(False, path, reason=f"{path} cannot run ({reason})", fix=_INSTALL_BWRAP)
         version = version_text.split()[-1] if version_text else None
         policy = Policy("workspace-write", os.path.realpath(tmp), "explicit")
         readable = tmp_roots(python, _minimal_env())  # a venv under /tmp stays visible
@@ -301,11 +386,9 @@ def _probe(path: str, python: str) -> BwrapStatus:
                 False,
                 path,
                 version,
-                reason=(
-                    f"bwrap cannot start a sandbox here ({denial}); if user namespaces are disabled, "
-                    "enable them (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
-                    "kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
-                ),
+                reason=f"bwrap cannot start a sandbox here ({denial}); if user namespaces are disabled, "
+                + _ENABLE_USERNS,
+                fix=_ENABLE_USERNS,
             )
         # The sandbox starts but loopback did not answer: still a sandbox, say so.
         return BwrapStatus(True, path, version, loopback=False)
