@@ -61,7 +61,7 @@ def test_resolution_order_explicit_then_session_then_config(tmp_path: Path) -> N
     assert (r.mode, r.source) == ("read-only", "session")
     r = sandbox.resolve(tmp_path, explicit=None, session_mode=None, default="full-access")
     assert (r.mode, r.source) == ("full-access", "config")
-    assert sandbox.resolve(tmp_path).mode == "workspace-write"
+    assert sandbox.resolve(tmp_path).mode == "auto"  # the deployment default
     assert r.workspace_root == os.path.realpath(tmp_path)
 
 
@@ -94,7 +94,7 @@ def test_resolution_from_real_sources_with_all_three_present(ws: Path) -> None:
 
 def test_resolution_reads_no_state_into_existence(ws: Path) -> None:
     p = sandbox.resolve_for(ws, session_id="s1", env=dict(os.environ))
-    assert (p.mode, p.source) == ("workspace-write", "config")
+    assert (p.mode, p.source) == ("auto", "config")
     assert not (ws / ".greenloop").exists()
 
 
@@ -254,9 +254,10 @@ def test_launch_refuses_when_bwrap_is_unavailable(tmp_path: Path) -> None:
     status = sandbox.BwrapStatus(False, None, reason="bwrap was not found on PATH")
     p = sandbox.resolve(tmp_path, explicit="workspace-write")
     with pytest.raises(sandbox.SandboxUnavailable) as info:
-        sandbox.launch(plan, p, base_env={"PATH": "/usr/bin"}, status=status)
+        sandbox.launch(plan, p, base_env={"PATH": "/usr/bin", "GREENLOOP_LANDLOCK": "off"}, status=status)
     msg = str(info.value)
     assert "apt-get install bubblewrap" in msg and "full-access" in msg and "not found" in msg
+    assert "Landlock" in msg and "GREENLOOP_LANDLOCK" in msg
     assert info.value.exit_code == 3
     # full-access never needs bwrap, and says nothing enforced it
     full = sandbox.launch(plan, sandbox.resolve(tmp_path, explicit="full-access"), status=status)
@@ -271,7 +272,7 @@ def test_launch_runs_a_verbatim_command_through_sh_inside(tmp_path: Path) -> Non
     got = sandbox.launch(plan, sandbox.resolve(tmp_path), base_env={"PATH": "/usr/bin"}, status=status)
     assert got.shell is False
     assert got.argv[-3:] == ("/bin/sh", "-c", "pytest -q && echo hi")
-    assert got.info == SandboxInfo("workspace-write", "bubblewrap 0.8.0", os.path.realpath(tmp_path))
+    assert got.info == SandboxInfo("auto", "bubblewrap 0.8.0", os.path.realpath(tmp_path))
 
 
 # --------------------------------------------------------------------------- denial hints
@@ -385,3 +386,23 @@ def test_playwright_browsers_stay_findable_when_the_xdg_cache_moves(tmp_path: Pa
     assert env["XDG_CACHE_HOME"] != base["XDG_CACHE_HOME"]
     env = sandbox.child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
     assert env["PLAYWRIGHT_BROWSERS_PATH"] == "/opt/pw"
+
+
+def test_available_enforcers_names_both_and_says_how_to_get_a_missing_one(tmp_path: Path) -> None:
+    checks = sandbox.available_enforcers()
+    assert [c.name for c in checks] == ["bwrap", "landlock"]
+    for c in checks:
+        assert isinstance(c, sandbox.EnforcerCheck) and c.detail
+        assert (c.fix is None) == c.available
+    hidden = {
+        "PATH": os.environ["PATH"],
+        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        "GREENLOOP_LANDLOCK": "off",
+    }
+    bwrap, landlock = sandbox.available_enforcers(hidden)
+    assert (
+        not bwrap.available
+        and "does not exist" in bwrap.detail
+        and "apt-get install bubblewrap" in (bwrap.fix or "")
+    )
+    assert not landlock.available and "GREENLOOP_LANDLOCK" in landlock.detail
