@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greenloop import doctor, render
+from greenloop import doctor, landlock, render, sandbox
 from greenloop.init import HARNESSES, init
 from greenloop.store import SCHEMA_VERSION, Store
 
@@ -256,13 +256,28 @@ def test_nothing_to_test_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_each_enforcer_is_listed_with_why_not_and_the_fix(tmp_path: Path) -> None:
-    found = doctor.enforcers()
-    assert "bwrap" in [e.name for e in found]
-    checks = doctor.sandbox_checks(str(workspace(tmp_path / "ws")), os.environ)
-    assert checks[0].name == "mode" and checks[0].detail.startswith("workspace-write")
-    for e, check in zip(found, checks[1:], strict=True):
-        assert check.name == e.name
-        assert check.status == "ok" if e.available else check.fix == e.fix
+    ws = str(workspace(tmp_path / "ws"))
+    # Both enforcers taken away through their seams: auto runs go on unconfined (a warning) ...
+    nothing = {
+        **os.environ,
+        "GREENLOOP_CONFIG_HOME": str(tmp_path / "user-config"),  # no user config: the default mode
+        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        landlock.DISABLE_ENV_VAR: "off",
+    }
+    checks = {c.name: c for c in doctor.sandbox_checks(ws, nothing)}
+    assert checks["mode"].detail == "auto (from config)"
+    assert {checks["bwrap"].status, checks["landlock"].status} == {"warn"}
+    assert str(tmp_path / "no-bwrap") in checks["bwrap"].detail and checks["bwrap"].fix
+    assert "not sandboxed" in checks["landlock"].detail and checks["landlock"].fix
+    # ... while a named mode would be refused: a failure.
+    (tmp_path / "ws" / "greenloop.toml").write_text('sandbox = "workspace-write"\n')
+    checks = {c.name: c for c in doctor.sandbox_checks(ws, nothing)}
+    assert checks["bwrap"].status == "fail" and "workspace-write runs are refused" in checks["bwrap"].detail
+    # With Landlock working, a missing bubblewrap is only information.
+    checks = {c.name: c for c in doctor.sandbox_checks(ws, {**nothing, landlock.DISABLE_ENV_VAR: ""})}
+    if checks["landlock"].status == "ok":  # this kernel offers Landlock
+        assert checks["bwrap"].status == "ok" and "not needed (landlock enforces)" in checks["bwrap"].detail
+        assert checks["landlock"].detail.endswith("used by sandboxed runs")
 
 
 def test_a_missing_path_is_bad_input(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ Checks, by area (one `Check` each, status ok | warn | fail):
 - runner: the framework probe finds and the runner the plan would start, with its version
   (asked without running the suite: `<python> -m pytest --version`, `node --version`, or read
   from node_modules/<runner>/package.json), and Node for JavaScript workspaces;
-- sandbox: the mode a run would get, and each enforcer (`sandbox.available_enforcers()`):
-  available, or why not and how to make it so;
+- sandbox: the mode a run would get, and each enforcer (`sandbox.available_enforcers()`:
+  bubblewrap, Landlock): available, or why not and how to make it so;
 - browser: Debian's Chromium and Playwright for Python, which browser steps of integration
   runs need (a failure only when the project's integration spec has browser steps);
 - harness: each configuration `greenloop init` wrote (Claude Code, Codex, Gemini CLI,
@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -42,11 +42,9 @@ __all__ = [
     "HARNESS_FILES",
     "STATUSES",
     "Check",
-    "EnforcerCheck",
     "Report",
     "browser_checks",
     "diagnose",
-    "enforcers",
     "greenloop_checks",
     "harness_checks",
     "runner_checks",
@@ -299,40 +297,15 @@ def runner_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
 # --------------------------------------------------------------------------- sandbox
 
 
-class EnforcerCheck(NamedTuple):
-    """One way to enforce a sandboxed mode: available here, or why not and how to make it so."""
-
-    name: str  # "bwrap" | "landlock"
-    available: bool
-    detail: str
-    fix: str | None
-
-
-def enforcers() -> tuple[EnforcerCheck, ...]:
-    """`sandbox.available_enforcers()`; where this greenloop has only bubblewrap, its probe."""
-    from greenloop import sandbox
-
-    listed: Callable[[], Iterable[Any]] | None = getattr(sandbox, "available_enforcers", None)
-    if listed is not None:
-        return tuple(EnforcerCheck(e.name, bool(e.available), str(e.detail), e.fix) for e in listed())
-    status = sandbox.probe_bwrap()
-    if status.available:
-        loopback = "loopback up" if status.loopback else "loopback DOWN"
-        bwrap = EnforcerCheck("bwrap", True, f"{status.path} ({status.enforced_by}; {loopback})", None)
-    else:
-        bwrap = EnforcerCheck(
-            "bwrap",
-            False,
-            str(status.reason),
-            "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
-            "bubblewrap; Arch: pacman -S bubblewrap)",
-        )
-    return (bwrap,)
-
-
 def sandbox_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
+    """The mode a run gets, and each enforcer (`sandbox.available_enforcers`, strongest first).
+
+    An unavailable enforcer is a failure only when it leaves a named mode (read-only,
+    workspace-write) unenforceable, since such runs are refused; under `auto` runs go on
+    unconfined and say so (a warning); with a stronger enforcer working it is only information.
+    """
     from greenloop.errors import GreenloopError
-    from greenloop.sandbox import resolve_for
+    from greenloop.sandbox import available_enforcers, resolve_for
 
     checks: list[Check] = []
     mode: str | None = None
@@ -350,15 +323,28 @@ def sandbox_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
                 "correct the config field it names (greenloop config show)",
             )
         )
-    found = enforcers()
-    any_available = any(e.available for e in found)
+    found = available_enforcers(env)
+    used = next((e.name for e in found if e.available), None)
     for e in found:
         if e.available:
-            checks.append(Check("sandbox", e.name, "ok", e.detail))
+            verdict = "used by sandboxed runs" if e.name == used else f"available (after {used})"
+            checks.append(Check("sandbox", e.name, "ok", f"{e.detail}; {verdict}"))
+        elif used is not None:
+            checks.append(
+                Check(
+                    "sandbox", e.name, "ok", f"unavailable, not needed ({used} enforces): {e.detail}", e.fix
+                )
+            )
+        elif mode == "full-access":
+            checks.append(
+                Check("sandbox", e.name, "ok", f"unavailable, not needed (full-access): {e.detail}", e.fix)
+            )
+        elif mode == "auto":
+            why = f"{e.detail}; no enforcer works here, so auto runs are not sandboxed"
+            checks.append(Check("sandbox", e.name, "warn", why, e.fix))
         else:
-            # Without any enforcer a sandboxed mode cannot be kept; with another one it is advice.
-            needed = not any_available and mode != "full-access"
-            checks.append(Check("sandbox", e.name, "fail" if needed else "warn", e.detail, e.fix))
+            why = f"{e.detail}; no enforcer works here, so {mode} runs are refused"
+            checks.append(Check("sandbox", e.name, "fail", why, e.fix))
     return checks
 
 
