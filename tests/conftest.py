@@ -27,6 +27,15 @@ def _bwrap_present() -> bool:
     return path is not None and os.access(path, os.X_OK)
 
 
+def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped on a machine that must have every tool ({NO_SKIP_VAR}=1): {reason}\n"
+        "scripts/test installs what the suite needs; add the missing install step there"
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
@@ -37,9 +46,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     if item.get_closest_marker("nobwrap") is not None and _bwrap_present():
         return
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    report.outcome = "failed"
-    report.longrepr = (
-        f"skipped on a machine that must have every tool ({NO_SKIP_VAR}=1): {reason}\n"
-        "scripts/test installs what the suite needs; add the missing install step there"
-    )
+    _fail_the_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A whole module skipped at import (`pytest.skip(..., allow_module_level=True)`) counts too."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get(NO_SKIP_VAR) == "1" and report.skipped:
+        _fail_the_skip(report)
