@@ -160,9 +160,8 @@ class LandlockStatus(NamedTuple):
     @property
     def network_note(self) -> str:
         return (
-            "Landlock confines the filesystem only: the network was not confined (Landlock's TCP "
-            "rules name ports, not addresses, so they cannot keep loopback open and close the "
-            "outside; install bubblewrap for a network namespace with loopback only)"
+            "the network was not confined (Landlock's TCP rules name ports, not addresses, so they "
+            "cannot keep loopback open and close the outside; bubblewrap can)"
         )
 
 

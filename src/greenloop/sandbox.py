@@ -244,6 +244,8 @@ _ENABLE_USERNS = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
     "24.04+ kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
 )
+_INSTALL_BWRAP_SHORT = "install bubblewrap (apt-get install bubblewrap, or dnf/pacman)"
+_ENABLE_USERNS_SHORT = "enable unprivileged user namespaces for bubblewrap (docs/sandbox.md)"
 _GET_LANDLOCK = (
     "use a kernel with Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK=y, landlock in "
     "the lsm= boot parameter)"
@@ -368,8 +370,8 @@ def enforce(
     ll = landlock.probe(env)
     if ll.available:
         note = (
-            f"bubblewrap is unavailable ({status.reason}); the sandbox is enforced by {ll.enforced_by}: "
-            "writes are confined to the workspace and the run's private temporary folder. " + ll.network_note
+            f"sandbox enforced by {ll.enforced_by}, since bubblewrap is unavailable ({status.reason}): "
+            "writes are confined to the workspace and the run's own temporary folder; " + ll.network_note
         )
         return Enforcement("landlock", ll.enforced_by, landlock_abi=ll.abi, notes=(note,))
     fixes = f"{status.fix or _INSTALL_BWRAP}; or {_GET_LANDLOCK}"
@@ -380,10 +382,13 @@ def enforce(
             "Or choose --sandbox full-access (tool argument sandbox='full-access') explicitly to run "
             "without a sandbox, or --sandbox auto to run unconfined whenever no sandbox is available."
         )
+    # Said first and briefly: a model reads notes cut at 500 characters.
+    short_fix = _ENABLE_USERNS_SHORT if status.fix == _ENABLE_USERNS else _INSTALL_BWRAP_SHORT
     note = (
-        f"the sandbox was NOT enforced: neither bubblewrap ({status.reason}) nor Landlock "
-        f"({ll.reason}) is available here, so the run could write outside the workspace and reach "
-        f"the network. To enforce it, {fixes}. (Only the environment allow-list applied.)"
+        f"sandbox NOT enforced ({policy.mode}): the run could write outside the workspace and reach "
+        f"the network; only the environment allow-list applied. Neither bubblewrap ({status.reason}) "
+        f"nor Landlock ({ll.reason}) is available. To enforce it, {short_fix}, or use a kernel with "
+        "Landlock (Linux 5.13+)."
     )
     return Enforcement(None, notes=(note,))
 
