@@ -435,7 +435,10 @@ def _probe(path: str, python: str) -> BwrapStatus:
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         # e.g. hidden by binding /dev/null over it, or a copy without the executable bit
         return BwrapStatus(
-            False, path, reason=f"{path} is not an executable file, so it cannot run", fix=_INSTALL_BWRAP
+            False,
+            path,
+            reason=f"{path} is not an executable file, so it cannot run",
+            fix=f"make {path} the executable bwrap again, or re{_INSTALL_BWRAP}",
         )
     with tempfile.TemporaryDirectory(prefix="greenloop-bwrap-probe-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
