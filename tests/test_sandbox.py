@@ -202,6 +202,29 @@ def test_tmp_roots_find_interpreters_and_path_entries_under_tmp(tmp_path: Path) 
     assert sandbox.tmp_roots("/usr/bin/env", {"PATH": "/usr/bin"}) == []
 
 
+def test_tmp_roots_find_a_venvs_base_interpreter_and_toolchain_managers(tmp_path: Path) -> None:
+    """A venv made from an interpreter that itself lives under /tmp (a CI-built or uv-managed
+    Python), and the folders of nvm/volta/asdf/fnm/pyenv/uv when they live under /tmp."""
+    base = tmp_path / "cpython"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3").write_text("")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\ninclude-system-site-packages = false\n")
+    volta, uv = tmp_path / "volta", tmp_path / "uv-pythons"
+    volta.mkdir()
+    uv.mkdir()
+    env = {"PATH": "/usr/bin", "VOLTA_HOME": str(volta), "UV_PYTHON_INSTALL_DIR": str(uv)}
+    roots = sandbox.tmp_roots(str(venv / "bin" / "python"), env)
+    assert {str(venv), str(base), str(volta), str(uv)} <= set(roots)
+    # wrap_argv binds the command's own toolchain even when its caller passes nothing
+    policy = sandbox.resolve(tmp_path / "ws", explicit="workspace-write")
+    argv = sandbox.wrap_argv([str(venv / "bin" / "python"), "-V"], policy, env={"PATH": "/usr/bin"})
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
+    assert {str(venv), str(base)} <= binds
+
+
 # --------------------------------------------------------------------------- environment
 
 

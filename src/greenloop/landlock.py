@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import platform
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -133,7 +132,7 @@ _calls: _Calls | None = None
 def _get_calls() -> _Calls | None:
     global _calls
     if _calls is None:
-        numbers = _SYSCALLS.get(platform.machine().lower())
+        numbers = _SYSCALLS.get(os.uname().machine.lower())
         if numbers is None or not hasattr(os, "O_PATH"):
             return None
         try:
@@ -160,9 +159,8 @@ class LandlockStatus(NamedTuple):
     @property
     def network_note(self) -> str:
         return (
-            "Landlock confines the filesystem only: the network was not confined (Landlock's TCP "
-            "rules name ports, not addresses, so they cannot keep loopback open and close the "
-            "outside; install bubblewrap for a network namespace with loopback only)"
+            "the network was not confined (Landlock's TCP rules name ports, not addresses, so they "
+            "cannot keep loopback open and close the outside; bubblewrap can)"
         )
 
 
@@ -171,7 +169,7 @@ def abi_version() -> LandlockStatus:
     calls = _get_calls()
     if calls is None:
         return LandlockStatus(
-            0, f"Landlock is not supported by greenloop on {platform.machine() or 'this CPU'}"
+            0, f"Landlock is not supported by greenloop on {os.uname().machine or 'this CPU'}"
         )
     try:
         answer = calls.syscall(calls.create, None, calls.ctypes.c_size_t(0), calls.ctypes.c_uint32(1))

@@ -1,22 +1,27 @@
-"""Sandbox policy: which mode a run gets, and the bubblewrap command line that enforces it.
+"""Sandbox policy: which mode a run gets, which enforcer enforces it, and how it is started.
 
-Three modes (issue 8):
+Four modes (docs/sandbox.md):
 
-- ``read-only``: the workspace and the system are read-only, /tmp is private, no network;
-- ``workspace-write`` (the default): the workspace and a private /tmp are writable, the rest of
-  the filesystem is read-only, the network is a namespace of its own with only loopback;
+- ``auto`` (the default): workspace-write with the strongest enforcer the machine offers, or
+  none, in which case the run still runs and its result says plainly that it was not confined;
+- ``read-only``: the workspace and the system are read-only, the temporary folder is private;
+- ``workspace-write``: the workspace and a private temporary folder are writable, the rest of
+  the filesystem is read-only;
 - ``full-access``: no sandbox at all (and the run says so).
 
 Resolution is pure (`resolve`): a mode given explicitly for this call wins over the session's
 latest recorded mode event, which wins over the deployment default from config. The workspace
 root comes from the same resolved `Policy`, so the two cannot disagree.
 
-Enforcement is bubblewrap (`bwrap`): read-only binds of the system, a writable (or read-only)
-bind of the workspace, `--tmpfs /tmp` (re-showing the workspace and the runner's interpreter
-when they live under /tmp), `--unshare-net`, `--unshare-pid` with `--die-with-parent` (nothing
-the run starts can outlive it), `--new-session` and `--cap-drop ALL`. When bwrap is missing or
-cannot start, a sandboxed run is refused (`SandboxUnavailable`); greenloop never falls back to
-running unsandboxed. The child environment of a sandboxed run starts from an allow-list.
+Enforcement (`enforce`) is bubblewrap (`bwrap`) where it can start a sandbox: read-only binds
+of the system, a writable (or read-only) bind of the workspace, `--tmpfs /tmp` (re-showing the
+workspace and the runner's toolchain when they live under /tmp), `--unshare-net` (loopback
+only), `--unshare-pid` with `--die-with-parent` (nothing the run starts can outlive it),
+`--new-session` and `--cap-drop ALL`. Else Landlock (greenloop.landlock: writes confined to the
+workspace and the run's own temporary folder, the network not confined), applied in the child
+between fork and exec. Else nothing: `auto` runs and says so with how to get an enforcer; a
+mode asked for by name is refused (`SandboxUnavailable`). The child environment of a sandboxed
+run starts from an allow-list either way. `available_enforcers` reports both for a doctor.
 
 This module computes argv, environments and verdicts; starting processes is proc.py's job
 (the bwrap probe goes through it too).
@@ -93,6 +98,8 @@ ENV_ALLOW: frozenset[str] = frozenset(
         "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME",
         "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
         "NODE_PATH", "NODE_OPTIONS", "NODE_ENV", "NVM_DIR", "NVM_BIN",
+        "PYENV_ROOT", "PYENV_VERSION", "VOLTA_HOME", "ASDF_DIR", "ASDF_DATA_DIR", "FNM_DIR",
+        "FNM_MULTISHELL_PATH", "UV_PYTHON_INSTALL_DIR",
         "JAVA_HOME", "GOPATH", "GOROOT", "GOFLAGS", "CARGO_HOME", "RUSTUP_HOME",
         "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
         "LD_LIBRARY_PATH", "PLAYWRIGHT_BROWSERS_PATH",
@@ -237,6 +244,8 @@ _ENABLE_USERNS = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
     "24.04+ kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
 )
+_INSTALL_BWRAP_SHORT = "install bubblewrap (apt-get install bubblewrap, or dnf/pacman)"
+_ENABLE_USERNS_SHORT = "enable unprivileged user namespaces for bubblewrap (docs/sandbox.md)"
 _GET_LANDLOCK = (
     "use a kernel with Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK=y, landlock in "
     "the lsm= boot parameter)"
@@ -361,8 +370,8 @@ def enforce(
     ll = landlock.probe(env)
     if ll.available:
         note = (
-            f"bubblewrap is unavailable ({status.reason}); the sandbox is enforced by {ll.enforced_by}: "
-            "writes are confined to the workspace and the run's private temporary folder. " + ll.network_note
+            f"sandbox enforced by {ll.enforced_by}, since bubblewrap is unavailable ({status.reason}): "
+            "writes are confined to the workspace and the run's own temporary folder; " + ll.network_note
         )
         return Enforcement("landlock", ll.enforced_by, landlock_abi=ll.abi, notes=(note,))
     fixes = f"{status.fix or _INSTALL_BWRAP}; or {_GET_LANDLOCK}"
@@ -373,10 +382,13 @@ def enforce(
             "Or choose --sandbox full-access (tool argument sandbox='full-access') explicitly to run "
             "without a sandbox, or --sandbox auto to run unconfined whenever no sandbox is available."
         )
+    # Said first and briefly: a model reads notes cut at 500 characters.
+    short_fix = _ENABLE_USERNS_SHORT if status.fix == _ENABLE_USERNS else _INSTALL_BWRAP_SHORT
     note = (
-        f"the sandbox was NOT enforced: neither bubblewrap ({status.reason}) nor Landlock "
-        f"({ll.reason}) is available here, so the run could write outside the workspace and reach "
-        f"the network. To enforce it, {fixes}. (Only the environment allow-list applied.)"
+        f"sandbox NOT enforced ({policy.mode}): the run could write outside the workspace and reach "
+        f"the network; only the environment allow-list applied. Neither bubblewrap ({status.reason}) "
+        f"nor Landlock ({ll.reason}) is available. To enforce it, {short_fix}, or use a kernel with "
+        "Landlock (Linux 5.13+)."
     )
     return Enforcement(None, notes=(note,))
 
@@ -423,7 +435,10 @@ def _probe(path: str, python: str) -> BwrapStatus:
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         # e.g. hidden by binding /dev/null over it, or a copy without the executable bit
         return BwrapStatus(
-            False, path, reason=f"{path} is not an executable file, so it cannot run", fix=_INSTALL_BWRAP
+            False,
+            path,
+            reason=f"{path} is not an executable file, so it cannot run",
+            fix=f"make {path} the executable bwrap again, or re{_INSTALL_BWRAP}",
         )
     with tempfile.TemporaryDirectory(prefix="greenloop-bwrap-probe-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")

@@ -67,11 +67,15 @@ def show(args: argparse.Namespace) -> int:
     except sandbox.SandboxUnavailable as exc:
         refusal = exc
     why = _why(policy, chosen, checks, refusal)
+    # What the run could reach: bubblewrap's namespace has only loopback; Landlock, no enforcer
+    # and full-access leave the host's network.
+    network = "loopback" if chosen is not None and chosen.enforcer == "bwrap" else "host"
     if getattr(args, "json", False):
         print(
             json.dumps(
                 {
                     **policy.to_json(),
+                    "network": network,
                     "session_id": session,
                     "enforcer": chosen.enforcer if chosen else None,
                     "enforced_by": chosen.enforced_by if chosen else None,
@@ -90,6 +94,7 @@ def show(args: argparse.Namespace) -> int:
     else:
         print(f"mode:       {policy.mode} (from {policy.source})")
         print(f"workspace:  {policy.workspace_root}")
+        print(f"network:    {network}")
         for c in checks:
             label = f"{'bubblewrap' if c.name == 'bwrap' else 'Landlock'}:".ljust(12)
             print(f"{label}{'available' if c.available else 'unavailable'}: {c.detail}")
