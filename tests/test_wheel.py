@@ -1,7 +1,7 @@
-"""greenloop installed as a tool: build the wheel, install it into a fresh virtualenv under /tmp
-and use it on a real pytest workspace, the way `pipx install greenloop` would. Nothing may be
-read from the source tree at run time: the pytest report plugin, the schemas and every data
-file must travel in the wheel."""
+"""greenloop installed as a tool: build the wheel, `pipx install` it (pipx's home and bin folder
+in a fresh folder under /tmp) and use it on a real pytest workspace. Nothing may be read from
+the source tree at run time: the pytest report plugin, the schemas and every data file must
+travel in the wheel. (.ci/run does the same with plain pip into a clean virtualenv.)"""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed() -> Iterator[tuple[Path, Path]]:
-    """(the greenloop script of a fresh venv holding only the built wheel, the wheel itself)."""
+    """(the greenloop that `pipx install <wheel>` put on its bin folder, the wheel itself)."""
     with tempfile.TemporaryDirectory(prefix="greenloop-wheel-") as tmp_name:
         tmp = Path(tmp_name)
         # Build from a copy: a build inside the checkout would leave build/ there, and a stale
