@@ -165,7 +165,7 @@ def _js_version(tool_path: str, package: str) -> str | None:
     return str(version) if version else None
 
 
-def _node_check(root: str, env: Mapping[str, str]) -> Check:
+def _node_check(env: Mapping[str, str]) -> Check:
     node = shutil.which("node", path=env.get("PATH") or os.defpath)
     if node is None:
         return Check(
@@ -222,7 +222,7 @@ def _fix_of(unavailable: str) -> str:
     return ("run " + rest) if sep else unavailable
 
 
-def _js_check(framework: str, root: str, manager: str | None, env: Mapping[str, str]) -> Check:
+def _js_check(framework: str, root: str, manager: str | None) -> Check:
     from greenloop.plan import js_runner
 
     tool = js_runner(root, framework, manager)
@@ -236,7 +236,7 @@ def _js_check(framework: str, root: str, manager: str | None, env: Mapping[str, 
     return Check("runner", framework, "ok", f"{shown}: {tool.argv[0]}{extra}")
 
 
-def _npm_test_check(root: str, manager: str | None, env: Mapping[str, str]) -> Check:
+def _npm_test_check(manager: str | None, env: Mapping[str, str]) -> Check:
     pm = manager or "npm"
     found = shutil.which(pm, path=env.get("PATH") or os.defpath)
     if found is None:
@@ -284,13 +284,13 @@ def runner_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
     checks = [Check("runner", "framework", "ok", f"{detection.framework}{config}")]
     fw = detection.framework
     if fw in JS_FRAMEWORKS:
-        checks.append(_node_check(detection.root, env))
+        checks.append(_node_check(env))
     if fw == "pytest":
         checks.append(_pytest_check(detection.root, env))
     elif fw in ("vitest", "jest"):
-        checks.append(_js_check(fw, detection.root, detection.package_manager, env))
+        checks.append(_js_check(fw, detection.root, detection.package_manager))
     elif fw == "npm-test":
-        checks.append(_npm_test_check(detection.root, detection.package_manager, env))
+        checks.append(_npm_test_check(detection.package_manager, env))
     return checks
 
 
