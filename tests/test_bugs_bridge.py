@@ -70,8 +70,8 @@ def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
     log.transition(b_list.id, "fixing", by="coder")
     done = bugs.bridge_unit_run(ws, green("run-3"))
     assert sorted(done.bugs_transitioned, key=lambda t: t["id"]) == sorted(
-        [{"id": b_title.id, "from": "open", "to": "fixed"},
-         {"id": b_list.id, "from": "fixing", "to": "fixed"}],
+        [{"id": b_title.id, "from": "open", "to": "fixed", "evidence": "suite_passed"},
+         {"id": b_list.id, "from": "fixing", "to": "fixed", "evidence": "suite_passed"}],
         key=lambda t: t["id"])
     assert log.get(b_title.id).fix_refs == ("run-3",)
     assert log.get(other.bugs_opened[0]).status == "open"
@@ -103,7 +103,8 @@ def test_broken_runs(tmp_path: Path) -> None:
     assert len(log.fold().bugs) == 1
     # the suite runs again (red): the infra bug is fixed, the failure opens its own bug
     after = bugs.bridge_unit_run(ws, red("run-5", F_LIST))
-    assert after.bugs_transitioned == ({"id": infra.id, "from": "open", "to": "fixed"},)
+    assert after.bugs_transitioned == (
+        {"id": infra.id, "from": "open", "to": "fixed", "evidence": "suite_ran"},)
     assert len(after.bugs_opened) == 1
 
 
@@ -178,11 +179,19 @@ def test_integration_bridge(tmp_path: Path) -> None:
     assert log.get(case_bug.id).status == "verified" and "run-int-3" in log.get(unit_bug).fix_refs
     assert log.get(auth_bug).status == "fixed"
     assert log.get(red_run.bug_ids["auth-login"]).status == "open"
-    # without passed_cases, a green run answers the integration bugs whose units it covered
+    # without passed_cases, a green run has no evidence about any case: integration bugs stay;
+    # the fixed unit bug of a covered unit is verified
     ok2 = bugs.bridge_integration_run(str(root), [], run_id="run-int-4", ok=True, covered_units=["auth-be"])
-    assert {(t["id"], t["to"]) for t in ok2.bugs_transitioned} == {
-        (red_run.bug_ids["auth-login"], "fixed"), (red_run.bug_ids["auth-login"], "verified"),
-        (auth_bug, "verified")}
+    assert {(t["id"], t["to"], t["evidence"]) for t in ok2.bugs_transitioned} == {
+        (auth_bug, "verified", "integration_passed")}
+    assert log.get(red_run.bug_ids["auth-login"]).status == "open"
+    # the case itself passing answers its bug: fixed and, the run being green, verified
+    ok3 = bugs.bridge_integration_run(str(root), [], run_id="run-int-5", ok=True, covered_units=["auth-be"],
+                                      passed_cases=["auth-login"])
+    assert [(t["to"], t["evidence"]) for t in ok3.bugs_transitioned] == [
+        ("fixed", "case_passed"), ("verified", "case_passed")]
+    closed = log.get(red_run.bug_ids["auth-login"])
+    assert (closed.closed_by, closed.evidence) == ("run-int-5", "case_passed")
     assert {b.status for b in log.fold().bugs} == {"verified"}
     with pytest.raises(bugs.UsageError, match="case_id"):
         bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
@@ -198,7 +207,8 @@ def test_integration_red_run_fixes_the_cases_that_passed(tmp_path: Path) -> None
     # case one passes now, case two still fails: one's bug is fixed (not verified), two's stays open
     second = bugs.bridge_integration_run(str(root), fail[1:], run_id="r2", ok=False,
                                          covered_units=["a", "b"], passed_cases=["one"])
-    assert second.bugs_transitioned == ({"id": first.bug_ids["one"], "from": "open", "to": "fixed"},)
+    assert second.bugs_transitioned == (
+        {"id": first.bug_ids["one"], "from": "open", "to": "fixed", "evidence": "case_passed"},)
     assert log.get(first.bug_ids["one"]).fix_refs == ("r2",)
     assert log.get(first.bug_ids["two"]).status == "open"
     # a case both failed and passed (a retried case) is not fixed by its pass
@@ -242,6 +252,7 @@ def test_real_runs_red_then_green(tmp_path: Path) -> None:
     test_file.write_text(PYTEST_CASES.replace("a - b  # the bug", "a + b"))
     second = api.test_run(unit, timeout_ms=60_000)
     assert second.outcome == "green", second.notes
-    assert second.bugs_transitioned == ({"id": bug.id, "from": "open", "to": "fixed"},)
+    assert second.bugs_transitioned == (
+        {"id": bug.id, "from": "open", "to": "fixed", "evidence": "test_passed"},)
     assert BugLog(root / "bugs.ndjson").get(bug.id).fix_refs == (second.run_id,)
     assert sys.executable  # the suite ran under this interpreter's pytest

@@ -132,8 +132,14 @@ def test_run(
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()
+    layout.make_state_dir(layout.state_dir(detection.root))
     run_dir = layout.run_dir(detection.root, run_id)
-    previous = _previous_run(detection.root, ws, session_id) if last_failed and command is None else None
+    previous: RunResult | None = None
+    whose: str | None = None
+    if last_failed and command is None:
+        from greenloop import session as session_mod
+
+        previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms),
@@ -141,6 +147,8 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
+    if whose is not None:
+        the_plan = the_plan._replace(notes=(*the_plan.notes, whose))
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.
@@ -236,9 +244,11 @@ class _Preload:
             self._thread.join()
 
 
-def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
-    """The run whose failures `last_failed` reruns: the session's latest run when a session is
-    given and the store knows one, else the workspace's latest stored run."""
+def _previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[RunResult | None, str | None]:
+    """The run whose failures `last_failed` reruns, and a note when it is not the session's own.
+
+    The rule (README, docs/mcp.md): the session's own latest run; else (a new session, or no
+    session) the workspace's latest stored run, with a note naming whose run that was."""
     if session_id is not None:
         from greenloop.store import Store
 
@@ -252,10 +262,18 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResu
                 if not path:
                     continue
                 try:
-                    return _read_result(path)
+                    return _read_result(path), None
                 except _UNREADABLE:
                     continue
-    return latest_run(root)
+    latest = latest_run(root)
+    if latest is None:
+        return None, None
+    owner = f"session {latest.session_id}" if latest.session_id else "no session"
+    mine = "this session has no run yet" if session_id is not None else "no session is known"
+    if session_id is not None and latest.session_id == session_id:
+        return latest, None
+    return latest, (f"last_failed: {mine}; used the workspace's latest run {latest.run_id} "
+                    f"({owner}, {latest.started_at or 'time unknown'})")
 
 
 def _note(result: RunResult, what: str, exc: Exception) -> RunResult:

@@ -201,7 +201,11 @@ class Store:
 
     # ------------------------------------------------------------------ opening, rebuilding
     def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            from greenloop.layout import make_state_dir
+
+            make_state_dir(folder)
         # connect()'s timeout is SQLite's busy timeout (PRAGMA busy_timeout reads 15000).
         return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
 
