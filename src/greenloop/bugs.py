@@ -1136,7 +1136,7 @@ def _answered_by(result: RunResult, bugs: Sequence[Bug]) -> tuple[list[Bug], lis
         notes.append(
             f"bugs: {len(missing)} open bug(s) ({', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}) "
             "stay open: this green run of the whole suite did not run their tests (renamed or "
-            "removed?); close one by hand with `greenloop bugs move ID fixed`"
+            "removed?); close one by hand with `greenloop bugs transition ID --to fixed`"
         )
     return by_test, by_suite, notes
 

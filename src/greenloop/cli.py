@@ -74,7 +74,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
         p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORKS)}")
         p.add_argument("--target", help="space-separated paths or node ids appended to the command")
-        p.add_argument("--last-failed", action="store_true", help="rerun only the previous run's failures")
+        p.add_argument("--last-failed", action="store_true",
+                       help="rerun only the failures of this session's previous run (else the "
+                            "workspace's latest, with a note naming whose)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
         p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
         p.add_argument("--session", help="record the run for this agent session id")

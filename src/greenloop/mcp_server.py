@@ -574,7 +574,9 @@ def _tools(state: ServerState) -> list[Tool]:
             Field(description="Space-separated test files or node ids appended to the command."),
         ] = None,
         last_failed: Annotated[
-            bool, Field(description="Rerun only the tests that failed in this session's previous run.")
+            bool,
+            Field(description="Rerun only the tests that failed in this session's previous run; a "
+                  "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
         command: Annotated[
             str | None,
