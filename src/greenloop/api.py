@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESULT_FILE",
     "bounded",
+    "dashboard_link",
     "latest_run",
     "list_runs",
     "load_run",
@@ -152,10 +153,13 @@ def test_run(
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.
-    preload = _Preload(
-        _REPORT_MODULES.get(the_plan.report_format or "", ()),
-        then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
-    )
+    dashboard: list[tuple[str, Any]] = []
+
+    def while_running() -> None:
+        _announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
+        prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
+
+    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
     fingerprint = Pending(str(ws))
     try:
         result = execute(
@@ -178,6 +182,10 @@ def test_run(
     finally:
         preload.join()
         fingerprint.close()
+        for root, _ in dashboard:
+            from greenloop.dashboard import live
+
+            live.finished(root, run_id)
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
@@ -242,6 +250,26 @@ class _Preload:
     def join(self) -> None:
         if self.started:
             self._thread.join()
+
+
+def _announce(workspace: str, run_id: str, run_dir: str, framework: str | None,
+              found: list[tuple[str, Any]]) -> None:
+    """Tell a running `greenloop serve` of this workspace that the run has started, so it can
+    stream it (the run's preload thread calls this; nothing is read when none runs)."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(workspace)
+    if serving is not None:
+        live.announce(serving[0], run_id, run_dir, framework)
+        found.append(serving)
+
+
+def dashboard_link(workspace: str | os.PathLike[str], path: str) -> str | None:
+    """The link to `path` on the dashboard serving this workspace, if one runs."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(os.fspath(workspace))
+    return serving[1].link(path) if serving is not None else None
 
 
 def _previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[RunResult | None, str | None]:

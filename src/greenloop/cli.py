@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp",
+    "bugs", "integrate", "audit", "mcp", "serve",
 )  # fmt: skip
 
 
@@ -214,6 +214,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         _json_flag(p)
         _handler(p, "audit:audit")
+
+    if only in (None, "serve"):
+        p = sub.add_parser("serve", help="the live dashboard in the browser: runs, failures, sessions, bugs")
+        p.add_argument("path", nargs="?", default=".", help="workspace or project folder (default: .)")
+        p.add_argument("--port", help="port to listen on (default 0: a free one)")
+        p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+        p.add_argument("--open", action="store_true", help="open the dashboard in the browser")
+        _handler(p, "serve:serve")
 
     if only in (None, "mcp"):
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")
