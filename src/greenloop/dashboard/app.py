@@ -150,9 +150,9 @@ def create_app(path: str, *, token: str, hosts: frozenset[str]) -> ASGIApp:
 
     async def run_stream(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        framework = next((fw for rid, _, fw in data.live_runs(src) if rid == run_id), None)
         with data.connect(src) as conn:
-            run_dir = data.read_run(src, conn, run_id)[1]
+            result, run_dir = data.read_run(src, conn, run_id)
+        framework = data.framework_of(src, run_id, result)
         if run_dir is None:
             return PlainTextResponse(f"no run {run_id}", 404)
         try:

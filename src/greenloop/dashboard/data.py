@@ -26,6 +26,7 @@ __all__ = [
     "Source",
     "bug_board",
     "bug_detail",
+    "framework_of",
     "integration_run",
     "integration_runs",
     "live_runs",
@@ -151,6 +152,14 @@ def live_runs(src: Source) -> list[tuple[str, str, str | None]]:
             continue  # ended: the store has it (its announcement is about to go)
         out.append((name, run_dir, framework))
     return out
+
+
+def framework_of(src: Source, run_id: str, result: dict[str, Any] | None) -> str | None:
+    """The framework of a run: from its result, else from its announcement (while it runs)."""
+    if result is not None and isinstance(result.get("framework"), str):
+        return str(result["framework"])
+    found = live.announced(os.path.join(src.root, layout.STATE_DIR, live.LIVE_DIR, run_id))
+    return found[1] if found is not None else None
 
 
 def read_run(
