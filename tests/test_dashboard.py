@@ -116,11 +116,34 @@ def test_a_run_in_progress_streams_its_output_then_ends(ws: Path) -> None:
     assert "… running" in c.get("/").text
     page = c.get("/runs/run-live").text
     assert 'data-stream="/runs/run-live/stream"' in page and "test_two FAILED" in page
+    # a line written in two parts (pytest -v writes the name, then the outcome) arrives once, whole
+    with (run_dir / "stdout.txt").open("a") as fh:
+        fh.write("tests/test_a.py::test_three ")
+    from greenloop.dashboard import app as app_mod
+
+    async def first_events() -> str:
+        class Client:
+            async def is_disconnected(self) -> bool:
+                return False
+
+        stream = app_mod._follow_run(Client(), str(run_dir), "pytest", 0)  # type: ignore[arg-type]
+        seen = [await stream.__anext__() for _ in range(4)]
+        with (run_dir / "stdout.txt").open("a") as fh:
+            fh.write("PASSED [ 75%]\n")
+        seen += [await stream.__anext__() for _ in range(2)]
+        await stream.aclose()
+        return "".join(seen)
+
+    import asyncio
+
+    partial = asyncio.run(first_events())
+    assert 'data: "tests/test_a.py::test_three PASSED [ 75%]"' in partial
+    assert partial.count("test_three") == 1
     (run_dir / "result.json").write_text(json.dumps({"run_id": "run-live", "outcome": "red"}))
     with c.stream("GET", "/runs/run-live/stream") as r:
         text = "".join(r.iter_text())
     assert 'event: line\ndata: "tests/test_a.py::test_one PASSED"' in text
-    assert 'event: progress\ndata: {"passed": 1, "failed": 1, "skipped": 0}' in text
+    assert 'event: progress\ndata: {"passed": 2, "failed": 1, "skipped": 0}' in text
     assert text.rstrip().endswith('event: end\ndata: {"outcome": "red"}')
     # a reconnect with Last-Event-ID resumes after the lines it had
     first_id = text.split("id: ")[1].split("\n")[0]

@@ -6,8 +6,10 @@ import argparse
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 
 from greenloop.errors import UsageError
 
@@ -73,10 +75,25 @@ def serve(args: argparse.Namespace) -> int:
 
         webbrowser.open(link)
     app = create_app(path, token=token, hosts=hosts)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+
+    class _Server(uvicorn.Server):
+        # uvicorn re-raises SIGTERM/SIGINT once it has shut down, which would end the process
+        # before serve.json is removed; stop on those signals ourselves instead.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+
+    def stop(_signum: int, _frame: object) -> None:
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run(sockets=[sock])
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sock.close()
         if live.serving(src.root) == info:  # another serve may have taken over the file
             with contextlib.suppress(OSError):

@@ -259,7 +259,7 @@ async def _follow_run(
     counts = {"pass": 0, "fail": 0, "skip": 0}
     pending = b""
     # Progress is counted from the start of the output, even when the client resumes later on.
-    position = 0
+    position = 0  # the end of the last whole line sent (or skipped, below the resume offset)
     idle = 0.0
     yield "retry: 1000\n\n"
     while True:
@@ -268,7 +268,7 @@ async def _follow_run(
         chunk = b""
         try:
             with open(out_path, "rb") as fh:
-                fh.seek(position)
+                fh.seek(position + len(pending))  # a partial line waits in `pending`, read once
                 chunk = fh.read(1 << 20)
         except OSError:
             pass
