@@ -332,6 +332,16 @@ def _after_run(
         result = bugs.bridge_unit_run(workspace, result)
     except Exception as exc:  # bookkeeping must never lose the result of a run that happened
         result = _note(result, "the run could not be recorded in the bug log", exc)
+    # timeline: what happened, in order, beside the bug log
+    try:
+        from greenloop import bugs, timeline
+
+        problem = timeline.append(timeline.timeline_path(workspace),
+                                  timeline.events_of_run(result, bugs.unit_id_of(workspace)))
+        if problem:
+            result = result._replace(notes=(*result.notes, problem))
+    except Exception as exc:
+        result = _note(result, "the run could not be added to the timeline", exc)
     # closure: record the final run for the session (or the workspace) so the gate sees it
     try:
         from greenloop import store

@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp", "serve",
+    "bugs", "integrate", "audit", "mcp", "serve", "timeline",
 )  # fmt: skip
 
 
@@ -214,6 +214,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         _json_flag(p)
         _handler(p, "audit:audit")
+
+    if only in (None, "timeline"):
+        p = sub.add_parser("timeline", help="what happened in the project, in order (timeline.ndjson)")
+        p.add_argument("path", nargs="?", default=".", help="workspace or project folder (default: .)")
+        p.add_argument("--follow", action="store_true", help="keep printing events as they are appended")
+        p.add_argument("--unit", help="only this unit's events")
+        p.add_argument("--kind", action="append", help="only events of this kind (repeatable)")
+        p.add_argument("--last", help="only the last N events")
+        _json_flag(p)
+        _handler(p, "timeline:timeline")
 
     if only in (None, "serve"):
         p = sub.add_parser("serve", help="the live dashboard in the browser: runs, failures, sessions, bugs")
