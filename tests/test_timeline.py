@@ -31,10 +31,10 @@ def test_append_and_read_back_skipping_a_torn_line(tmp_path: Path) -> None:
 
 
 def test_events_of_a_run_name_the_outcome_and_the_bugs(tmp_path: Path) -> None:
-    red = RunResult(run_id="run-1", ok=False, outcome="red", framework="pytest", command="pytest", exit_code=1,
-                    summary=Summary(total=3, passed=2, failed=1), failures=(Failure(test="t"),),
-                    bugs_opened=("bug-1",),
-                    bugs_transitioned=({"id": "bug-0", "from": "open", "to": "fixed", "evidence": "test_passed"},))
+    moved = ({"id": "bug-0", "from": "open", "to": "fixed", "evidence": "test_passed"},)
+    red = RunResult(run_id="run-1", ok=False, outcome="red", framework="pytest", command="pytest",
+                    exit_code=1, summary=Summary(total=3, passed=2, failed=1), failures=(Failure(test="t"),),
+                    bugs_opened=("bug-1",), bugs_transitioned=moved)
     kinds = [(e.kind, e.ref) for e in tl.events_of_run(red, "api")]
     assert kinds == [("unit_tested", "run-1"), ("test_failed", "run-1"), ("bug_opened", "bug-1"),
                      ("bug_closed", "bug-0")]
@@ -97,8 +97,8 @@ def test_follow_prints_events_as_they_are_appended(tmp_path: Path) -> None:
     (tmp_path / "units.json").write_text('{"units": []}')
     path = tmp_path / "timeline.ndjson"
     tl.append(path, [tl.event("unit_tested", "old", "run-old", "before")])
-    proc = subprocess.Popen([sys.executable, "-m", "greenloop", "timeline", str(tmp_path), "--follow", "--json"],
-                            stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "greenloop", "timeline", str(tmp_path), "--follow", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["ref"] == "run-old"
