@@ -161,6 +161,9 @@ def test_run(
 
     preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
     fingerprint = Pending(str(ws))
+    unit = layout.unit_of(ws)
+    if unit is not None:  # a DevLoop unit: the registry says it is being tested
+        _unit_status(unit, "testing", run_id, write_back=cfg.write_unit_status)
     try:
         result = execute(
             the_plan,
@@ -174,10 +177,14 @@ def test_run(
             on_start=preload.start,
             on_exit=fingerprint.start,
         )
-        unit = layout.unit_of(ws)
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
+        if unit is not None:
+            status = "passed" if final.ok else "failed"
+            note = _unit_status(unit, status, run_id, write_back=cfg.write_unit_status)
+            if note:
+                final = final._replace(notes=(*final.notes, note))
         _store(final, run_dir, unit_dir)
     finally:
         preload.join()
@@ -250,6 +257,16 @@ class _Preload:
     def join(self) -> None:
         if self.started:
             self._thread.join()
+
+
+def _unit_status(unit: tuple[Path, str], status: Any, run_id: str, *, write_back: bool) -> str | None:
+    """Record a DevLoop unit's status; a failure to record is a note, never a lost run."""
+    from greenloop import units
+
+    try:
+        return units.set_status(unit[0], unit[1], status, run_id, write_back=write_back)
+    except OSError as exc:
+        return f"unit status: could not record {unit[1]} as {status} ({exc.strerror or exc})"
 
 
 def _announce(workspace: str, run_id: str, run_dir: str, framework: str | None,

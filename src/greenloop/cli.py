@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp", "serve", "timeline",
+    "bugs", "integrate", "audit", "mcp", "serve", "timeline", "units",
 )  # fmt: skip
 
 
@@ -224,6 +224,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--last", help="only the last N events")
         _json_flag(p)
         _handler(p, "timeline:timeline")
+
+    if only in (None, "units"):
+        p = sub.add_parser("units", help="a DevLoop project's units and their status (testing/passed/failed)")
+        p.add_argument("path", nargs="?", default=".", help="project folder or a folder in it (default: .)")
+        _json_flag(p)
+        _handler(p, "units:units")
 
     if only in (None, "serve"):
         p = sub.add_parser("serve", help="the live dashboard in the browser: runs, failures, sessions, bugs")
