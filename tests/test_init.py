@@ -94,11 +94,18 @@ def test_codex_hooks_and_toml(tmp_path: Path) -> None:
     assert commands(hooks["UserPromptSubmit"]) == ["greenloop hook codex"]
     assert hooks["PostToolUse"][0]["matcher"] == "Bash"
     text = (tmp_path / ".codex" / "config.toml").read_text()
-    assert text.startswith(toml_text)  # the user's lines are kept byte for byte
+    assert toml_text in text  # the user's lines are kept byte for byte, after the top-level grace
     config = tomllib.loads(text)
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    assert config["mcp_servers"]["greenloop"] == {
+        "command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30
+    }
+    # `codex exec` leaves out an optional MCP server still starting; this makes it wait
+    assert config["mcp_optional_startup_grace_ms"] == 15000
+    assert config["model"] == "gpt-5-codex"
     assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
+    notes = " ".join(report.notes)
+    assert "--trust" in notes and "/hooks" in notes and "allow_login_shell = false" in notes
 
 
 def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
@@ -108,8 +115,30 @@ def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
     )
     init("codex", tmp_path)
     config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    assert config["mcp_servers"]["greenloop"] == {
+        "command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30
+    }
     assert config["profiles"]["fast"] == {"model": "o4-mini"}
+
+
+def test_codex_keeps_the_users_server_settings_and_grace(tmp_path: Path) -> None:
+    (tmp_path / ".codex").mkdir()
+    path = tmp_path / ".codex" / "config.toml"
+    path.write_text(
+        "mcp_optional_startup_grace_ms = 4000\n\n"
+        '[mcp_servers.greenloop]\ncommand = "old"\nargs = [\n  "x",\n]\n'
+        'startup_timeout_sec = 90\nenv = { GREENLOOP_CONFIG_HOME = "/etc/gl" }\n'
+    )
+    init("codex", tmp_path)
+    config = tomllib.loads(path.read_text())
+    assert config["mcp_optional_startup_grace_ms"] == 4000  # the user's choice stands
+    assert config["mcp_servers"]["greenloop"] == {
+        "command": "greenloop",
+        "args": ["mcp"],  # the multi-line array was replaced whole
+        "startup_timeout_sec": 90,
+        "env": {"GREENLOOP_CONFIG_HOME": "/etc/gl"},
+    }
+    assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
 
 
 def test_gemini_settings(tmp_path: Path) -> None:
