@@ -96,9 +96,8 @@ def test_codex_hooks_and_toml(tmp_path: Path) -> None:
     text = (tmp_path / ".codex" / "config.toml").read_text()
     assert toml_text in text  # the user's lines are kept byte for byte, after the top-level grace
     config = tomllib.loads(text)
-    assert config["mcp_servers"]["greenloop"] == {
-        "command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30
-    }
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
     # `codex exec` leaves out an optional MCP server still starting; this makes it wait
     assert config["mcp_optional_startup_grace_ms"] == 15000
     assert config["model"] == "gpt-5-codex"
@@ -115,9 +114,8 @@ def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
     )
     init("codex", tmp_path)
     config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"]["greenloop"] == {
-        "command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30
-    }
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
     assert config["profiles"]["fast"] == {"model": "o4-mini"}
 
 

@@ -358,7 +358,7 @@ _NOTES = {
     "codex": (
         "Codex reads .codex/ only in a trusted project: accept its trust prompt, or run "
         "`codex exec --trust` once (trust is user config, ~/.codex/config.toml "
-        "[projects.\"<path>\"] trust_level = \"trusted\"; init does not edit it)",
+        '[projects."<path>"] trust_level = "trusted"; init does not edit it)',
         "review and trust the new hooks with /hooks in the Codex TUI: `codex exec` silently skips "
         "hooks that are not trusted, so nothing is gated (automation that vets hooks itself can "
         "pass --dangerously-bypass-hook-trust)",
