@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import REPO
+from .helpers import REPO, processes_under, wait_until
 from .responses_server import Answer, ProxyTrap, ResponsesServer, call, say, texts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -241,6 +241,8 @@ def codex_project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Co
             dump = [{"path": r.path, "body": r.body} for r in server.requests]
             (tmp_path / "model-requests.json").write_text(json.dumps(dump, indent=1))
         assert trap.hits == [], f"requests tried to leave the machine: {trap.hits}"
+        # Codex ends its hooks, MCP server and shell commands with itself.
+        assert wait_until(lambda: not processes_under(tmp_path), timeout=15), processes_under(tmp_path)
         assert server.requests, "Codex never reached the scripted model"
         assert all(r.method == "POST" and r.path == "/v1/responses" for r in server.requests), [
             (r.method, r.path) for r in server.requests
