@@ -2,14 +2,19 @@
 
 | harness     | hooks                                                  | MCP server                         |
 |-------------|--------------------------------------------------------|------------------------------------|
-| claude-code | `.claude/settings.json`: Stop, SubagentStop,           | `.mcp.json` `mcpServers.greenloop` |
-|             | UserPromptSubmit, PostToolUse (Bash)                   |                                    |
-| codex       | `.codex/hooks.json`: Stop, UserPromptSubmit,           | `.codex/config.toml`               |
-|             | PostToolUse (Bash)                                     | `[mcp_servers.greenloop]`,         |
+| claude-code | `.claude/settings.json`: SessionStart, Stop,           | `.mcp.json` `mcpServers.greenloop` |
+|             | SubagentStop, UserPromptSubmit, PostToolUse (Bash)     |                                    |
+| codex       | `.codex/hooks.json`: SessionStart, Stop,               | `.codex/config.toml`               |
+|             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`,         |
 |             |                                                        | `mcp_optional_startup_grace_ms`    |
-| gemini      | `.gemini/settings.json`: AfterAgent, AfterTool         | `.gemini/settings.json`            |
-|             | (run_shell_command)                                    | `mcpServers.greenloop`             |
-| cursor      | `.cursor/hooks.json`: stop, afterShellExecution        | `.cursor/mcp.json`                 |
+| gemini      | `.gemini/settings.json`: SessionStart, BeforeAgent,    | `.gemini/settings.json`            |
+|             | AfterAgent, AfterTool (run_shell_command)              | `mcpServers.greenloop`             |
+| cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
+|             | afterShellExecution                                    |                                    |
+
+The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
+BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
+its harness process before the agent's first `greenloop run` or `test_run` (greenloop.session).
 
 Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
 replaced in place, never duplicated; every other hook, server and key is kept as it was.
@@ -191,12 +196,13 @@ def _mcp_json(path: str) -> Pending:
 def _claude(root: str) -> list[Pending]:
     settings = os.path.join(root, ".claude", "settings.json")
     events: dict[str, str | None] = {
-        "Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
-    }
+        "SessionStart": None, "Stop": None, "SubagentStop": None, "UserPromptSubmit": None,
+        "PostToolUse": "Bash",
+    }  # fmt: skip
     return [
         _edit_json(
             settings,
-            "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, settings, "claude-code", events, {"timeout": 30}),
         ),
         _mcp_json(os.path.join(root, ".mcp.json")),
@@ -205,11 +211,13 @@ def _claude(root: str) -> list[Pending]:
 
 def _codex(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".codex", "hooks.json")
-    events: dict[str, str | None] = {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"}
+    events: dict[str, str | None] = {
+        "SessionStart": None, "Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
+    }  # fmt: skip
     return [
         _edit_json(
             hooks_path,
-            "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, hooks_path, "codex", events, {"timeout": 30}),
         ),
         _codex_mcp(os.path.join(root, ".codex", "config.toml")),
@@ -314,12 +322,13 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": "run_shell_command"},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    return [_edit_json(settings, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server", edit)]
+    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(run_shell_command); MCP server"
+    return [_edit_json(settings, what, edit)]
 
 
 def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
@@ -328,7 +337,7 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
     command = _hook_command("cursor")
-    for event in ("stop", "afterShellExecution"):
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -345,7 +354,9 @@ def _cursor(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".cursor", "hooks.json")
     return [
         _edit_json(
-            hooks_path, "hooks: stop, afterShellExecution", lambda data: _merge_cursor_hooks(data, hooks_path)
+            hooks_path,
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution",
+            lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
     ]
