@@ -154,6 +154,12 @@ class CodexProject:
         return data
 
 
+def _run_sessions(project: CodexProject) -> list[str | None]:
+    """The session each recorded run of the project was recorded under, oldest first."""
+    results = sorted((project.root / ".greenloop" / "runs").glob("*/result.json"))
+    return [json.loads(path.read_text()).get("session_id") for path in results]
+
+
 def _codex_config(project: Path, base_url: str) -> str:
     return f"""\
 model = "scripted-model"
@@ -286,6 +292,7 @@ def test_red_shell_run_is_blocked_then_released_and_resume_gets_a_new_budget(
     assert check["unresolved"] is True and check["satisfied"] is False, check
     assert check["intercepts_this_turn"] == BUDGET, check
     assert check["last_run"]["ok"] is False, check
+    assert _run_sessions(project) == [session]  # CODEX_THREAD_ID in the shell's environment
 
     # A second user turn on the same session: a new budget, so two more steers, then release.
     before = len(project.server.model_requests)
@@ -304,6 +311,8 @@ def test_red_mcp_test_run_is_blocked_then_released(codex_project: CodexProject) 
     offered = [t.get("name") for t in first_request.get("tools", [])]
     assert "mcp__greenloop" in offered, f"codex exec did not wait for the greenloop MCP server: {offered}"
     session = result.thread_id
+    # recorded under Codex's session (the `_meta` of its tools/call), not the MCP connection's
+    assert _run_sessions(project) == [session]
     _blocked_then_released(project, result, before=0)
     check = project.check(session)
     assert check["unresolved"] is True and check["intercepts_this_turn"] == BUDGET, check
@@ -325,6 +334,7 @@ def test_red_fix_green_lets_the_turn_end(codex_project: CodexProject) -> None:
     # the stop after the green run was allowed at once: no further request reached the model
     assert _agent_messages(result)[-1] == "fixed and green", _agent_messages(result)
     assert _steer(project.server.model_requests[-1]) is None
+    assert _run_sessions(project) == [session, session]
     check = project.check(session)
     assert check["satisfied"] is True and check["unresolved"] is False, check
     assert check["last_run"]["ok"] is True and check["intercepts_this_turn"] == 1, check
