@@ -8,7 +8,8 @@ the suite through its shell (`exec_command`) or through the MCP tool `test_run`,
 done, and the Stop hook sends it back with the failing test's name (which reaches the model as
 a message), at most `max_intercept_rounds` times per turn, then lets the turn end and records
 the session unresolved; `codex exec resume` starts a new turn with a new budget; a fix and a
-green run let the turn end at once.
+green run let the turn end at once; the agent's own `pytest` is recorded by the PostToolUse
+hook. Every run must be recorded under Codex's session (the thread id).
 
 Nothing may leave the machine: Codex's background requests (plugin sync, update checks,
 analytics) are switched off in its config, and the proxy variables point at `ProxyTrap`, a
@@ -338,3 +339,20 @@ def test_red_fix_green_lets_the_turn_end(codex_project: CodexProject) -> None:
     check = project.check(session)
     assert check["satisfied"] is True and check["unresolved"] is False, check
     assert check["last_run"]["ok"] is True and check["intercepts_this_turn"] == 1, check
+
+
+# The agent's own `python -m pytest`, outliving exec_command's first yield (500 ms), so its
+# result comes back through write_stdin: Codex still sends PostToolUse with the whole output
+# when the command ends, and the hook records the run from it.
+OWN_PYTEST = call("exec_command", cmd=f"{sys.executable} -m pytest -q", yield_time_ms=500)
+
+
+@pytest.mark.parametrize("codex_project", [[OWN_PYTEST]], indirect=True)
+def test_the_agents_own_pytest_is_recorded_by_post_tool_use_and_gates(codex_project: CodexProject) -> None:
+    project = codex_project
+    result = project.exec("Make the cart's tests pass.")
+    session = result.thread_id
+    assert _run_sessions(project) == []  # no `greenloop run`: the hook's record is in the database
+    _blocked_then_released(project, result, before=0)
+    check = project.check(session)
+    assert check["unresolved"] is True and check["last_run"]["ok"] is False, check
