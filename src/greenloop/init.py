@@ -16,10 +16,12 @@ The events that fire before the model's first tool call (SessionStart, UserPromp
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
 its harness process before the agent's first `greenloop run` or `test_run` (greenloop.session).
 
-Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
-replaced in place, never duplicated; every other hook, server and key is kept as it was.
-A file that is not valid JSON (or TOML) is refused with a message naming it, and nothing is
-written. Writes are atomic.
+Each hook runs `hook_command(harness)`: this interpreter without `site`, greenloop's install
+folder on sys.path, then `greenloop hook HARNESS` (the hooks' start-up time is most of their
+cost). Idempotent: greenloop's own entries are recognised by their command (`greenloop hook
+HARNESS` or that interpreter form, `_is_ours`) and replaced in place, never duplicated; every
+other hook, server and key is kept as it was. A file that is not valid JSON (or TOML) is
+refused with a message naming it, and nothing is written. Writes are atomic.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +39,7 @@ from typing import Any
 
 from greenloop.errors import UsageError
 
-__all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
+__all__ = ["HARNESSES", "FileChange", "InitReport", "hook_command", "init"]
 
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
@@ -68,13 +72,31 @@ class InitReport:
         }
 
 
-def _hook_command(harness: str) -> str:
-    return f"greenloop hook {harness}"
+def hook_command(harness: str) -> str:
+    """The hook command: this interpreter, started without `site` and isolated (`-I -S`), with
+    greenloop's install folder put on sys.path by hand, then `greenloop hook HARNESS`.
+
+    The hooks run on every agent turn and every shell call. Processing site-packages (its
+    .pth files, which may import whole packages) costs more than the hook's own work, and
+    the hook needs only the standard library and greenloop. `-I` also keeps the project
+    folder (the hook's cwd) off sys.path, so a project module named like a standard one
+    cannot shadow it. The paths are this installation's, taken at init time: run init again
+    after moving or reinstalling greenloop elsewhere.
+    """
+    import greenloop
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(greenloop.__file__)))
+    code = f"import sys;sys.path.insert(0,{json.dumps(root)});from greenloop.cli import entry;entry()"
+    return f"{shlex.quote(sys.executable)} -I -S -c {shlex.quote(code)} hook {harness}"
 
 
 def _is_ours(command: Any, harness: str) -> bool:
-    return isinstance(command, str) and bool(
-        re.search(rf"greenloop\S*\s+hook\s+{re.escape(harness)}\b", command)
+    """greenloop's own hook entry for `harness`: `greenloop hook HARNESS` (any path to the
+    script), or the interpreter form `hook_command` writes."""
+    return (
+        isinstance(command, str)
+        and "greenloop" in command
+        and bool(re.search(rf"(^|\s)hook\s+{re.escape(harness)}(\s|$)", command))
     )
 
 
@@ -138,7 +160,7 @@ def _merge_matcher_hooks(
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command(harness)
+    command = hook_command(harness)
     for event, matcher in events.items():
         groups = _section(hooks, event, path)
         placed = False
@@ -336,7 +358,7 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command("cursor")
+    command = hook_command("cursor")
     for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
         entries = _section(hooks, event, path)
         ours = [
@@ -396,7 +418,8 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     notes: tuple[str, ...] = _NOTES[harness]
     if shutil.which(MCP_COMMAND) is None:
         notes += (
-            f"`{MCP_COMMAND}` is not on PATH here: the hooks and the MCP server call it by name, so "
-            "install greenloop where the harness runs (e.g. `pipx install greenloop`)",
+            f"`{MCP_COMMAND}` is not on PATH here: the MCP server is called by name, so install "
+            "greenloop where the harness runs (e.g. `pipx install greenloop`); the hooks call "
+            f"{sys.executable} directly",
         )
     return InitReport(harness, root, tuple(change for change, _ in pending), notes)
