@@ -396,8 +396,9 @@ _NOTES = {
         "hooks that are not trusted, so nothing is gated (automation that vets hooks itself can "
         "pass --dangerously-bypass-hook-trust)",
         "Codex runs the agent's commands in a login shell, whose profile resets PATH: if `greenloop` "
-        "is found only through your interactive PATH (a virtualenv, ~/.local/bin), set "
-        "allow_login_shell = false in ~/.codex/config.toml or install it where /etc/profile looks",
+        "is found only through your interactive PATH (a virtualenv, ~/.local/bin), the agent's "
+        "`greenloop run` fails; set allow_login_shell = false in ~/.codex/config.toml or install it "
+        "where /etc/profile looks",
     ),
     "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
