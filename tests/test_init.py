@@ -105,6 +105,7 @@ def test_codex_hooks_and_toml(tmp_path: Path) -> None:
     assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
     notes = " ".join(report.notes)
     assert "--trust" in notes and "/hooks" in notes and "allow_login_shell = false" in notes
+    assert f'[projects."{tmp_path}"] trust_level = "trusted"' in notes  # ready to paste
 
 
 def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:

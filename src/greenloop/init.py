@@ -390,8 +390,8 @@ _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": (
         "Codex reads .codex/ only in a trusted project: accept its trust prompt, or run "
-        "`codex exec --trust` once (trust is user config, ~/.codex/config.toml "
-        '[projects."<path>"] trust_level = "trusted"; init does not edit it)',
+        "`codex exec --trust` once (trust is user config: ~/.codex/config.toml "
+        '[projects.<root>] trust_level = "trusted"; init does not edit it)',
         "review and trust the new hooks with /hooks in the Codex TUI: `codex exec` silently skips "
         "hooks that are not trusted, so nothing is gated (automation that vets hooks itself can "
         "pass --dangerously-bypass-hook-trust)",
@@ -416,7 +416,8 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     for change, text in pending:
         if text is not None:
             _write_atomic(change.path, text)
-    notes: tuple[str, ...] = _NOTES[harness]
+    # <root>: the project folder as a TOML key, so the trust note can be pasted as it is.
+    notes: tuple[str, ...] = tuple(note.replace("<root>", json.dumps(root)) for note in _NOTES[harness])
     if shutil.which(MCP_COMMAND) is None:
         notes += (
             f"`{MCP_COMMAND}` is not on PATH here: the MCP server is called by name, so install "
