@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "Answer",
+    "Model",
     "ProxyTrap",
     "Recorded",
     "ResponsesServer",
@@ -43,6 +45,23 @@ class Answer:
     arguments: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     namespace: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "text": self.text,
+            "namespace": self.namespace,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        return cls(
+            name=str(data.get("name") or ""),
+            arguments=dict(data.get("arguments") or {}),
+            text=str(data.get("text") or ""),
+            namespace=str(data.get("namespace") or ""),
+        )
 
 
 def call(name: str, **arguments: Any) -> Answer:
@@ -89,6 +108,32 @@ def function_outputs(body: dict[str, Any]) -> list[str]:
             value = item.get("output")
             out.append(value if isinstance(value, str) else json.dumps(value))
     return out
+
+
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
+
+
+class Model:
+    """A script for `ResponsesServer`: answers from `plan` in order, then "done" for ever.
+
+    A shell command still running when Codex's `exec_command` yields (its output says
+    "Process running with session ID N") is waited for with `write_stdin` before the plan
+    goes on, so a slow machine changes the number of requests, never the story.
+    """
+
+    def __init__(self, plan: list[Answer]) -> None:
+        self.plan = list(plan)
+
+    def __call__(self, body: dict[str, Any]) -> Answer:
+        items = body.get("input") or []
+        last = items[-1] if items else {}
+        if isinstance(last, dict) and last.get("type") == "function_call_output":
+            running = _RUNNING.search(str(last.get("output", "")))
+            if running:
+                return call("write_stdin", session_id=int(running.group(1)), chars="", yield_time_ms=30000)
+        if self.plan:
+            return self.plan.pop(0)
+        return say("done")
 
 
 def _sse(event: dict[str, Any]) -> bytes:

@@ -11,9 +11,12 @@ the session unresolved; `codex exec resume` starts a new turn with a new budget;
 green run let the turn end at once; the agent's own `pytest` is recorded by the PostToolUse
 hook. Every run must be recorded under Codex's session (the thread id).
 
-Nothing may leave the machine: Codex's background requests (plugin sync, update checks,
-analytics) are switched off in its config, and the proxy variables point at `ProxyTrap`, a
-loopback proxy that fails the test if anything reaches it.
+Nothing may leave the machine. Each turn runs through codex_offline.py inside a fresh network
+namespace (`unshare -rn`, loopback up) where only 127.0.0.1 is reachable, with the model
+server and `ProxyTrap` (a loopback proxy every proxy variable points at) in there too; the
+test fails if the trap got anything. Codex's background calls (plugin sync, update checks,
+analytics, web search) are also switched off in its config. Where user namespaces are not
+available, the trap and the config alone guard it.
 
 Install: `cd tests/harnesses/codex && npm ci` (the tests skip when the CLI is missing).
 """
@@ -22,11 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,12 @@ from typing import Any
 import pytest
 
 from .helpers import REPO, processes_under, wait_until
-from .responses_server import Answer, ProxyTrap, ResponsesServer, call, say, texts
+from .responses_server import Answer, call, say, texts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CODEX = REPO / "tests" / "harnesses" / "codex" / "node_modules" / ".bin" / "codex"
+DRIVER = Path(__file__).resolve().parent / "codex_offline.py"
 FAILING = "test_discount_code_takes_ten_percent_off"
 BUDGET = 2  # max_intercept_rounds, written into the project's greenloop.toml
 EXEC_TIMEOUT_S = 240  # one `codex exec`, however many model requests it makes
@@ -47,35 +49,11 @@ FIX = (
     "python3 -c \"import pathlib; p = pathlib.Path('cart.py'); "
     "p.write_text(p.read_text().replace('total * 10 // 100', 'total * 90 // 100'))\""
 )
-_RUNNING = re.compile(r"Process running with session ID (\d+)")
 
 
 def _require_codex() -> None:
     if not CODEX.exists():
         pytest.skip("the Codex CLI is not installed: run `npm ci` in tests/harnesses/codex")
-
-
-class Model:
-    """The scripted model: answers from `plan` in order, then "done" for ever.
-
-    A shell command still running when Codex's `exec_command` yields (its output says
-    "Process running with session ID N") is waited for with `write_stdin` before the plan
-    goes on, so a slow machine changes the number of requests, never the story.
-    """
-
-    def __init__(self, plan: list[Answer]) -> None:
-        self.plan = list(plan)
-
-    def __call__(self, body: dict[str, Any]) -> Answer:
-        items = body.get("input") or []
-        last = items[-1] if items else {}
-        if isinstance(last, dict) and last.get("type") == "function_call_output":
-            running = _RUNNING.search(str(last.get("output", "")))
-            if running:
-                return call("write_stdin", session_id=int(running.group(1)), chars="", yield_time_ms=30000)
-        if self.plan:
-            return self.plan.pop(0)
-        return say("done")
 
 
 def run_in_shell() -> Answer:
@@ -88,6 +66,7 @@ class ExecResult:
     events: list[dict[str, Any]]
     stderr: str
     seconds: float
+    plan_left: int
 
     @property
     def thread_id(self) -> str:
@@ -97,6 +76,18 @@ class ExecResult:
         raise AssertionError(f"no thread.started event; stderr:\n{self.stderr[-3000:]}")
 
 
+_NETNS: dict[str, bool] = {}  # probed once, by the first scenario that runs
+
+
+def _netns_works() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
+
+
 @dataclass
 class CodexProject:
     """A wired demo project, a CODEX_HOME pointing at the scripted model, and the CLI."""
@@ -104,41 +95,70 @@ class CodexProject:
     root: Path
     home: Path
     env: dict[str, str]
-    server: ResponsesServer
-    trap: ProxyTrap
+    netns: bool
+    requests: list[dict[str, Any]] = field(default_factory=list)  # every request, all turns
     runs: list[ExecResult] = field(default_factory=list)
 
-    def exec(self, prompt: str, *, resume: str | None = None) -> ExecResult:
+    @property
+    def model_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the `POST …/responses` requests, all turns, in order."""
+        return [
+            r["body"] for r in self.requests if r["method"] == "POST" and r["path"].endswith("/responses")
+        ]
+
+    def exec(self, prompt: str, plan: list[Answer], *, resume: str | None = None) -> ExecResult:
+        """One `codex exec` turn (a `resume` of that thread when given), the model playing `plan`."""
         # The project's trust is in CODEX_HOME's config; hook trust is bypassed for this
         # invocation (the hooks were just written by init and are what the test checks).
         # --strict-config: Codex refuses any key it does not know, init's included.
         common = ["--json", "--strict-config", "--dangerously-bypass-hook-trust"]
         if resume:
-            argv = [str(CODEX), "exec", "resume", *common, resume, prompt]
+            argv = ["exec", "resume", *common, resume, prompt]
         else:
-            argv = [str(CODEX), "exec", *common, "-C", str(self.root), prompt]
-        start = time.monotonic()
+            argv = ["exec", *common, "-C", str(self.root), prompt]
+        n = len(self.runs)
+        spec: dict[str, Any] = {
+            "codex": str(CODEX),
+            "cwd": str(self.root),
+            "env": self.env,
+            "argv": argv,
+            "codex_home": str(self.home),
+            "config": _codex_config(self.root),
+            "plan": [a.to_json() for a in plan],
+            "timeout": EXEC_TIMEOUT_S,
+            "out": str(self.root.parent / f"turn-{n}.json"),
+        }
+        spec_path = self.root.parent / f"turn-{n}-spec.json"
+        spec_path.write_text(json.dumps(spec))
+        runner = [sys.executable, str(DRIVER), str(spec_path)]
+        if self.netns:
+            runner = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *runner]
         proc = subprocess.run(
-            argv,
-            cwd=self.root,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=EXEC_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
+            runner, capture_output=True, text=True, timeout=EXEC_TIMEOUT_S + 60, stdin=subprocess.DEVNULL
         )
+        assert proc.returncode == 0, proc.stderr
+        out: dict[str, Any] = json.loads(Path(spec["out"]).read_text())
+        self.requests += out["requests"]
         events = []
-        for line in proc.stdout.splitlines():
+        for line in out["stdout"].splitlines():
             try:
                 events.append(json.loads(line))
             except ValueError:
                 continue
-        result = ExecResult(proc.returncode, events, proc.stderr, time.monotonic() - start)
+        result = ExecResult(out["code"], events, out["stderr"], out["seconds"], out["plan_left"])
         self.runs.append(result)
+        # Nothing tried to leave the machine: no route off the namespace, nothing at the trap.
+        assert out["trap"] == [], f"requests tried to leave the machine: {out['trap']}"
+        if self.netns:
+            assert out["isolated"] is True
         assert result.code == 0, (
-            f"codex exec failed ({result.code}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            f"codex exec failed ({result.code}):\n{out['stdout'][-3000:]}\n{out['stderr'][-3000:]}"
         )
-        assert not self.server.errors, self.server.errors
+        assert not out["errors"], out["errors"]
+        assert out["requests"], "Codex never reached the scripted model"
+        assert all(r["method"] == "POST" and r["path"] == "/v1/responses" for r in out["requests"]), [
+            (r["method"], r["path"]) for r in out["requests"]
+        ]
         return result
 
     def check(self, session: str) -> dict[str, Any]:
@@ -161,7 +181,8 @@ def _run_sessions(project: CodexProject) -> list[str | None]:
     return [json.loads(path.read_text()).get("session_id") for path in results]
 
 
-def _codex_config(project: Path, base_url: str) -> str:
+def _codex_config(project: Path) -> str:
+    """CODEX_HOME's config.toml; the driver puts the model server's URL for {base_url}."""
     return f"""\
 model = "scripted-model"
 model_provider = "scripted"
@@ -188,7 +209,7 @@ in_app_updates = false
 
 [model_providers.scripted]
 name = "scripted"
-base_url = "{base_url}"
+base_url = "{{base_url}}"
 wire_api = "responses"
 env_key = "GREENLOOP_TEST_MODEL_KEY"
 request_max_retries = 0
@@ -209,9 +230,8 @@ def _shim(bin_dir: Path) -> None:
 
 
 @pytest.fixture
-def codex_project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[CodexProject]:
+def codex_project(tmp_path: Path) -> Iterator[CodexProject]:
     _require_codex()
-    plan: list[Answer] = request.param if hasattr(request, "param") else []
     root = tmp_path / "demo"
     shutil.copytree(
         REPO / "examples" / "demo", root, ignore=shutil.ignore_patterns(".greenloop", "__pycache__")
@@ -238,22 +258,13 @@ def codex_project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Co
         ["greenloop", "init", "codex", str(root)], env=env, capture_output=True, text=True, timeout=60
     )
     assert init.returncode == 0, init.stderr
-    with ProxyTrap() as trap, ResponsesServer(Model(plan)) as server:
-        env.update(trap.env())
-        (home / "config.toml").write_text(_codex_config(root, server.base_url))
-        project = CodexProject(root, home, env, server, trap)
-        try:
-            yield project
-        finally:  # what reached the model, for reading when a scenario fails
-            dump = [{"path": r.path, "body": r.body} for r in server.requests]
-            (tmp_path / "model-requests.json").write_text(json.dumps(dump, indent=1))
-        assert trap.hits == [], f"requests tried to leave the machine: {trap.hits}"
-        # Codex ends its hooks, MCP server and shell commands with itself.
-        assert wait_until(lambda: not processes_under(tmp_path), timeout=15), processes_under(tmp_path)
-        assert server.requests, "Codex never reached the scripted model"
-        assert all(r.method == "POST" and r.path == "/v1/responses" for r in server.requests), [
-            (r.method, r.path) for r in server.requests
-        ]
+    project = CodexProject(root, home, env, _NETNS.setdefault("works", _netns_works()))
+    try:
+        yield project
+    finally:  # what reached the model, for reading when a scenario fails
+        (tmp_path / "model-requests.json").write_text(json.dumps(project.requests, indent=1))
+    # Codex ends its hooks, MCP server and shell commands with itself.
+    assert wait_until(lambda: not processes_under(tmp_path), timeout=15), processes_under(tmp_path)
 
 
 def _steer(request: dict[str, Any]) -> str | None:
@@ -274,19 +285,18 @@ def _agent_messages(result: ExecResult) -> list[str]:
 def _blocked_then_released(project: CodexProject, result: ExecResult, *, before: int) -> None:
     """The turn was sent back exactly BUDGET times, each time naming the failing test, and the
     agent's last "done" then ended it."""
-    steers = [s for r in project.server.model_requests[before:] if (s := _steer(r))]
+    steers = [s for r in project.model_requests[before:] if (s := _steer(r))]
     assert len(steers) == BUDGET, steers
     for number, steer in enumerate(steers, 1):
         assert f"Intercept {number} of {BUDGET} this turn" in steer, steer
     assert _agent_messages(result)[-(BUDGET + 1) :] == ["done"] * (BUDGET + 1), _agent_messages(result)
 
 
-@pytest.mark.parametrize("codex_project", [[run_in_shell()]], indirect=True)
 def test_red_shell_run_is_blocked_then_released_and_resume_gets_a_new_budget(
     codex_project: CodexProject,
 ) -> None:
     project = codex_project
-    first = project.exec("Make the cart's tests pass.")
+    first = project.exec("Make the cart's tests pass.", [run_in_shell()])
     session = first.thread_id
     _blocked_then_released(project, first, before=0)
     check = project.check(session)
@@ -296,21 +306,20 @@ def test_red_shell_run_is_blocked_then_released_and_resume_gets_a_new_budget(
     assert _run_sessions(project) == [session]  # CODEX_THREAD_ID in the shell's environment
 
     # A second user turn on the same session: a new budget, so two more steers, then release.
-    before = len(project.server.model_requests)
-    second = project.exec("Are the tests green now?", resume=session)
+    before = len(project.model_requests)
+    second = project.exec("Are the tests green now?", [], resume=session)
     assert second.thread_id == session
     _blocked_then_released(project, second, before=before)
     again = project.check(session)
     assert again["unresolved"] is True and again["intercepts_this_turn"] == BUDGET, again
 
 
-@pytest.mark.parametrize("codex_project", [[call("mcp__greenloop__test_run")]], indirect=True)
 def test_red_mcp_test_run_is_blocked_then_released(codex_project: CodexProject) -> None:
     project = codex_project
-    result = project.exec("Make the cart's tests pass.")
-    first_request = project.server.model_requests[0]
-    offered = [t.get("name") for t in first_request.get("tools", [])]
+    result = project.exec("Make the cart's tests pass.", [call("mcp__greenloop__test_run")])
+    offered = [t.get("name") for t in project.model_requests[0].get("tools", [])]
     assert "mcp__greenloop" in offered, f"codex exec did not wait for the greenloop MCP server: {offered}"
+    assert result.plan_left == 0
     session = result.thread_id
     # recorded under Codex's session (the `_meta` of its tools/call), not the MCP connection's
     assert _run_sessions(project) == [session]
@@ -320,21 +329,23 @@ def test_red_mcp_test_run_is_blocked_then_released(codex_project: CodexProject) 
     assert check["last_run"]["ok"] is False, check
 
 
-@pytest.mark.parametrize(
-    "codex_project",
-    [[run_in_shell(), say("done"), call("exec_command", cmd=FIX), run_in_shell(), say("fixed and green")]],
-    indirect=True,
-)
 def test_red_fix_green_lets_the_turn_end(codex_project: CodexProject) -> None:
     project = codex_project
-    result = project.exec("Make the cart's tests pass.")
+    plan = [
+        run_in_shell(),
+        say("done"),
+        call("exec_command", cmd=FIX),
+        run_in_shell(),
+        say("fixed and green"),
+    ]
+    result = project.exec("Make the cart's tests pass.", plan)
     session = result.thread_id
-    assert project.server.script.plan == []  # type: ignore[attr-defined]
-    steers = [s for r in project.server.model_requests if (s := _steer(r))]
+    assert result.plan_left == 0
+    steers = [s for r in project.model_requests if (s := _steer(r))]
     assert len(steers) == 1 and "Intercept 1 of" in steers[0], steers  # the red run's one steer
     # the stop after the green run was allowed at once: no further request reached the model
     assert _agent_messages(result)[-1] == "fixed and green", _agent_messages(result)
-    assert _steer(project.server.model_requests[-1]) is None
+    assert _steer(project.model_requests[-1]) is None
     assert _run_sessions(project) == [session, session]
     check = project.check(session)
     assert check["satisfied"] is True and check["unresolved"] is False, check
@@ -347,10 +358,9 @@ def test_red_fix_green_lets_the_turn_end(codex_project: CodexProject) -> None:
 OWN_PYTEST = call("exec_command", cmd=f"{sys.executable} -m pytest -q", yield_time_ms=500)
 
 
-@pytest.mark.parametrize("codex_project", [[OWN_PYTEST]], indirect=True)
 def test_the_agents_own_pytest_is_recorded_by_post_tool_use_and_gates(codex_project: CodexProject) -> None:
     project = codex_project
-    result = project.exec("Make the cart's tests pass.")
+    result = project.exec("Make the cart's tests pass.", [OWN_PYTEST])
     session = result.thread_id
     assert _run_sessions(project) == []  # no `greenloop run`: the hook's record is in the database
     _blocked_then_released(project, result, before=0)
