@@ -124,6 +124,12 @@ def test_run(
 
     ws = _workspace(workspace)
     mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    if session_id is None:
+        # The caller's session, resolved before the run so that its sandbox mode applies and
+        # the run is recorded under it (greenloop.session: variables, then the process tree).
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
     cfg = config_mod.load(ws)
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.sandbox import resolve_for
@@ -336,7 +342,9 @@ def _after_run(
     from greenloop import session as session_mod
 
     try:
-        sid = result.session_id or session_mod.resolve()
+        # The caller's session: its environment, else the process tree (the harness whose
+        # hooks ran above this process), else none: a workspace-level run.
+        sid = result.session_id or session_mod.resolve(workspace=workspace)
     except Exception as exc:
         sid = result.session_id
         result = _note(result, "the session could not be resolved", exc)

@@ -1,4 +1,4 @@
-"""Gemini CLI hooks (`.gemini/settings.json`): AfterAgent, AfterTool.
+"""Gemini CLI hooks (`.gemini/settings.json`): SessionStart, BeforeAgent, AfterAgent, AfterTool.
 
 - AfterAgent (input: session_id, transcript_path, cwd, hook_event_name, timestamp, prompt,
   prompt_response, stop_hook_active): steer with `{"decision":"deny","reason":"…"}` (Gemini
@@ -8,13 +8,17 @@
   Gemini's retry re-enters the agent loop, so counting turns from BeforeAgent would reset
   the budget on every retry.
 - AfterTool on run_shell_command records a test run the agent made itself.
+- Every event binds the session to this hook's harness process (`base.bind`): Gemini CLI
+  gives its shell commands and MCP servers no session id, so a `greenloop run` from its
+  shell, or its MCP server, finds the session through the process tree. SessionStart and
+  BeforeAgent exist for that (they fire before the model's first tool call) and only allow.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import HookAnswer, HookContext, json_line, record_shell_run, text_of
+from greenloop.hooks.base import HookAnswer, HookContext, bind, json_line, record_shell_run, text_of
 
 __all__ = ["HARNESS", "handle"]
 
@@ -27,8 +31,18 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         return HookAnswer(ALLOW, f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
+    workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
+    note = bind(ctx, workspace, session_id, HARNESS, start=event == "SessionStart")
+    answer = _answer(event, payload, ctx, workspace, session_id)
+    return answer._replace(stderr=note + answer.stderr) if note else answer
+
+
+def _answer(
+    event: Any, payload: dict[str, Any], ctx: HookContext, workspace: str, session_id: str
+) -> HookAnswer:
+    if event in ("SessionStart", "BeforeAgent"):
+        return HookAnswer(ALLOW)
     if event == "AfterAgent":
-        workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
         gate = ctx.gate(workspace, HARNESS)
         if payload.get("stop_hook_active") is not True:
             gate.on_turn_start(session_id)
@@ -44,6 +58,5 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
         if payload.get("tool_name") not in ("run_shell_command", "shell") or not isinstance(command, str):
             return HookAnswer(ALLOW)
         output, code = text_of(payload.get("tool_response"))
-        workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
         return HookAnswer(ALLOW, record_shell_run(ctx, workspace, session_id, command, output, code))
     return HookAnswer(ALLOW, f"greenloop: ignoring Gemini CLI event {event!r}; allowing.\n")
