@@ -6,8 +6,8 @@
 |             | UserPromptSubmit, PostToolUse (Bash)                   |                                    |
 | codex       | `.codex/hooks.json`: Stop, UserPromptSubmit,           | `.codex/config.toml`               |
 |             | PostToolUse (Bash)                                     | `[mcp_servers.greenloop]`          |
-| gemini      | `.gemini/settings.json`: AfterAgent, AfterTool         | `.gemini/settings.json`            |
-|             | (run_shell_command)                                    | `mcpServers.greenloop`             |
+| gemini      | `.gemini/settings.json`: BeforeAgent, AfterAgent,      | `.gemini/settings.json`            |
+|             | AfterTool (run_shell_command, greenloop's MCP runs)    | `mcpServers.greenloop`             |
 | cursor      | `.cursor/hooks.json`: stop, afterShellExecution        | `.cursor/mcp.json`                 |
 
 Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
@@ -265,6 +265,12 @@ def _codex_mcp(path: str) -> Pending:
     ), text + sep + _TOML_TABLE + "\n" + _TOML_BODY
 
 
+# Gemini matches a tool hook's `matcher` as a regular expression against the tool's name; MCP
+# tools are named mcp_<server>_<tool>. The shell records runs the agent made itself; the two
+# MCP tools name the runs the hook gives to the session (hooks/gemini.py).
+GEMINI_AFTER_TOOL = "^(run_shell_command|mcp_greenloop_test_run|mcp_greenloop_test_job)$"
+
+
 def _gemini(root: str) -> list[Pending]:
     settings = os.path.join(root, ".gemini", "settings.json")
 
@@ -273,12 +279,16 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    return [_edit_json(settings, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server", edit)]
+    return [
+        _edit_json(
+            settings, "hooks: BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server", edit
+        )
+    ]
 
 
 def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
@@ -315,7 +325,13 @@ HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": ("Codex asks you to review and trust new hooks (/hooks) before they run",),
-    "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
+    "gemini": (
+        "restart Gemini CLI so it loads the new hooks and the MCP server",
+        "Gemini CLI runs a project's hooks and starts its stdio MCP servers only in a trusted folder: "
+        "trust this one (`/permissions trust` in the CLI, or `\"<folder>\": \"TRUST_FOLDER\"` in "
+        "~/.gemini/trustedFolders.json; `gemini -p` also takes --skip-trust or "
+        "GEMINI_CLI_TRUST_WORKSPACE=true)",
+    ),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
 }
 

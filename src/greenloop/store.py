@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DB_NAME",
+    "MCP_SESSION_PREFIX",
     "SCHEMA_VERSION",
     "JobRow",
     "Store",
@@ -45,6 +46,10 @@ DB_NAME = "state.db"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 15_000
 MAX_FAILING_NAMES = 50
+# The session id an MCP connection makes up for itself when its client names none
+# (mcp_server.new_session_id): a stand-in, not an agent session, so a hook that knows the
+# agent's session may take such a run over (`Store.attach_run`).
+MCP_SESSION_PREFIX = "mcp-"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -328,6 +333,15 @@ class Store:
             (session_id, turn_seq, run_id, now),
         )
 
+    def last_steer(self, session_id: str, turn_seq: int) -> str:
+        """The message of the turn's latest steer ("" when the turn has none)."""
+        row = self.conn.execute(
+            "SELECT message FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer' "
+            "ORDER BY id DESC LIMIT 1",
+            (session_id, turn_seq),
+        ).fetchone()
+        return "" if row is None else str(row[0])
+
     def interceptions(self, session_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT turn_seq, at, kind, run_id, harness, message FROM interceptions "
@@ -420,6 +434,35 @@ class Store:
                     "AND session_id IN (SELECT id FROM sessions WHERE first_seen <= ?)",
                     (run.at, run.run_id, run.at),
                 )
+
+    def attach_run(self, run_id: str, session_id: str) -> RunRecord | None:
+        """Give a run that has no agent session to `session_id`; returns the run as it now stands.
+
+        A hook that watched the agent start a greenloop run (a shell `greenloop run`, an MCP
+        `test_run`) knows its session even when the run could not: the harness exported no
+        session id to the shell, or the MCP connection recorded it under its own id
+        (`mcp-…`, see mcp_server.new_session_id). Such a run is moved to the session, and a
+        passing one clears the session's unresolved records as `record_run` would. A run that
+        already belongs to another agent session is left alone (None); an unknown id too.
+        """
+        with self.transaction() as conn:
+            cur = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            run = _run_from_row(dict(zip([d[0] for d in cur.description], row, strict=True)))
+            if run.session_id == session_id:
+                return run
+            if run.session_id is not None and not run.session_id.startswith(MCP_SESSION_PREFIX):
+                return None
+            conn.execute("UPDATE runs SET session_id = ? WHERE run_id = ?", (session_id, run_id))
+            if run.ok:
+                conn.execute(
+                    "UPDATE unresolved SET cleared_at = ?, cleared_by = ? "
+                    "WHERE session_id = ? AND cleared_at IS NULL",
+                    (run.at, run.run_id, session_id),
+                )
+            return run._replace(session_id=session_id)
 
     def latest_run(self, *, session_id: str | None, since: float | None = None) -> RunRecord | None:
         """The latest run of a session, or (session_id None) the latest workspace-level run."""
