@@ -18,9 +18,11 @@ there installs it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -296,6 +298,7 @@ class GeminiCli:
         self.guard = guard
         self.home = root / "home"
         self.bin = root / "bin"
+        self.extra_env: dict[str, str] = {}
         gemini_dir = self.home / ".gemini"
         gemini_dir.mkdir(parents=True)
         settings = {
@@ -332,23 +335,48 @@ class GeminiCli:
         }
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             env[name] = self.guard.url
+        env.update(self.extra_env)
         return env
 
-    def turn(self, prompt: str, steps: Sequence[Step], *args: str, timeout: float = 240) -> TurnResult:
-        """One `gemini -p PROMPT` run (a user turn), with the model playing `steps`."""
+    def spawn(self, prompt: str, steps: Sequence[Step], *args: str) -> subprocess.Popen[str]:
+        """Start `gemini -p PROMPT --yolo -o json` (a user turn) in its own process group, with
+        the model playing `steps`."""
         self.model.play(steps)
         argv = [self.node, str(self.entry), "-p", prompt, "--yolo", "--output-format", "json", *args]
-        start = time.monotonic()
-        proc = subprocess.run(
+        return subprocess.Popen(
             argv,
             cwd=self.project,
             env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # the CLI re-launches itself; a timeout must reach the whole tree
         )
-        return TurnResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+    def turn(self, prompt: str, steps: Sequence[Step], *args: str, timeout: float = 240) -> TurnResult:
+        """One user turn, bounded by `timeout` seconds (then the process group is killed)."""
+        start = time.monotonic()
+        proc = self.spawn(prompt, steps, *args)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            out, err = proc.communicate()
+            pytest.fail(f"gemini did not finish within {timeout} s; stderr tail:\n{err[-3000:]}")
+        return TurnResult(proc.returncode, out, err, time.monotonic() - start)
+
+
+def stop(proc: subprocess.Popen[str], grace: float = 5.0) -> None:
+    """SIGTERM the process group, give it `grace` seconds, then SIGKILL whatever is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def steer_requests(model: ScriptedModel) -> Iterator[Request]:

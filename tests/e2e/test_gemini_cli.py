@@ -23,8 +23,8 @@ import pytest
 
 from greenloop.store import Store
 
-from .gemini_cli import GeminiCli, LeakGuard, ScriptedModel, call, require_gemini, say, steer_requests
-from .helpers import REPO, cli
+from .gemini_cli import GeminiCli, LeakGuard, ScriptedModel, call, require_gemini, say, steer_requests, stop
+from .helpers import REPO, cli, processes_under, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -49,6 +49,8 @@ def gemini(tmp_path: Path, project: Path) -> Any:
     with ScriptedModel() as model, LeakGuard() as guard:
         yield GeminiCli(tmp_path, project, model, guard)
         assert guard.hits == [], f"requests left loopback: {guard.hits}"
+    # The CLI ends its MCP server and hook processes with itself.
+    assert wait_until(lambda: not processes_under(project), timeout=10), processes_under(project)
 
 
 def check(project: Path, session: str) -> dict[str, Any]:
@@ -145,3 +147,21 @@ def test_mcp_test_run_is_held_released_then_a_new_turn_fixes_it(gemini: GeminiCl
     verdict = check(project, session)
     assert verdict["satisfied"] is True and verdict["unresolved"] is False
     assert verdict["last_run"]["ok"] is True and verdict["last_run"]["session_id"] == session
+
+
+@pytest.mark.timeout(180)
+def test_the_leak_guard_sees_a_request_for_the_internet(gemini: GeminiCli) -> None:
+    """The guard is where the CLI's traffic goes when it is not for loopback: aim the CLI at
+    Google's real endpoint and the request reaches the guard (and nothing else)."""
+    gemini.extra_env["GOOGLE_GEMINI_BASE_URL"] = "https://generativelanguage.googleapis.com"
+    proc = gemini.spawn("hello", [])
+    try:
+        assert wait_until(lambda: bool(gemini.guard.hits), timeout=120), (
+            "the CLI's request never reached the guard"
+        )
+    finally:
+        stop(proc)
+        proc.communicate()
+    assert any("generativelanguage.googleapis.com" in hit for hit in gemini.guard.hits), gemini.guard.hits
+    assert gemini.model.requests == []
+    gemini.guard.hits.clear()  # seen and stopped: what the fixture checks is the scenarios' traffic
