@@ -163,13 +163,13 @@ def test_after_tool_gives_a_shell_greenloop_run_to_the_session(tmp_path: Path) -
 
 
 def test_a_green_shell_run_outranks_the_sessions_older_red_mcp_run(tmp_path: Path) -> None:
-    red_run(tmp_path, "mcp-0123456789abcdef", "run-20261202-073039-cccccc")
+    red_run(tmp_path, None, "run-20261202-073039-cccccc")
     answer(
         mcp_tool(
             "g1",
             tmp_path,
             "test_run",
-            {"run_id": "run-20261202-073039-cccccc", "ok": False, "session_id": "mcp-0123456789abcdef"},
+            {"run_id": "run-20261202-073039-cccccc", "ok": False, "session_id": None},
         ),
         tmp_path,
     )
@@ -185,9 +185,9 @@ def test_a_green_shell_run_outranks_the_sessions_older_red_mcp_run(tmp_path: Pat
 
 def test_after_tool_gives_an_mcp_test_run_to_the_session(tmp_path: Path) -> None:
     run_id = "run-20261202-073039-eeeeee"
-    red_run(tmp_path, "mcp-0123456789abcdef", run_id)
+    red_run(tmp_path, None, run_id)
     answer(before_agent("g1", tmp_path, PROMPT), tmp_path)
-    result = {"run_id": run_id, "ok": False, "outcome": "red", "session_id": "mcp-0123456789abcdef"}
+    result = {"run_id": run_id, "ok": False, "outcome": "red", "session_id": None}
     p = hook("gemini", mcp_tool("g1", tmp_path, "test_run", result), cwd=tmp_path)
     assert json.loads(p.stdout) == {} and "belongs to session g1" in p.stderr
     out = answer(after_agent("g1", tmp_path), tmp_path)
@@ -196,7 +196,7 @@ def test_after_tool_gives_an_mcp_test_run_to_the_session(tmp_path: Path) -> None
     with Store(tmp_path) as store:
         store.mark_released("g1", 1, run_id)
     green = "run-20261202-073200-ffffff"
-    red_run(tmp_path, "mcp-0123456789abcdef", green, ok=True)
+    red_run(tmp_path, None, green, ok=True)
     answer(
         mcp_tool(
             "g1",

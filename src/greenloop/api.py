@@ -273,7 +273,9 @@ def _after_run(
     from greenloop import session as session_mod
 
     try:
-        sid = result.session_id or session_mod.resolve()
+        # The caller's session: its environment, else the process tree (the harness whose
+        # hooks ran above this process), else none: a workspace-level run.
+        sid = result.session_id or session_mod.resolve(workspace=workspace)
     except Exception as exc:
         sid = result.session_id
         result = _note(result, "the session could not be resolved", exc)

@@ -2,18 +2,26 @@
 
 | harness     | hooks                                                  | MCP server                         |
 |-------------|--------------------------------------------------------|------------------------------------|
-| claude-code | `.claude/settings.json`: Stop, SubagentStop,           | `.mcp.json` `mcpServers.greenloop` |
-|             | UserPromptSubmit, PostToolUse (Bash)                   |                                    |
-| codex       | `.codex/hooks.json`: Stop, UserPromptSubmit,           | `.codex/config.toml`               |
-|             | PostToolUse (Bash)                                     | `[mcp_servers.greenloop]`          |
-| gemini      | `.gemini/settings.json`: BeforeAgent, AfterAgent,      | `.gemini/settings.json`            |
-|             | AfterTool (run_shell_command, greenloop's MCP runs)    | `mcpServers.greenloop`             |
-| cursor      | `.cursor/hooks.json`: stop, afterShellExecution        | `.cursor/mcp.json`                 |
+| claude-code | `.claude/settings.json`: SessionStart, Stop,           | `.mcp.json` `mcpServers.greenloop` |
+|             | SubagentStop, UserPromptSubmit, PostToolUse (Bash)     |                                    |
+| codex       | `.codex/hooks.json`: SessionStart, Stop,               | `.codex/config.toml`               |
+|             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`          |
+| gemini      | `.gemini/settings.json`: SessionStart, BeforeAgent,    | `.gemini/settings.json`            |
+|             | AfterAgent, AfterTool (run_shell_command, greenloop's  | `mcpServers.greenloop`             |
+|             | MCP test_run / test_job)                               |                                    |
+| cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
+|             | afterShellExecution                                    |                                    |
 
-Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
-replaced in place, never duplicated; every other hook, server and key is kept as it was.
-A file that is not valid JSON (or TOML) is refused with a message naming it, and nothing is
-written. Writes are atomic.
+The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
+BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
+its harness process before the agent's first `greenloop run` or `test_run` (greenloop.session).
+
+Each hook runs `hook_command(harness)`: this interpreter without `site`, greenloop's install
+folder on sys.path, then `greenloop hook HARNESS` (the hooks' start-up time is most of their
+cost). Idempotent: greenloop's own entries are recognised by their command (`greenloop hook
+HARNESS` or that interpreter form, `_is_ours`) and replaced in place, never duplicated; every
+other hook, server and key is kept as it was. A file that is not valid JSON (or TOML) is
+refused with a message naming it, and nothing is written. Writes are atomic.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +39,7 @@ from typing import Any
 
 from greenloop.errors import UsageError
 
-__all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
+__all__ = ["HARNESSES", "FileChange", "InitReport", "hook_command", "init"]
 
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
@@ -62,13 +72,31 @@ class InitReport:
         }
 
 
-def _hook_command(harness: str) -> str:
-    return f"greenloop hook {harness}"
+def hook_command(harness: str) -> str:
+    """The hook command: this interpreter, started without `site` and isolated (`-I -S`), with
+    greenloop's install folder put on sys.path by hand, then `greenloop hook HARNESS`.
+
+    The hooks run on every agent turn and every shell call. Processing site-packages (its
+    .pth files, which may import whole packages) costs more than the hook's own work, and
+    the hook needs only the standard library and greenloop. `-I` also keeps the project
+    folder (the hook's cwd) off sys.path, so a project module named like a standard one
+    cannot shadow it. The paths are this installation's, taken at init time: run init again
+    after moving or reinstalling greenloop elsewhere.
+    """
+    import greenloop
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(greenloop.__file__)))
+    code = f"import sys;sys.path.insert(0,{json.dumps(root)});from greenloop.cli import entry;entry()"
+    return f"{shlex.quote(sys.executable)} -I -S -c {shlex.quote(code)} hook {harness}"
 
 
 def _is_ours(command: Any, harness: str) -> bool:
-    return isinstance(command, str) and bool(
-        re.search(rf"greenloop\S*\s+hook\s+{re.escape(harness)}\b", command)
+    """greenloop's own hook entry for `harness`: `greenloop hook HARNESS` (any path to the
+    script), or the interpreter form `hook_command` writes."""
+    return (
+        isinstance(command, str)
+        and "greenloop" in command
+        and bool(re.search(rf"(^|\s)hook\s+{re.escape(harness)}(\s|$)", command))
     )
 
 
@@ -132,7 +160,7 @@ def _merge_matcher_hooks(
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command(harness)
+    command = hook_command(harness)
     for event, matcher in events.items():
         groups = _section(hooks, event, path)
         placed = False
@@ -190,12 +218,13 @@ def _mcp_json(path: str) -> Pending:
 def _claude(root: str) -> list[Pending]:
     settings = os.path.join(root, ".claude", "settings.json")
     events: dict[str, str | None] = {
-        "Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
-    }
+        "SessionStart": None, "Stop": None, "SubagentStop": None, "UserPromptSubmit": None,
+        "PostToolUse": "Bash",
+    }  # fmt: skip
     return [
         _edit_json(
             settings,
-            "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, settings, "claude-code", events, {"timeout": 30}),
         ),
         _mcp_json(os.path.join(root, ".mcp.json")),
@@ -204,11 +233,13 @@ def _claude(root: str) -> list[Pending]:
 
 def _codex(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".codex", "hooks.json")
-    events: dict[str, str | None] = {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"}
+    events: dict[str, str | None] = {
+        "SessionStart": None, "Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
+    }  # fmt: skip
     return [
         _edit_json(
             hooks_path,
-            "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, hooks_path, "codex", events, {"timeout": 30}),
         ),
         _codex_mcp(os.path.join(root, ".codex", "config.toml")),
@@ -279,16 +310,13 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
+            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    return [
-        _edit_json(
-            settings, "hooks: BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server", edit
-        )
-    ]
+    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server"
+    return [_edit_json(settings, what, edit)]
 
 
 def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
@@ -296,8 +324,8 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command("cursor")
-    for event in ("stop", "afterShellExecution"):
+    command = hook_command("cursor")
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -314,7 +342,9 @@ def _cursor(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".cursor", "hooks.json")
     return [
         _edit_json(
-            hooks_path, "hooks: stop, afterShellExecution", lambda data: _merge_cursor_hooks(data, hooks_path)
+            hooks_path,
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution",
+            lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
     ]
@@ -350,7 +380,8 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     notes: tuple[str, ...] = _NOTES[harness]
     if shutil.which(MCP_COMMAND) is None:
         notes += (
-            f"`{MCP_COMMAND}` is not on PATH here: the hooks and the MCP server call it by name, so "
-            "install greenloop where the harness runs (e.g. `pipx install greenloop`)",
+            f"`{MCP_COMMAND}` is not on PATH here: the MCP server is called by name, so install "
+            "greenloop where the harness runs (e.g. `pipx install greenloop`); the hooks call "
+            f"{sys.executable} directly",
         )
     return InitReport(harness, root, tuple(change for change, _ in pending), notes)

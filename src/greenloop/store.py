@@ -1,6 +1,6 @@
 """The embedded closure state: one SQLite database, `.greenloop/state.db` (DESIGN §1, store).
 
-Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes. Several hook
+Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes, bindings. Several hook
 processes, runs and jobs touch the database at once, so it runs in WAL mode with a busy
 timeout, and every read-modify-write happens inside `BEGIN IMMEDIATE`. A missing database
 is created; a corrupt one is moved aside and rebuilt with a warning: state is a convenience
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DB_NAME",
-    "MCP_SESSION_PREFIX",
     "SCHEMA_VERSION",
     "JobRow",
     "Store",
@@ -43,13 +42,9 @@ __all__ = [
 ]
 
 DB_NAME = "state.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the bindings table
 BUSY_TIMEOUT_MS = 15_000
 MAX_FAILING_NAMES = 50
-# The session id an MCP connection makes up for itself when its client names none
-# (mcp_server.new_session_id): a stand-in, not an agent session, so a hook that knows the
-# agent's session may take such a run over (`Store.attach_run`).
-MCP_SESSION_PREFIX = "mcp-"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -130,6 +125,16 @@ CREATE TABLE IF NOT EXISTS sandbox_modes (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sandbox_modes_by_session ON sandbox_modes (session_id, id);
+CREATE TABLE IF NOT EXISTS bindings (
+    harness_proc TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    harness TEXT,
+    workspace TEXT NOT NULL,
+    chain TEXT NOT NULL DEFAULT '[]',
+    at REAL NOT NULL,
+    PRIMARY KEY (harness_proc, session_id)
+);
+CREATE INDEX IF NOT EXISTS bindings_by_at ON bindings (at);
 """
 
 
@@ -388,6 +393,44 @@ class Store:
             first_seen=first_seen,
         )
 
+    # ------------------------------------------------------------------ process-tree bindings
+    def bind(
+        self, harness_proc: str, session_id: str, harness: str | None, workspace: str, chain: str
+    ) -> None:
+        """A hook of `session_id` ran under the harness process `harness_proc` (ptree.proc_key).
+
+        One row per (harness process, session), refreshed on every hook event; `chain` keeps
+        the hook's ancestors (JSON) for diagnosis. Callers run it inside their transaction or
+        alone (one statement is atomic by itself)."""
+        self.conn.execute(
+            "INSERT INTO bindings (harness_proc, session_id, harness, workspace, chain, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(harness_proc, session_id) DO UPDATE SET "
+            "harness = excluded.harness, workspace = excluded.workspace, chain = excluded.chain, "
+            "at = excluded.at",
+            (harness_proc, session_id, harness, workspace, chain, self.clock()),
+        )
+
+    def bound_session(self, procs: list[str]) -> tuple[str, str | None, str] | None:
+        """The session bound to the nearest of `procs` (ptree keys, nearest first) that any hook
+        recorded as its harness: (session_id, harness, harness_proc); the most recently
+        recorded session wins when one harness process served several. None: no binding."""
+        if not procs:
+            return None
+        marks = ", ".join("?" * len(procs))
+        rows = self.conn.execute(
+            f"SELECT harness_proc, session_id, harness, at FROM bindings WHERE harness_proc IN ({marks})",
+            procs,
+        ).fetchall()
+        if not rows:
+            return None
+        rank = {key: i for i, key in enumerate(procs)}
+        best = min(rows, key=lambda r: (rank[r[0]], -float(r[3])))
+        return str(best[1]), best[2], str(best[0])
+
+    def forget_bindings(self, before: float) -> None:
+        """Drop bindings not refreshed since `before` (their harness processes are long gone)."""
+        self.conn.execute("DELETE FROM bindings WHERE at < ?", (before,))
+
     # ------------------------------------------------------------------ runs
     def record_run(self, run: RunRecord) -> None:
         """Record a run; a passing run clears the unresolved records it answers."""
@@ -436,14 +479,13 @@ class Store:
                 )
 
     def attach_run(self, run_id: str, session_id: str) -> RunRecord | None:
-        """Give a run that has no agent session to `session_id`; returns the run as it now stands.
+        """Give a workspace-level run (no session) to `session_id`; returns the run as it now stands.
 
         A hook that watched the agent start a greenloop run (a shell `greenloop run`, an MCP
-        `test_run`) knows its session even when the run could not: the harness exported no
-        session id to the shell, or the MCP connection recorded it under its own id
-        (`mcp-…`, see mcp_server.new_session_id). Such a run is moved to the session, and a
-        passing one clears the session's unresolved records as `record_run` would. A run that
-        already belongs to another agent session is left alone (None); an unknown id too.
+        `test_run`) knows its session even when the run could not tell it: the harness exported
+        no session id and the process tree named none (greenloop.session). Such a run is moved
+        to the session, and a passing one clears the session's unresolved records as
+        `record_run` would. A run of another session is left alone (None); an unknown id too.
         """
         with self.transaction() as conn:
             cur = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
@@ -453,7 +495,7 @@ class Store:
             run = _run_from_row(dict(zip([d[0] for d in cur.description], row, strict=True)))
             if run.session_id == session_id:
                 return run
-            if run.session_id is not None and not run.session_id.startswith(MCP_SESSION_PREFIX):
+            if run.session_id is not None:
                 return None
             conn.execute("UPDATE runs SET session_id = ? WHERE run_id = ?", (session_id, run_id))
             if run.ok:

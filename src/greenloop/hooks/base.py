@@ -21,6 +21,7 @@ __all__ = [
     "answer_turn_start",
     "attach_greenloop_run",
     "attach_run_ids",
+    "bind",
     "detect_test_command",
     "json_line",
     "record_permission_mode",
@@ -85,6 +86,16 @@ class HookContext(NamedTuple):
         from greenloop.gate import Gate
 
         return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
+
+
+def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
+    """Record this hook's harness process for the session (every event, every harness), so a
+    shell run or the MCP server under the same harness process finds the session even when
+    nothing in its environment names it (greenloop.session, the process tree). `start` (a
+    session's first event) also drops long-dead bindings. Returns a line for stderr."""
+    from greenloop.session import record_binding
+
+    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start)
 
 
 def record_permission_mode(

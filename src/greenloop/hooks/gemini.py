@@ -1,4 +1,4 @@
-"""Gemini CLI hooks (`.gemini/settings.json`): BeforeAgent, AfterAgent, AfterTool.
+"""Gemini CLI hooks (`.gemini/settings.json`): SessionStart, BeforeAgent, AfterAgent, AfterTool.
 
 Every event's input has session_id, transcript_path, cwd, hook_event_name and timestamp;
 there is no prompt or turn id. What Gemini CLI (0.61) does between them shapes the rules:
@@ -22,7 +22,12 @@ there is no prompt or turn id. What Gemini CLI (0.61) does between them shapes t
 - AfterTool on run_shell_command records a test run the agent made itself; on a shell
   `greenloop run` (which Gemini runs without any session id in its environment) and on the
   MCP tools `test_run` / `test_job` it gives the run named in the tool's output to the
-  session (`base.attach_greenloop_run`, `Store.attach_run`).
+  session (`base.attach_greenloop_run`, `Store.attach_run`), in case the process tree did
+  not (below).
+- Every event binds the session to this hook's harness process (`base.bind`): Gemini CLI
+  gives its shell commands and MCP servers no session id, so a `greenloop run` from its
+  shell, or its MCP server, finds the session through the process tree. SessionStart
+  exists for that alone (it fires before the first prompt) and only allows.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from greenloop.hooks.base import (
     HookContext,
     attach_greenloop_run,
     attach_run_ids,
+    bind,
     json_line,
     record_shell_run,
     text_of,
@@ -78,8 +84,18 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         return HookAnswer(ALLOW, f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
+    workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
+    note = bind(ctx, workspace, session_id, HARNESS, start=event == "SessionStart")
+    answer = _answer(event, payload, ctx, workspace, session_id)
+    return answer._replace(stderr=note + answer.stderr) if note else answer
+
+
+def _answer(
+    event: Any, payload: dict[str, Any], ctx: HookContext, workspace: str, session_id: str
+) -> HookAnswer:
+    if event == "SessionStart":
+        return HookAnswer(ALLOW)
     if event == "AfterAgent":
-        workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
         decision = ctx.gate(workspace, HARNESS).on_turn_stopping(session_id, turn_key(payload.get("prompt")))
         if decision.kind == "steer":
             return HookAnswer(json_line({"decision": "deny", "reason": decision.message}))
@@ -90,20 +106,17 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
         prompt = payload.get("prompt")
         if not isinstance(prompt, str):
             return HookAnswer(ALLOW, "greenloop: BeforeAgent input has no prompt; allowing.\n")
-        workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
         ctx.gate(workspace, HARNESS).on_prompt(session_id, prompt, turn_key(prompt))
         return HookAnswer(ALLOW)
     if event == "AfterTool":
         tool_input = payload.get("tool_input")
         if _mcp_run_tool(payload):
-            workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
             text = _response_text(payload.get("tool_response"))
             return HookAnswer(ALLOW, attach_run_ids(ctx, workspace, session_id, text))
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
         if payload.get("tool_name") not in SHELL_TOOLS or not isinstance(command, str):
             return HookAnswer(ALLOW)
         output, code = text_of(payload.get("tool_response"))
-        workspace = ctx.workspace(payload, "GEMINI_PROJECT_DIR")
         note = attach_greenloop_run(ctx, workspace, session_id, command, output)
         return HookAnswer(ALLOW, note + record_shell_run(ctx, workspace, session_id, command, output, code))
     return HookAnswer(ALLOW, f"greenloop: ignoring Gemini CLI event {event!r}; allowing.\n")
