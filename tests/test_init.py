@@ -156,7 +156,8 @@ def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
     data = json.loads((tmp_path / ".cursor" / "hooks.json").read_text())
     assert data["version"] == 1
     assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": hook_command("cursor")}]
-    assert data["hooks"]["afterShellExecution"] == [{"command": hook_command("cursor")}]
+    for event in ("beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution"):
+        assert data["hooks"][event] == [{"command": hook_command("cursor")}]
     assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["greenloop"]
     assert [c.action for c in init("cursor", tmp_path).files] == ["unchanged", "unchanged"]
 

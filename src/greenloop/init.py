@@ -10,7 +10,7 @@
 |             | AfterAgent, AfterTool (run_shell_command, greenloop's  | `mcpServers.greenloop`             |
 |             | MCP test_run / test_job)                               |                                    |
 | cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
-|             | afterShellExecution                                    |                                    |
+|             | afterShellExecution, afterMCPExecution                 |                                    |
 
 The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
@@ -325,7 +325,7 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
     command = hook_command("cursor")
-    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -343,7 +343,7 @@ def _cursor(root: str) -> list[Pending]:
     return [
         _edit_json(
             hooks_path,
-            "hooks: beforeSubmitPrompt, stop, afterShellExecution",
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution, afterMCPExecution",
             lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),

@@ -59,19 +59,19 @@ class Step(NamedTuple):
     """The model's answer to one agent request.
 
     `text` or `calls` ((tool name, args) pairs, answered as functionCall parts); `expect` is
-    text the request's last user content must contain (what the CLI just sent the model).
+    text (or texts) the request's last user content must contain (what the CLI just sent).
     """
 
     text: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
-    expect: str | None = None
+    expect: str | tuple[str, ...] | None = None
 
 
-def say(text: str, expect: str | None = None) -> Step:
+def say(text: str, expect: str | tuple[str, ...] | None = None) -> Step:
     return Step(text=text, expect=expect)
 
 
-def call(name: str, args: dict[str, Any] | None = None, expect: str | None = None) -> Step:
+def call(name: str, args: dict[str, Any] | None = None, expect: str | tuple[str, ...] | None = None) -> Step:
     return Step(calls=((name, args or {}),), expect=expect)
 
 
@@ -165,9 +165,11 @@ class ScriptedModel:
                 return say("(the script has ended)")
             step = self.steps[self.played]
             self.played += 1
-        if step.expect is not None and step.expect not in request.last_user_text():
+        wanted = (step.expect,) if isinstance(step.expect, str) else (step.expect or ())
+        missing = [text for text in wanted if text not in request.last_user_text()]
+        if missing:
             self.errors.append(
-                f"step {self.played}: expected {step.expect!r} in what the CLI sent, got "
+                f"step {self.played}: expected {missing!r} in what the CLI sent, got "
                 f"{request.last_user_text()[:500]}"
             )
         return step

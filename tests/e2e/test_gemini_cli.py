@@ -103,7 +103,9 @@ def test_mcp_test_run_is_held_released_then_a_new_turn_fixes_it(gemini: GeminiCl
     # Turn 1: red through the MCP tool; the budget is spent over rounds that call tools.
     turn1 = [
         call("mcp_greenloop_test_run", {}, expect=PROMPT),
-        say("All done.", expect="test_discount_code_takes_ten_percent_off"),
+        # The MCP server found the session through the process tree (greenloop.session): its
+        # result, which the model reads, names it.
+        say("All done.", expect=("test_discount_code_takes_ten_percent_off", session)),
         call("mcp_greenloop_test_closure_check", {}, expect=f"Intercept 1 of {BUDGET}"),
         say("Done now.", expect="functionResponse"),
         call("read_file", {"file_path": str(project / "cart.py")}, expect=f"Intercept 2 of {BUDGET}"),
