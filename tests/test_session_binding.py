@@ -240,6 +240,8 @@ def test_ancestors_read_proc_nearest_first_without_init() -> None:
         ptree.Proc(3, 1, "node")
     )
     assert ptree.harness_of([ptree.Proc(5, 1, "sh")]) is None
+    # a hook run by hand from a terminal: no harness, so nothing to bind
+    assert ptree.harness_of([ptree.Proc(5, 1, "bash"), ptree.Proc(4, 1, "tmux: server")]) is None
     assert ptree.ancestors(2**22 + 7) == []  # no such process
 
 

@@ -879,7 +879,9 @@ def _bounded_run(
 
 def _run_output(bounded: Any, session_id: str | None) -> RunOutput:
     data = dict(_plain(bounded))
-    data["session_id"] = session_id
+    # The session the run was recorded under: the one the call resolved, or, when it resolved
+    # none, the one the run itself found (a hook may have bound the harness in between).
+    data["session_id"] = session_id or data.get("session_id")
     return RunOutput.model_validate(data)
 
 

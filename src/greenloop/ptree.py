@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-__all__ = ["MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
+__all__ = ["HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
 
 MAX_DEPTH = 64  # a deeper chain is a loop or a pathological tree; stop there
 
@@ -29,6 +29,17 @@ WRAPPERS = frozenset(
         "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "busybox", "tcsh", "csh",
         "env", "timeout", "nice", "nohup", "setsid", "stdbuf", "time", "sudo", "doas",
         "uv", "uvx", "pipx", "npx", "npm", "pnpm", "yarn", "bunx", "xargs", "script", "flock",
+    }
+)  # fmt: skip
+
+
+# Processes that host every shell of a terminal or a login, never an agent harness. A hook run
+# by hand from a terminal would otherwise bind its session to, say, the tmux server, and with
+# it every later run started from that terminal.
+HOSTS = frozenset(
+    {
+        "tmux: server", "tmux", "screen", "SCREEN", "sshd", "login", "su", "systemd", "init",
+        "gnome-terminal-", "konsole", "xterm", "alacritty", "kitty", "wezterm-gui", "foot",
     }
 )  # fmt: skip
 
@@ -79,10 +90,11 @@ def ancestors(pid: int | None = None) -> list[Proc]:
 
 
 def harness_of(chain: list[Proc]) -> Proc | None:
-    """The harness process of a hook: its nearest ancestor that is not a shell or a launcher."""
+    """The harness process of a hook: its nearest ancestor that is not a shell or a launcher;
+    None when that is a terminal or login host (`HOSTS`: the hook was run by hand)."""
     for proc in chain:
         if proc.comm not in WRAPPERS:
-            return proc
+            return None if proc.comm in HOSTS else proc
     return None
 
 
