@@ -78,6 +78,8 @@ def kinds(project: Path, session: str) -> list[tuple[int, str]]:
 
 @pytest.mark.timeout(420)
 def test_a_shell_greenloop_run_in_the_first_turn_holds_the_turn(gemini: GeminiCli, project: Path) -> None:
+    budget = 3  # the project's own max_intercept_rounds: the gate counts what the config says
+    (project / "greenloop.toml").write_text(f"max_intercept_rounds = {budget}\n")
     session = str(uuid.uuid4())
     steps = [
         call(
@@ -85,27 +87,29 @@ def test_a_shell_greenloop_run_in_the_first_turn_holds_the_turn(gemini: GeminiCl
         ),
         say("All done.", expect="test_discount_code_takes_ten_percent_off"),
         # Corrective round 1: the model calls a tool before it answers.
-        call("read_file", {"file_path": str(project / "cart.py")}, expect=f"Intercept 1 of {BUDGET}"),
+        call("read_file", {"file_path": str(project / "cart.py")}, expect=f"Intercept 1 of {budget}"),
         say("Done, I think.", expect="functionResponse"),
         # Corrective round 2: another tool, then an answer.
         call(
             "run_shell_command",
             {"command": "ls", "description": "look around"},
-            expect=f"Intercept 2 of {BUDGET}",
+            expect=f"Intercept 2 of {budget}",
         ),
-        say("I could not fix it.", expect="functionResponse"),
+        say("Done again.", expect="functionResponse"),
+        # Corrective round 3: an answer without a tool (stop_hook_active is true this time).
+        say("I could not fix it.", expect=f"Intercept 3 of {budget}"),
     ]
     result = gemini.turn(PROMPT, steps, "--session-id", session, timeout=300)
     assert result.code == 0, result.stderr[-3000:]
     assert result.json["session_id"] == session
 
     steers = list(steer_requests(result.requests))
-    assert len(steers) == BUDGET
+    assert len(steers) == budget
     assert all(FAILING in request.last_user_text() for request in steers)
-    assert kinds(project, session) == [(1, "steer"), (1, "steer"), (1, "release")]
+    assert kinds(project, session) == [(1, "steer")] * budget + [(1, "release")]
     verdict = check(project, session)
     assert verdict["unresolved"] is True and verdict["satisfied"] is False
-    assert verdict["last_run"]["session_id"] == session  # the shell run was given to the session
+    assert verdict["last_run"]["session_id"] == session  # the shell run is the session's
 
 
 @pytest.mark.timeout(600)
