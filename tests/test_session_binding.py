@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,18 @@ def ws(tmp_path: Path) -> Path:
         "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
     )
     return folder
+
+
+@pytest.fixture
+def child() -> Iterator[int]:
+    """A live child of this test process (whose own ancestors depend on how pytest was started:
+    an orphaned pytest has none), for the tests that look up a tree from below."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _env(ws: Path) -> dict[str, str]:
@@ -207,16 +220,17 @@ def test_a_session_variable_outranks_the_process_tree(ws: Path) -> None:
 # ---------------------------------------------------------------------------- pid reuse
 
 
-def test_a_recorded_pid_with_another_start_time_never_binds(ws: Path) -> None:
+def test_a_recorded_pid_with_another_start_time_never_binds(ws: Path, child: int) -> None:
     """A pid the kernel gave to another process since: same number, another start time."""
-    parent = ptree.ancestors()[0]  # a live ancestor of this test process
+    parent = ptree.ancestors(child)[0]  # this test process, the child's harness here
+    assert parent.pid == os.getpid()
     reused = ptree.Proc(parent.pid, parent.start + 1, parent.comm)
     with Store(ws) as st:
         st.bind(ptree.proc_key(reused), "ghost", "claude-code", str(ws), "[]")
-    assert session.bound_session(ws) is None
+    assert session.bound_session(ws, child) is None
     with Store(ws) as st:
         st.bind(ptree.proc_key(parent), "alive", "claude-code", str(ws), "[]")
-    assert session.bound_session(ws) == "alive"
+    assert session.bound_session(ws, child) == "alive"
 
 
 def test_a_dead_harness_leaves_nothing_to_bind(ws: Path) -> None:
@@ -232,9 +246,9 @@ def test_a_dead_harness_leaves_nothing_to_bind(ws: Path) -> None:
 # ---------------------------------------------------------------------------- the pieces
 
 
-def test_ancestors_read_proc_nearest_first_without_init() -> None:
-    chain = ptree.ancestors()
-    assert chain and chain[0].pid == os.getppid()
+def test_ancestors_read_proc_nearest_first_without_init(child: int) -> None:
+    chain = ptree.ancestors(child)
+    assert chain and chain[0].pid == os.getpid()
     assert all(p.pid > 1 for p in chain)
     assert ptree.harness_of([ptree.Proc(5, 1, "sh"), ptree.Proc(4, 1, "bash"), ptree.Proc(3, 1, "node")]) == (
         ptree.Proc(3, 1, "node")
@@ -256,10 +270,24 @@ def test_resolution_order_and_meta() -> None:
     assert session.from_meta({"progressToken": 3}) is None and session.from_meta(None) is None
 
 
-def test_binding_is_skipped_where_greenloop_is_disabled_and_never_raises(ws: Path) -> None:
+def test_binding_is_skipped_where_greenloop_is_disabled_and_never_raises(ws: Path, child: int) -> None:
     (ws / "greenloop.toml").write_text("enabled = false\n")
-    assert session.record_binding(str(ws), "s", "claude-code") == ""
+    assert session.record_binding(str(ws), "s", "claude-code", pid=child) == ""
     assert not (ws / ".greenloop").exists()
     (ws / "greenloop.toml").write_text("max_intercept_rounds = 'x'\n")
-    note = session.record_binding(str(ws), "s", "claude-code")
+    note = session.record_binding(str(ws), "s", "claude-code", pid=child)
     assert note.startswith("greenloop: could not record")
+
+
+def test_a_shell_run_gets_its_sessions_sandbox_mode_through_the_tree(ws: Path) -> None:
+    """Resolved before the run starts: the session's mode event (plan -> read-only) applies."""
+    out = harness(
+        ws,
+        [
+            hook("UserPromptSubmit", "s-plan", ws, prompt="look only", permission_mode="plan"),
+            {"shell": f"{GREENLOOP} run . --json"},
+        ],
+    )
+    result = json.loads(out[1]["stdout"])
+    assert result["session_id"] == "s-plan"
+    assert result["sandbox"]["mode"] == "read-only"

@@ -123,6 +123,12 @@ def test_run(
 
     ws = _workspace(workspace)
     mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    if session_id is None:
+        # The caller's session, resolved before the run so that its sandbox mode applies and
+        # the run is recorded under it (greenloop.session: variables, then the process tree).
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
     cfg = config_mod.load(ws)
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.sandbox import resolve_for

@@ -124,8 +124,15 @@ def bound_session(workspace: str | os.PathLike[str], pid: int | None = None) -> 
         keys = [ptree.proc_key(p) for p in ptree.ancestors(pid)]
         if not keys:
             return None
-        with store.Store(workspace, path=path) as st:
-            found = st.bound_session(keys)
+        # Read-only and without the Store's schema check: this runs before every run starts.
+        import sqlite3
+
+        uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=store.BUSY_TIMEOUT_MS / 1000)
+        try:
+            found = store.Store.bound_session_in(conn, keys)
+        finally:
+            conn.close()
     except Exception:  # the binding is a convenience; without it the run is the workspace's
         return None
     return None if found is None else found[0]

@@ -414,10 +414,15 @@ class Store:
         """The session bound to the nearest of `procs` (ptree keys, nearest first) that any hook
         recorded as its harness: (session_id, harness, harness_proc); the most recently
         recorded session wins when one harness process served several. None: no binding."""
+        return Store.bound_session_in(self.conn, procs)
+
+    @staticmethod
+    def bound_session_in(conn: sqlite3.Connection, procs: list[str]) -> tuple[str, str | None, str] | None:
+        """`bound_session` on any connection to a state database (a read-only one, say)."""
         if not procs:
             return None
         marks = ", ".join("?" * len(procs))
-        rows = self.conn.execute(
+        rows = conn.execute(
             f"SELECT harness_proc, session_id, harness, at FROM bindings WHERE harness_proc IN ({marks})",
             procs,
         ).fetchall()
