@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -146,10 +147,32 @@ def test_gemini_settings(tmp_path: Path) -> None:
     init("gemini", tmp_path)
     settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
     assert settings["theme"] == "dark"
-    assert commands(settings["hooks"]["AfterAgent"]) == [hook_command("gemini")]
-    assert settings["hooks"]["AfterTool"][0]["matcher"] == "run_shell_command"
+    for event in ("SessionStart", "BeforeAgent", "AfterAgent", "AfterTool"):
+        assert commands(settings["hooks"][event]) == [hook_command("gemini")]
+    matcher = re.compile(settings["hooks"]["AfterTool"][0]["matcher"])  # Gemini: a regex on the name
+    ours = ("run_shell_command", "mcp_greenloop_test_run", "mcp_greenloop_test_job")
+    assert all(matcher.search(tool) for tool in ours)
+    assert not any(matcher.search(t) for t in ("read_file", "mcp_greenloop_test_probe", "mcp_other_test_run"))
     assert settings["mcpServers"]["greenloop"]["args"] == ["mcp"]
     assert [c.action for c in init("gemini", tmp_path).files] == ["unchanged"]
+
+
+def test_gemini_refreshes_an_older_init_and_says_what_trust_it_needs(tmp_path: Path) -> None:
+    old = {"type": "command", "command": "greenloop hook gemini", "name": "greenloop", "timeout": 30000}
+    before = {
+        "hooks": {
+            "AfterAgent": [{"hooks": [old]}],
+            "AfterTool": [{"matcher": "run_shell_command", "hooks": [old]}],
+        }
+    }
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps(before))
+    report = init("gemini", tmp_path)
+    settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert commands(settings["hooks"]["BeforeAgent"]) == [hook_command("gemini")]
+    assert len(settings["hooks"]["AfterTool"]) == 1
+    assert "mcp_greenloop_test_run" in settings["hooks"]["AfterTool"][0]["matcher"]
+    assert any("trusted folder" in note and "trustedFolders.json" in note for note in report.notes)
 
 
 def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
@@ -161,7 +184,8 @@ def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
     data = json.loads((tmp_path / ".cursor" / "hooks.json").read_text())
     assert data["version"] == 1
     assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": hook_command("cursor")}]
-    assert data["hooks"]["afterShellExecution"] == [{"command": hook_command("cursor")}]
+    for event in ("beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution"):
+        assert data["hooks"][event] == [{"command": hook_command("cursor")}]
     assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["greenloop"]
     assert [c.action for c in init("cursor", tmp_path).files] == ["unchanged", "unchanged"]
 

@@ -8,9 +8,10 @@
 |             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`,         |
 |             |                                                        | `mcp_optional_startup_grace_ms`    |
 | gemini      | `.gemini/settings.json`: SessionStart, BeforeAgent,    | `.gemini/settings.json`            |
-|             | AfterAgent, AfterTool (run_shell_command)              | `mcpServers.greenloop`             |
+|             | AfterAgent, AfterTool (run_shell_command, greenloop's  | `mcpServers.greenloop`             |
+|             | MCP test_run / test_job)                               |                                    |
 | cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
-|             | afterShellExecution                                    |                                    |
+|             | afterShellExecution, afterMCPExecution                 |                                    |
 
 The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
@@ -336,6 +337,12 @@ def _codex_mcp(path: str) -> Pending:
     return FileChange(path, "updated" if text else "created", what), new_text
 
 
+# Gemini matches a tool hook's `matcher` as a regular expression against the tool's name; MCP
+# tools are named mcp_<server>_<tool>. The shell records runs the agent made itself; the two
+# MCP tools name the runs the hook gives to the session (hooks/gemini.py).
+GEMINI_AFTER_TOOL = "^(run_shell_command|mcp_greenloop_test_run|mcp_greenloop_test_job)$"
+
+
 def _gemini(root: str) -> list[Pending]:
     settings = os.path.join(root, ".gemini", "settings.json")
 
@@ -344,12 +351,12 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(run_shell_command); MCP server"
+    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server"
     return [_edit_json(settings, what, edit)]
 
 
@@ -359,7 +366,7 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
     command = hook_command("cursor")
-    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -377,7 +384,7 @@ def _cursor(root: str) -> list[Pending]:
     return [
         _edit_json(
             hooks_path,
-            "hooks: beforeSubmitPrompt, stop, afterShellExecution",
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution, afterMCPExecution",
             lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
@@ -400,7 +407,13 @@ _NOTES = {
         "`greenloop run` fails; set allow_login_shell = false in ~/.codex/config.toml or install it "
         "where /etc/profile looks",
     ),
-    "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
+    "gemini": (
+        "restart Gemini CLI so it loads the new hooks and the MCP server",
+        "Gemini CLI runs a project's hooks and starts its stdio MCP servers only in a trusted folder: "
+        "trust this one (`/permissions trust` in the CLI, or `\"<folder>\": \"TRUST_FOLDER\"` in "
+        "~/.gemini/trustedFolders.json; `gemini -p` also takes --skip-trust or "
+        "GEMINI_CLI_TRUST_WORKSPACE=true)",
+    ),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
 }
 
