@@ -203,6 +203,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
         p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
         p.add_argument("--junit", help="also write JUnit XML to this file")
+        p.add_argument("--mode", default="run",
+                       help="run (default); retry: the previous run's failed cases first, then every case "
+                            "if they pass; resume: continue the run --resume-token names")
+        p.add_argument("--resume-token", help="with --mode resume: the resume_token of the run to continue")
         p.add_argument("--sandbox", help=f"sandbox mode for the units: {', '.join(SANDBOX_MODES)}")
         _json_flag(p)
         _handler(p, "integrate:integrate")

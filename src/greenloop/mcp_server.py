@@ -825,6 +825,15 @@ def _tools(state: ServerState) -> list[Tool]:
         case: Annotated[
             list[str] | None, Field(description="Run only these case ids (default: all).")
         ] = None,
+        mode: Annotated[
+            Literal["run", "retry", "resume"],
+            Field(description="run: a new run. retry (after a fix): the previous run's failed cases "
+                  "first, then, if they pass, every case. resume: continue the interrupted run that "
+                  "resume_token names, running only its unfinished cases."),
+        ] = "run",
+        resume_token: Annotated[
+            str | None, Field(description="With mode resume: the resume_token of the run to continue.")
+        ] = None,
     ) -> IntegrationOutput:
         """Start the project's services on loopback ports, run the integration cases (HTTP steps
         with expectations; browser steps drive the frontend in headless Chromium and, when they
@@ -839,9 +848,15 @@ def _tools(state: ServerState) -> list[Tool]:
         cancel = threading.Event()
         progress = _Progress(ctx)
 
+        if (mode == "resume") != (resume_token is not None):
+            raise ValueError("resume_token goes with mode resume, and mode resume needs one")
+
         def run() -> Any:
+            if mode == "retry":
+                return integration.retry(project, on_event=progress.event, cancel=cancel)
             return integration.integrate(
-                project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel
+                project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel,
+                resume_token=resume_token,
             )
 
         watch = _Stopwatch("integration_run", limit_s, cancel, state.running)
