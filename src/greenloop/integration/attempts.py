@@ -99,12 +99,13 @@ def attempts(folder: Path) -> list[dict[str, Any]]:
     return [a for a in data if isinstance(a, dict)] if isinstance(data, list) else []
 
 
-def begin_attempt(folder: Path, digest: str, started_at: str, cases: list[str]) -> int:
+def begin_attempt(folder: Path, digest: str, started_at: str, cases: list[str], token: str) -> int:
     """Record a new attempt of the run in `folder`; returns its number (1 for a new run).
     `cases` is the run's case selection (empty: all), which a resume keeps."""
     done = attempts(folder)
     number = len(done) + 1
-    entry = {"attempt": number, "started_at": started_at, "spec": digest, "cases": cases}
+    entry = {"attempt": number, "started_at": started_at, "spec": digest, "cases": cases,
+             "resume_token": token}
     _atomic(folder / ATTEMPTS, [*done, entry])
     return number
 

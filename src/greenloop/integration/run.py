@@ -441,15 +441,18 @@ def integrate(
     run_id = run_id or new_run_id(wall())
     folder = runs_dir(root) / run_id
     folder.mkdir(parents=True, exist_ok=resumed is not None)
-    attempt = attempts_mod.begin_attempt(folder, attempts_mod.spec_digest(root), started_at, list(cases))
     token = attempts_mod.resume_token(root, run_id)
+    digest = attempts_mod.spec_digest(root)
+    attempt = attempts_mod.begin_attempt(folder, digest, started_at, list(cases), token)
+    say(f"run {run_id}, attempt {attempt} (if it is cut short: --mode resume --resume-token {token})")
     rel = f"integration/runs/{run_id}"
     from greenloop import timeline
 
     timeline_file = timeline.timeline_path(root)
     timeline.append(timeline_file, [timeline.event(
         "integration_started", "integration", run_id,
-        f"{len(spec.cases)} case(s), units {', '.join(u.id for u in needed)}", now=wall())])
+        f"attempt {attempt}: {len(spec.cases) - len(prior)} case(s) to run, units "
+        f"{', '.join(u.id for u in needed)}; resume token {token}", now=wall())])
     env_path = folder / "env.json"
     _write_env(env_path, {})
     log = ProcessLog(folder / "process.log", cap_bytes=log_cap_bytes, wall=wall)
