@@ -78,7 +78,8 @@ def test_a_healthy_workspace_with_every_harness_is_all_well(tmp_path: Path) -> N
     # Every file init writes is read back, each hook command resolving to the greenloop on PATH.
     assert len(harness) == len(doctor.HARNESS_FILES)
     assert all(c["status"] == "ok" for c in harness.values()), harness
-    assert str(bin_dir / "greenloop") in harness["claude-code hooks"]["detail"]
+    assert sys.executable in harness["claude-code hooks"]["detail"]  # the interpreter form of init
+    assert str(bin_dir / "greenloop") in harness["claude-code MCP server"]["detail"]  # by name
     assert by_name(record, "state")["state.db"]["status"] == "ok"
     runner = by_name(record, "runner")
     assert runner["framework"]["detail"].startswith("pytest")
@@ -89,8 +90,9 @@ def test_a_hook_command_pointing_at_a_missing_file_fails_with_its_fix(tmp_path: 
     ws = workspace(tmp_path / "ws")
     init("claude-code", ws)
     settings = ws / ".claude" / "settings.json"
-    gone = tmp_path / "old-venv" / "bin" / "greenloop"
-    settings.write_text(settings.read_text().replace('"greenloop hook', f'"{gone} hook'))
+    # greenloop was reinstalled elsewhere: the interpreter init wrote into the hooks is gone.
+    gone = tmp_path / "old-venv" / "bin" / "python"
+    settings.write_text(settings.read_text().replace(sys.executable, str(gone)))
     code, out, _ = doctor_cli(ws, "--json", env=path_env(fake_greenloop(tmp_path / "bin").parent))
     assert code == 1
     record = json.loads(out)
@@ -111,14 +113,33 @@ def test_a_hook_command_pointing_at_a_missing_file_fails_with_its_fix(tmp_path: 
     assert text.splitlines()[-1] == "✗ 1 problem needs a fix"
 
 
-def test_a_hook_command_whose_program_is_not_on_path_fails(tmp_path: Path) -> None:
+def test_a_command_whose_program_is_not_on_path_fails(tmp_path: Path) -> None:
     ws = workspace(tmp_path / "ws")
     init("cursor", ws)
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
     checks = {c.name: c for c in doctor.harness_checks(str(ws), env)}
-    assert checks["cursor hooks"].status == "fail"
-    assert "calls `greenloop` by name, and it is not on PATH" in checks["cursor hooks"].detail
+    assert checks["cursor hooks"].status == "ok"  # the hooks name their interpreter by path
     assert checks["cursor MCP server"].status == "fail"
+    assert "calls `greenloop` by name, and it is not on PATH" in checks["cursor MCP server"].detail
+
+
+def test_a_hook_whose_greenloop_folder_is_gone_fails(tmp_path: Path) -> None:
+    import greenloop
+
+    ws = workspace(tmp_path / "ws")
+    init("gemini", ws)
+    settings = ws / ".gemini" / "settings.json"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(greenloop.__file__)))
+    moved = tmp_path / "moved-away"
+    moved.mkdir()
+    text = settings.read_text()
+    assert json.dumps(root)[1:-1] in text
+    settings.write_text(text.replace(json.dumps(root)[1:-1], str(moved)))
+    path = fake_greenloop(tmp_path / "bin").parent
+    checks = {c.name: c for c in doctor.harness_checks(str(ws), path_env(path))}
+    assert checks["gemini hooks"].status == "fail"
+    assert f"loads greenloop from {moved}, which no longer holds it" in checks["gemini hooks"].detail
+    assert checks["gemini MCP server"].status == "ok"
 
 
 def test_a_hook_event_removed_by_hand_is_a_warning(tmp_path: Path) -> None:

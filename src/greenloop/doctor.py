@@ -423,16 +423,29 @@ HARNESS_FILES: tuple[HarnessFile, ...] = (
         "claude-code",
         ".claude/settings.json",
         "hooks",
-        ("Stop", "SubagentStop", "UserPromptSubmit", "PostToolUse"),
+        ("SessionStart", "Stop", "SubagentStop", "UserPromptSubmit", "PostToolUse"),
     ),
     HarnessFile("claude-code", ".mcp.json", "mcp-json"),
-    HarnessFile("codex", ".codex/hooks.json", "hooks", ("Stop", "UserPromptSubmit", "PostToolUse")),
+    HarnessFile(
+        "codex", ".codex/hooks.json", "hooks", ("SessionStart", "Stop", "UserPromptSubmit", "PostToolUse")
+    ),
     HarnessFile("codex", ".codex/config.toml", "mcp-toml"),
-    HarnessFile("gemini", ".gemini/settings.json", "hooks", ("AfterAgent", "AfterTool")),
+    HarnessFile(
+        "gemini", ".gemini/settings.json", "hooks", ("SessionStart", "BeforeAgent", "AfterAgent", "AfterTool")
+    ),
     HarnessFile("gemini", ".gemini/settings.json", "mcp-json"),
-    HarnessFile("cursor", ".cursor/hooks.json", "cursor-hooks", ("stop", "afterShellExecution")),
+    HarnessFile(
+        "cursor",
+        ".cursor/hooks.json",
+        "cursor-hooks",
+        ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"),
+    ),
     HarnessFile("cursor", ".cursor/mcp.json", "mcp-json"),
 )
+
+# The interpreter form of a hook command (init.hook_command): `PYTHON -I -S -c CODE hook H`, where
+# CODE puts greenloop's install folder on sys.path by hand.
+_SYS_PATH_ROOT = re.compile(r"sys\.path\.insert\(0,\s*(\"(?:[^\"\\]|\\.)*\")\)")
 
 
 def _project_folders(workspace: str) -> list[str]:
@@ -470,22 +483,45 @@ def _hook_commands(data: dict[str, Any], harness: str, cursor: bool) -> dict[str
     return found
 
 
+def _program(path: str, base: str, command: str) -> tuple[str, str | None]:
+    full = path if os.path.isabs(path) else os.path.join(base, path)
+    if not os.path.isfile(full):
+        return full, f"`{command}` runs {full}, which does not exist"
+    if not os.access(full, os.X_OK):
+        return full, f"`{command}` runs {full}, which is not executable"
+    return full, None
+
+
 def _executable_problem(command: str, base: str, env: Mapping[str, str]) -> tuple[str, str | None]:
-    """(what the command's program resolves to, or the problem; None when it resolves)."""
+    """(what the command runs, the problem or None when it still points at a working greenloop).
+
+    Two forms: `greenloop …` (by name on PATH, or a path to the script) and the interpreter form
+    `init.hook_command` writes, whose interpreter and greenloop install folder were taken at
+    init time and vanish when greenloop is reinstalled elsewhere.
+    """
     try:
-        program = shlex.split(command)[0]
+        words = shlex.split(command)
+        program = words[0]
     except (ValueError, IndexError):
-        return f"`{command}` cannot be read as a command line", None
+        return command, f"`{command}` cannot be read as a command line"
+    shown = command if len(command) <= 120 else f"{program} … {' '.join(words[-2:])}"
+    if "-c" in words[1:]:
+        code = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+        python, problem = _program(program, base, shown)
+        if problem:
+            return python, problem
+        m = _SYS_PATH_ROOT.search(code)
+        if m is None:
+            return python, None  # greenloop comes from the interpreter's own site-packages
+        root = json.loads(m.group(1))
+        if not os.path.isfile(os.path.join(root, "greenloop", "__init__.py")):
+            return python, f"`{shown}` loads greenloop from {root}, which no longer holds it"
+        return f"{python} with greenloop from {root}", None
     if "/" in program:
-        path = program if os.path.isabs(program) else os.path.join(base, program)
-        if not os.path.isfile(path):
-            return path, f"`{command}` runs {path}, which does not exist"
-        if not os.access(path, os.X_OK):
-            return path, f"`{command}` runs {path}, which is not executable"
-        return path, None
+        return _program(program, base, shown)
     found = shutil.which(program, path=env.get("PATH") or os.defpath)
     if found is None:
-        return program, f"`{command}` calls `{program}` by name, and it is not on PATH"
+        return program, f"`{shown}` calls `{program}` by name, and it is not on PATH"
     return found, None
 
 
