@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult
+from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult
 
 if TYPE_CHECKING:
     from greenloop.gate import ClosureCheck
@@ -114,8 +114,20 @@ def test_run(
     sandbox: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    mode: str = "test",
 ) -> RunResult:
-    """Plan, execute and store one run; return its final RunResult (see the module docstring)."""
+    """Plan, execute and store one run; return its final RunResult (see the module docstring).
+
+    `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
+    run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
+    as one result whose `retry` says which failures were fixed, which remain and which are new."""
+    if mode not in RUN_MODES:
+        raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+    if mode == "retry":
+        if target is not None or last_failed or command is not None:
+            raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
+        return _retry(workspace, framework=framework, timeout_ms=timeout_ms, session_id=session_id,
+                      sandbox=sandbox, on_progress=on_progress, cancel=cancel)
     from greenloop import config as config_mod
     from greenloop.fingerprint import Pending
     from greenloop.plan import RunOptions, plan
@@ -123,7 +135,7 @@ def test_run(
     from greenloop.run import execute
 
     ws = _workspace(workspace)
-    mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
     if session_id is None:
         # The caller's session, resolved before the run so that its sandbox mode applies and
         # the run is recorded under it (greenloop.session: variables, then the process tree).
@@ -134,7 +146,7 @@ def test_run(
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.sandbox import resolve_for
 
-    policy = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox)
+    policy = resolve_for(ws, explicit=sandbox_mode, session_id=session_id, default=cfg.sandbox)
     detection = probe(str(ws), files=False)  # plan needs no test file list
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
@@ -263,6 +275,68 @@ class _Preload:
     def join(self) -> None:
         if self.started:
             self._thread.join()
+
+
+RUN_MODES = ("test", "retry")
+
+
+def _retry(workspace: str | os.PathLike[str], *, session_id: str | None, **options: Any) -> RunResult:
+    """mode retry: the previous run's failures alone, then (if they pass) the whole suite."""
+    ws = _workspace(workspace)
+    if session_id is None:
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
+    root = probe_root(ws)
+    previous, whose = _previous_run(root, ws, session_id)
+    if previous is None:
+        raise UsageError(f"mode retry needs a previous run in {ws}: run the tests once (mode test) first")
+    before = [f.test for f in previous.failures]
+    notes = [f"retry of {previous.run_id}"] + ([whose] if whose else [])
+    first: RunResult | None = None
+    if before:
+        first = test_run(ws, last_failed=True, session_id=session_id, **options)
+        if first.outcome != "green" or first.aborted:
+            final = first
+            notes.append(f"retry: the previous failures still fail in {first.run_id}; the rest of the "
+                         "suite did not run (fix these first)")
+        else:
+            notes.append(f"retry: the previous failures passed in {first.run_id}; then the whole suite ran")
+            final = test_run(ws, session_id=session_id, **options)
+    else:
+        notes.append(f"retry: {previous.run_id} had no failures; the whole suite ran")
+        final = test_run(ws, session_id=session_id, **options)
+    failing = [f.test for f in final.failures]
+    passed = set(final.passed_tests)
+    info = RetryInfo(
+        previous_run=previous.run_id,
+        first_pass_run=first.run_id if first is not None else None,
+        fixed=tuple(t for t in before if t not in failing and (not passed or t in passed)),
+        remain=tuple(t for t in before if t in failing),
+        new=tuple(t for t in failing if t not in before),
+        full_suite=final is not first,
+    )
+    final = final._replace(retry=info, notes=(*final.notes, *notes))
+    _rewrite(final, root)
+    return final
+
+
+def probe_root(ws: Path) -> str:
+    """Where a workspace's runs are stored (the root its probe answers for)."""
+    from greenloop.probe import probe
+
+    return probe(str(ws), files=False).root
+
+
+def _rewrite(result: RunResult, root: str) -> None:
+    """Store a result again after adding to it (its run folder and a DevLoop unit's copy)."""
+    data = result.to_json()
+    refs = {str(layout.run_dir(root, result.run_id) / RESULT_FILE)}
+    if result.result_ref:
+        refs.add(result.result_ref)
+    for ref in refs:
+        if os.path.exists(ref):
+            _write_json(Path(ref), data)
 
 
 def _unit_status(unit: tuple[Path, str], status: Any, run_id: str, *, write_back: bool) -> str | None:

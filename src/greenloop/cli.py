@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp", "serve", "timeline", "units",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp",
 )  # fmt: skip
 
 
@@ -78,6 +78,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                        help="rerun only the failures of this session's previous run (else the "
                             "workspace's latest, with a note naming whose)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
+        p.add_argument("--mode", default="test",
+                       help="test (default), or retry: the previous run's failures first, then, if they "
+                            "pass, the whole suite, as one result saying what was fixed, remains, is new")
         p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")

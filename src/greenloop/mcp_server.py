@@ -184,6 +184,9 @@ class RunOutput(_Out):
     sandbox: SandboxOutput | None = None
     result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
     next_action: str | None = None
+    retry: dict[str, Any] | None = Field(
+        default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
+    )
 
 
 class ProbeOutput(_Out):
@@ -660,6 +663,12 @@ def _tools(state: ServerState) -> list[Tool]:
         sandbox: Annotated[
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
+        mode: Annotated[
+            Literal["test", "retry"],
+            Field(description="test: run as asked. retry (after changing code): the previous run's "
+                  "failures first, then, if they pass, the whole suite; the result's notes and "
+                  "result_ref say which failures were fixed, remain or are new."),
+        ] = "test",
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
@@ -673,6 +682,8 @@ def _tools(state: ServerState) -> list[Tool]:
             "timeout_ms": timeout_ms,
             "sandbox": sandbox,
         }
+        if mode != "test":
+            options["mode"] = mode
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)
@@ -688,7 +699,7 @@ def _tools(state: ServerState) -> list[Tool]:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _default_timeout_ms(ws, state.config)
             )
-        limit_s = run_ms / 1000 + RUN_MARGIN_S
+        limit_s = run_ms / 1000 * (2 if mode == "retry" else 1) + RUN_MARGIN_S  # retry: up to two runs
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)

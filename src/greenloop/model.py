@@ -23,6 +23,7 @@ __all__ = [
     "Plan",
     "Progress",
     "RawRun",
+    "RetryInfo",
     "RunResult",
     "SandboxInfo",
     "Suite",
@@ -264,6 +265,34 @@ class SandboxInfo(NamedTuple):
         )
 
 
+class RetryInfo(NamedTuple):
+    """What a `retry` run found against the run it retried (`mode="retry"`)."""
+
+    previous_run: str
+    first_pass_run: str | None  # the run of the previous failures alone (None: there were none)
+    fixed: tuple[str, ...] = ()  # previous failures that passed
+    remain: tuple[str, ...] = ()  # previous failures that still fail
+    new: tuple[str, ...] = ()  # failures the previous run did not have
+    full_suite: bool = False  # the rest of the suite ran too (the previous failures passed)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self._asdict()
+        for key in ("fixed", "remain", "new"):
+            d[key] = list(d[key])
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RetryInfo":
+        return cls(
+            previous_run=str(d.get("previous_run", "")),
+            first_pass_run=_opt_str(d.get("first_pass_run")),
+            fixed=tuple(str(x) for x in d.get("fixed") or ()),
+            remain=tuple(str(x) for x in d.get("remain") or ()),
+            new=tuple(str(x) for x in d.get("new") or ()),
+            full_suite=bool(d.get("full_suite", False)),
+        )
+
+
 class RunResult(NamedTuple):
     """The structured result of one run (DESIGN §3, Run)."""
 
@@ -296,6 +325,7 @@ class RunResult(NamedTuple):
     # whose own tests it names in `passed_tests`.
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
+    retry: RetryInfo | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -324,6 +354,7 @@ class RunResult(NamedTuple):
             "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
             "selection": self.selection,
             "passed_tests": list(self.passed_tests),
+            "retry": self.retry.to_json() if self.retry is not None else None,
         }
 
     @classmethod
@@ -357,4 +388,5 @@ class RunResult(NamedTuple):
             ),
             selection=_opt_str(d.get("selection")),
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
+            retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
         )

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         "session_id": args.session,
         "sandbox": args.sandbox,
     }
+    if args.mode != "test":
+        options["mode"] = args.mode
     if args.background:
         return _background(path, options, as_json=args.json)
     with _stop_on_signals() as cancel:
