@@ -395,7 +395,15 @@ def test_cli_sandbox_show_without_bwrap_says_how_to_install(
     ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, str(ws / "no-bwrap-here"))
-    assert main(["sandbox", "show", "--path", str(ws)]) == 3
+    # auto falls back to Landlock, and says why
+    assert main(["sandbox", "show", "--path", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "Landlock (landlock ABI" in out and "apt-get install bubblewrap" in out
+    # without Landlock either: auto runs unconfined (exit 0, said plainly), a named mode is refused
+    monkeypatch.setenv("GREENLOOP_LANDLOCK", "off")
+    assert main(["sandbox", "show", "--path", str(ws)]) == 0
+    assert "NOT ENFORCED" in capsys.readouterr().out
+    assert main(["sandbox", "show", "--path", str(ws), "--mode", "workspace-write"]) == 3
     err = capsys.readouterr().err
     assert "apt-get install bubblewrap" in err and "full-access" in err
     assert main(["sandbox", "show", "--path", str(ws), "--mode", "full-access"]) == 0

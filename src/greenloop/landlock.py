@@ -25,8 +25,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 __all__ = [
     "DISABLE_ENV_VAR",
@@ -120,10 +120,10 @@ class _Calls:
 
         self.RulesetAttr = RulesetAttr
         self.PathBeneathAttr = PathBeneathAttr
-        # The two calls the child makes, with their arguments already C values.
+        # The two calls the child makes, with their arguments already C values. syscall() is
+        # variadic and reads every argument as a long, so each one is passed as a long.
         self.one = ctypes.c_ulong(1)
         self.zero_ul = ctypes.c_ulong(0)
-        self.zero_u32 = ctypes.c_uint32(0)
 
 
 _calls: _Calls | None = None
@@ -172,7 +172,9 @@ def abi_version() -> LandlockStatus:
             0, f"Landlock is not supported by greenloop on {os.uname().machine or 'this CPU'}"
         )
     try:
-        answer = calls.syscall(calls.create, None, calls.ctypes.c_size_t(0), calls.ctypes.c_uint32(1))
+        answer = calls.syscall(
+            calls.create, None, calls.ctypes.c_size_t(0), calls.ctypes.c_ulong(_CREATE_RULESET_VERSION)
+        )
     except Exception as exc:  # a broken libc binding is "unavailable", never a crash
         return LandlockStatus(0, f"the Landlock system call could not be made ({exc})")
     if answer >= 1:
@@ -220,7 +222,7 @@ class Ruleset(NamedTuple):
         handled = _fs_rights(abi)
         attr = calls.RulesetAttr(handled, 0, _SCOPE_SIGNAL if scope_signals and abi >= 6 else 0)
         size = 8 if abi < 4 else 16 if abi < 6 else 24  # the struct grew with the ABI
-        fd = int(calls.syscall(calls.create, ct.byref(attr), ct.c_size_t(size), ct.c_uint32(0)))
+        fd = int(calls.syscall(calls.create, ct.byref(attr), ct.c_size_t(size), ct.c_ulong(0)))
         if fd < 0:
             err = ct.get_errno()
             raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
@@ -251,7 +253,7 @@ class Ruleset(NamedTuple):
                 rights &= _FILE_RIGHTS  # a rule on a file may only carry file rights
             attr = calls.PathBeneathAttr(rights, target)
             done = calls.syscall(
-                calls.add, ct.c_int(fd), ct.c_int(_RULE_PATH_BENEATH), ct.byref(attr), ct.c_uint32(0)
+                calls.add, ct.c_long(fd), ct.c_long(_RULE_PATH_BENEATH), ct.byref(attr), ct.c_ulong(0)
             )
             if done != 0:
                 err = ct.get_errno()
@@ -260,7 +262,7 @@ class Ruleset(NamedTuple):
         finally:
             os.close(target)
 
-    def restrict_child(self) -> Any:
+    def restrict_child(self) -> Callable[[], None]:
         """The step the child runs between fork and exec (a callable for proc.spawn).
 
         Only pre-resolved C calls: no import, no lookup beyond the closure's own cells.
@@ -269,7 +271,7 @@ class Ruleset(NamedTuple):
         assert calls is not None
         prctl, syscall = calls.prctl, calls.syscall
         no_new_privs, one, zero = _PR_SET_NO_NEW_PRIVS, calls.one, calls.zero_ul
-        restrict, fd, flags = calls.restrict, calls.ctypes.c_int(self.fd), calls.zero_u32
+        restrict, fd, flags = calls.restrict, calls.ctypes.c_long(self.fd), calls.zero_ul
 
         def confine() -> None:
             if prctl(no_new_privs, one, zero, zero, zero) != 0:
