@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 HINT_LANGUAGES = ("en", "zh")
-SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+SANDBOX_MODES = ("auto", "read-only", "workspace-write", "full-access")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
@@ -60,7 +60,8 @@ class Config(NamedTuple):
     summary_tail_chars: int = 3000
     enabled: bool = True
     hint_language: str = "en"  # "en" | "zh"
-    sandbox: str = "workspace-write"  # deployment default sandbox mode
+    # deployment default sandbox mode; auto: the strongest enforcer here, or none, said plainly
+    sandbox: str = "auto"
     # DevLoop projects: also write each unit's status (testing, passed, failed) into units.json
     write_unit_status: bool = False
 

@@ -18,6 +18,7 @@ runs a test and never watches files.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -319,6 +320,19 @@ class ClosureCheck(NamedTuple):
         }
 
 
+def _sandbox_note(result_ref: str | None) -> str | None:
+    """The note of a run whose sandbox was asked for (auto) but not enforced, from its result.json."""
+    if not result_ref:
+        return None
+    try:
+        with open(result_ref, encoding="utf-8") as fh:
+            data = json.load(fh)
+        note = data.get("sandbox", {}).get("note")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(note) if note else None
+
+
 def closure_check(
     workspace: str | os.PathLike[str],
     session_id: str | None,
@@ -365,6 +379,9 @@ def closure_check(
         if not run.ok:
             failing = ", ".join(run.failing[:MAX_NAMED]) or run.reason or "see the run's result"
             notes.append(f"the last run is {run.outcome}: {failing}")
+        unenforced = _sandbox_note(run.result_ref)
+        if unenforced:
+            notes.append(f"run {run.run_id}: {unenforced}")
         now = fingerprint(ws) if run.fingerprint else None
         if run.fingerprint and now and now != run.fingerprint:
             notes.append(

@@ -100,7 +100,7 @@ log = logging.getLogger("greenloop.mcp")
 T = TypeVar("T")
 
 FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
-SandboxArg = Literal["read-only", "workspace-write", "full-access"]
+SandboxArg = Literal["auto", "read-only", "workspace-write", "full-access"]
 SeverityArg = Literal["low", "medium", "high", "critical"]
 SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]
 StatusArg = Literal["open", "fixing", "fixed", "verified"]
@@ -146,9 +146,12 @@ class FailureOutput(_Out):
 
 
 class SandboxOutput(_Out):
-    mode: str = Field(default="full-access", description="read-only | workspace-write | full-access")
-    enforced_by: str | None = Field(default=None, description="e.g. 'bubblewrap 0.8.0'; null: no sandbox")
+    mode: str = Field(default="full-access", description="auto | read-only | workspace-write | full-access")
+    enforced_by: str | None = Field(
+        default=None, description="e.g. 'bubblewrap 0.8.0' or 'landlock ABI 7'; null: NOT enforced"
+    )
     workspace_root: str | None = None
+    note: str | None = Field(default=None, description="Set when the sandbox was asked for but not enforced.")
 
 
 class RunOutput(_Out):

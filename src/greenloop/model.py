@@ -243,11 +243,17 @@ class RawRun(NamedTuple):
 
 class SandboxInfo(NamedTuple):
     mode: str = "full-access"
-    enforced_by: str | None = None
+    enforced_by: str | None = None  # "bubblewrap 0.8.0" | "landlock ABI 7" | None: not enforced
     workspace_root: str | None = None
+    note: str | None = None  # why a sandbox that was asked for is not enforced, and how to get one
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "enforced_by": self.enforced_by, "workspace_root": self.workspace_root}
+        return {
+            "mode": self.mode,
+            "enforced_by": self.enforced_by,
+            "workspace_root": self.workspace_root,
+            "note": self.note,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "SandboxInfo":
@@ -255,6 +261,7 @@ class SandboxInfo(NamedTuple):
             mode=str(d.get("mode", "full-access")),
             enforced_by=_opt_str(d.get("enforced_by")),
             workspace_root=_opt_str(d.get("workspace_root")),
+            note=_opt_str(d.get("note")),
         )
 
 

@@ -432,8 +432,9 @@ def integrate(
     check_programs(needed, base_env)
     policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
     bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
-    if bwrap is not None:
-        bwrap.require(policy.mode)
+    # bubblewrap, else Landlock, else (auto only) nothing, said in the notes; a named mode
+    # that neither can enforce is refused here, before anything starts.
+    chosen = sandbox_mod.enforce(policy, base_env, bwrap=bwrap)
     chromium = browser_mod.require_browser(base_env) if spec.has_browser_steps else None
     say = on_event or (lambda _m: None)
     t_start = clock()
@@ -478,6 +479,7 @@ def integrate(
     straggler: _CaseThread | None = None
     category: str | None = None
     survivors: list[dict[str, Any]] = []
+
     def close_front() -> None:
         """The browser (it holds connections to every unit), then the static servers."""
         if browser is not None:
@@ -497,12 +499,15 @@ def integrate(
         grace_s=grace_s,
         before_teardown=close_front,
         sandbox_policy=policy,
-        bwrap=bwrap.path or "bwrap" if bwrap is not None else "bwrap",
+        bwrap=chosen.bwrap_path or "bwrap",
+        landlock_abi=chosen.landlock_abi,
+        unconfined=policy.sandboxed and chosen.enforcer is None,
     )
-    if bwrap is not None:
+    if chosen.enforcer is not None:
         notes.append(
-            f"units ran in sandbox mode {policy.mode} ({bwrap.enforced_by}); they share the host loopback"
+            f"units ran in sandbox mode {policy.mode} ({chosen.enforced_by}); they share the host loopback"
         )
+    notes.extend(chosen.notes)  # Landlock leaves the network alone; or nothing enforced it
     deadline = t_start + run_timeout_s
 
     def all_ports() -> dict[str, int]:
