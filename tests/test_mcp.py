@@ -323,6 +323,8 @@ def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_pa
     assert out["named_check"]["satisfied"] is False
     assert out["named_check"]["last_run"]["run_id"] == out["named"]["run_id"]
     assert out["own_check"]["session_id"] == "harness-42"
+    assert out["own_check"]["session_source"] == "env:GREENLOOP_SESSION"
+    assert out["named"]["session_source"] == "explicit"
     assert out["own_check"]["satisfied"] is True  # the run went to agent-7, not to this session
 
 
