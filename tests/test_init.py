@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,11 +95,18 @@ def test_codex_hooks_and_toml(tmp_path: Path) -> None:
     assert commands(hooks["UserPromptSubmit"]) == [hook_command("codex")]
     assert hooks["PostToolUse"][0]["matcher"] == "Bash"
     text = (tmp_path / ".codex" / "config.toml").read_text()
-    assert text.startswith(toml_text)  # the user's lines are kept byte for byte
+    assert toml_text in text  # the user's lines are kept byte for byte, after the top-level grace
     config = tomllib.loads(text)
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
+    # `codex exec` leaves out an optional MCP server still starting; this makes it wait
+    assert config["mcp_optional_startup_grace_ms"] == 15000
+    assert config["model"] == "gpt-5-codex"
     assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
+    notes = " ".join(report.notes)
+    assert "--trust" in notes and "/hooks" in notes and "allow_login_shell = false" in notes
+    assert f'[projects."{tmp_path}"] trust_level = "trusted"' in notes  # ready to paste
 
 
 def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
@@ -108,8 +116,29 @@ def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
     )
     init("codex", tmp_path)
     config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
     assert config["profiles"]["fast"] == {"model": "o4-mini"}
+
+
+def test_codex_keeps_the_users_server_settings_and_grace(tmp_path: Path) -> None:
+    (tmp_path / ".codex").mkdir()
+    path = tmp_path / ".codex" / "config.toml"
+    path.write_text(
+        "mcp_optional_startup_grace_ms = 4000\n\n"
+        '[mcp_servers.greenloop]\ncommand = "old"\nargs = [\n  "x",\n]\n'
+        'startup_timeout_sec = 90\nenv = { GREENLOOP_CONFIG_HOME = "/etc/gl" }\n'
+    )
+    init("codex", tmp_path)
+    config = tomllib.loads(path.read_text())
+    assert config["mcp_optional_startup_grace_ms"] == 4000  # the user's choice stands
+    assert config["mcp_servers"]["greenloop"] == {
+        "command": "greenloop",
+        "args": ["mcp"],  # the multi-line array was replaced whole
+        "startup_timeout_sec": 90,
+        "env": {"GREENLOOP_CONFIG_HOME": "/etc/gl"},
+    }
+    assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
 
 
 def test_gemini_settings(tmp_path: Path) -> None:
@@ -118,10 +147,32 @@ def test_gemini_settings(tmp_path: Path) -> None:
     init("gemini", tmp_path)
     settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
     assert settings["theme"] == "dark"
-    assert commands(settings["hooks"]["AfterAgent"]) == [hook_command("gemini")]
-    assert settings["hooks"]["AfterTool"][0]["matcher"] == "run_shell_command"
+    for event in ("SessionStart", "BeforeAgent", "AfterAgent", "AfterTool"):
+        assert commands(settings["hooks"][event]) == [hook_command("gemini")]
+    matcher = re.compile(settings["hooks"]["AfterTool"][0]["matcher"])  # Gemini: a regex on the name
+    ours = ("run_shell_command", "mcp_greenloop_test_run", "mcp_greenloop_test_job")
+    assert all(matcher.search(tool) for tool in ours)
+    assert not any(matcher.search(t) for t in ("read_file", "mcp_greenloop_test_probe", "mcp_other_test_run"))
     assert settings["mcpServers"]["greenloop"]["args"] == ["mcp"]
     assert [c.action for c in init("gemini", tmp_path).files] == ["unchanged"]
+
+
+def test_gemini_refreshes_an_older_init_and_says_what_trust_it_needs(tmp_path: Path) -> None:
+    old = {"type": "command", "command": "greenloop hook gemini", "name": "greenloop", "timeout": 30000}
+    before = {
+        "hooks": {
+            "AfterAgent": [{"hooks": [old]}],
+            "AfterTool": [{"matcher": "run_shell_command", "hooks": [old]}],
+        }
+    }
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps(before))
+    report = init("gemini", tmp_path)
+    settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert commands(settings["hooks"]["BeforeAgent"]) == [hook_command("gemini")]
+    assert len(settings["hooks"]["AfterTool"]) == 1
+    assert "mcp_greenloop_test_run" in settings["hooks"]["AfterTool"][0]["matcher"]
+    assert any("trusted folder" in note and "trustedFolders.json" in note for note in report.notes)
 
 
 def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
@@ -133,7 +184,8 @@ def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
     data = json.loads((tmp_path / ".cursor" / "hooks.json").read_text())
     assert data["version"] == 1
     assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": hook_command("cursor")}]
-    assert data["hooks"]["afterShellExecution"] == [{"command": hook_command("cursor")}]
+    for event in ("beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution"):
+        assert data["hooks"][event] == [{"command": hook_command("cursor")}]
     assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["greenloop"]
     assert [c.action for c in init("cursor", tmp_path).files] == ["unchanged", "unchanged"]
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESULT_FILE",
     "bounded",
+    "dashboard_link",
     "latest_run",
     "list_runs",
     "load_run",
@@ -138,8 +139,14 @@ def test_run(
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()
+    layout.make_state_dir(layout.state_dir(detection.root))
     run_dir = layout.run_dir(detection.root, run_id)
-    previous = _previous_run(detection.root, ws, session_id) if last_failed and command is None else None
+    previous: RunResult | None = None
+    whose: str | None = None
+    if last_failed and command is None:
+        from greenloop import session as session_mod
+
+        previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms),
@@ -147,14 +154,22 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
+    if whose is not None:
+        the_plan = the_plan._replace(notes=(*the_plan.notes, whose))
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.
-    preload = _Preload(
-        _REPORT_MODULES.get(the_plan.report_format or "", ()),
-        then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
-    )
+    dashboard: list[tuple[str, Any]] = []
+
+    def while_running() -> None:
+        _announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
+        prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
+
+    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
     fingerprint = Pending(str(ws))
+    unit = layout.unit_of(ws)
+    if unit is not None:  # a DevLoop unit: the registry says it is being tested
+        _unit_status(unit, "testing", run_id, write_back=cfg.write_unit_status)
     try:
         result = execute(
             the_plan,
@@ -168,14 +183,22 @@ def test_run(
             on_start=preload.start,
             on_exit=fingerprint.start,
         )
-        unit = layout.unit_of(ws)
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
+        if unit is not None:
+            status = "passed" if final.ok else "failed"
+            note = _unit_status(unit, status, run_id, write_back=cfg.write_unit_status)
+            if note:
+                final = final._replace(notes=(*final.notes, note))
         _store(final, run_dir, unit_dir)
     finally:
         preload.join()
         fingerprint.close()
+        for root, _ in dashboard:
+            from greenloop.dashboard import live
+
+            live.finished(root, run_id)
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
@@ -242,9 +265,41 @@ class _Preload:
             self._thread.join()
 
 
-def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
-    """The run whose failures `last_failed` reruns: the session's latest run when a session is
-    given and the store knows one, else the workspace's latest stored run."""
+def _unit_status(unit: tuple[Path, str], status: Any, run_id: str, *, write_back: bool) -> str | None:
+    """Record a DevLoop unit's status; a failure to record is a note, never a lost run."""
+    from greenloop import units
+
+    try:
+        return units.set_status(unit[0], unit[1], status, run_id, write_back=write_back)
+    except OSError as exc:
+        return f"unit status: could not record {unit[1]} as {status} ({exc.strerror or exc})"
+
+
+def _announce(workspace: str, run_id: str, run_dir: str, framework: str | None,
+              found: list[tuple[str, Any]]) -> None:
+    """Tell a running `greenloop serve` of this workspace that the run has started, so it can
+    stream it (the run's preload thread calls this; nothing is read when none runs)."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(workspace)
+    if serving is not None:
+        live.announce(serving[0], run_id, run_dir, framework)
+        found.append(serving)
+
+
+def dashboard_link(workspace: str | os.PathLike[str], path: str) -> str | None:
+    """The link to `path` on the dashboard serving this workspace, if one runs."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(os.fspath(workspace))
+    return serving[1].link(path) if serving is not None else None
+
+
+def _previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[RunResult | None, str | None]:
+    """The run whose failures `last_failed` reruns, and a note when it is not the session's own.
+
+    The rule (README, docs/mcp.md): the session's own latest run; else (a new session, or no
+    session) the workspace's latest stored run, with a note naming whose run that was."""
     if session_id is not None:
         from greenloop.store import Store
 
@@ -258,10 +313,18 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResu
                 if not path:
                     continue
                 try:
-                    return _read_result(path)
+                    return _read_result(path), None
                 except _UNREADABLE:
                     continue
-    return latest_run(root)
+    latest = latest_run(root)
+    if latest is None:
+        return None, None
+    owner = f"session {latest.session_id}" if latest.session_id else "no session"
+    mine = "this session has no run yet" if session_id is not None else "no session is known"
+    if session_id is not None and latest.session_id == session_id:
+        return latest, None
+    return latest, (f"last_failed: {mine}; used the workspace's latest run {latest.run_id} "
+                    f"({owner}, {latest.started_at or 'time unknown'})")
 
 
 def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
@@ -294,6 +357,16 @@ def _after_run(
         result = bugs.bridge_unit_run(workspace, result)
     except Exception as exc:  # bookkeeping must never lose the result of a run that happened
         result = _note(result, "the run could not be recorded in the bug log", exc)
+    # timeline: what happened, in order, beside the bug log
+    try:
+        from greenloop import bugs, timeline
+
+        problem = timeline.append(timeline.timeline_path(workspace),
+                                  timeline.events_of_run(result, bugs.unit_id_of(workspace)))
+        if problem:
+            result = result._replace(notes=(*result.notes, problem))
+    except Exception as exc:
+        result = _note(result, "the run could not be added to the timeline", exc)
     # closure: record the final run for the session (or the workspace) so the gate sees it
     try:
         from greenloop import store
@@ -437,4 +510,5 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     data["more_failures"] = rest[:MAX_NAMES]
     data["more_failures_omitted"] = max(0, len(rest) - MAX_NAMES)
     data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
+    del data["passed_tests"]  # the bug bridge's evidence, as long as the suite: result_ref has it
     return data

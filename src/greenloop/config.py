@@ -61,6 +61,8 @@ class Config(NamedTuple):
     enabled: bool = True
     hint_language: str = "en"  # "en" | "zh"
     sandbox: str = "workspace-write"  # deployment default sandbox mode
+    # DevLoop projects: also write each unit's status (testing, passed, failed) into units.json
+    write_unit_status: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dict(self._asdict())
@@ -77,6 +79,7 @@ _ALIASES = {
     "defaultTimeoutMs": "default_timeout_ms",
     "summaryTailChars": "summary_tail_chars",
     "hintLanguage": "hint_language",
+    "writeUnitStatus": "write_unit_status",
 }
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
@@ -128,7 +131,7 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
             else:
                 out[name] = int(value)
-        elif name == "enabled":
+        elif name in ("enabled", "write_unit_status"):
             if not isinstance(value, bool):
                 problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
             else:

@@ -5,11 +5,13 @@
 | claude-code | `.claude/settings.json`: SessionStart, Stop,           | `.mcp.json` `mcpServers.greenloop` |
 |             | SubagentStop, UserPromptSubmit, PostToolUse (Bash)     |                                    |
 | codex       | `.codex/hooks.json`: SessionStart, Stop,               | `.codex/config.toml`               |
-|             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`          |
+|             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`,         |
+|             |                                                        | `mcp_optional_startup_grace_ms`    |
 | gemini      | `.gemini/settings.json`: SessionStart, BeforeAgent,    | `.gemini/settings.json`            |
-|             | AfterAgent, AfterTool (run_shell_command)              | `mcpServers.greenloop`             |
+|             | AfterAgent, AfterTool (run_shell_command, greenloop's  | `mcpServers.greenloop`             |
+|             | MCP test_run / test_job)                               |                                    |
 | cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
-|             | afterShellExecution                                    |                                    |
+|             | afterShellExecution, afterMCPExecution                 |                                    |
 
 The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
@@ -246,53 +248,99 @@ def _codex(root: str) -> list[Pending]:
 
 
 _TOML_TABLE = f"[mcp_servers.{SERVER_NAME}]"
-_TOML_BODY = f'command = "{MCP_COMMAND}"\nargs = [{", ".join(json.dumps(a) for a in MCP_ARGS)}]\n'
+_TOML_OWNED = {"command": MCP_COMMAND, "args": list(MCP_ARGS)}  # always ours: refreshed on every init
+# Written when absent, then the user's to change. Codex gives an MCP server 10 s to answer its
+# handshake by default; a Python server on a loaded machine can need more.
+_TOML_DEFAULTS: dict[str, Any] = {"startup_timeout_sec": 30}
+# A top-level key, written when absent. `codex exec` starts the model's first turn without any
+# optional MCP server still starting (it logs "omitting pending optional MCP server"), so the
+# agent would have no test_run at all; this grace makes it wait for them, at most this long.
+# (`required = true` in the server's table waits too, but then Codex refuses to start at all
+# when `greenloop` is missing or broken, and a broken gate must never lock the user out.)
+_GRACE_KEY = "mcp_optional_startup_grace_ms"
+_GRACE_MS = 15000
+_GRACE_LINES = (
+    "# greenloop: let `codex exec` wait for MCP servers that are still starting before its first\n"
+    "# turn (otherwise it leaves them out, and the agent has no test_run tool).\n"
+    f"{_GRACE_KEY} = {_GRACE_MS}\n"
+)
+_KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
+
+
+def _toml_line(key: str, value: Any) -> str:
+    # Strings, integers and lists of strings: JSON spells them as TOML does.
+    return f"{key} = {json.dumps(value)}\n"
+
+
+def _server_table(text: str, keep: dict[str, Any]) -> str | None:
+    """`text` with greenloop's server table rewritten: our keys first, then the user's other
+    lines of the table as they were (None when the table is not a `[header]` table)."""
+    body = "".join(_toml_line(k, v) for k, v in {**_TOML_OWNED, **keep}.items())
+    out: list[str] = []
+    inside = found = False
+    skipping_array = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("[") and not skipping_array:
+            inside = stripped.replace(" ", "") == _TOML_TABLE
+            if inside:
+                found = True
+                out.append(_TOML_TABLE + "\n" + body)
+                continue
+        if inside:
+            if skipping_array:  # the rest of a multi-line `args = [` … `]` we replace
+                skipping_array = "]" not in stripped
+                continue
+            match = _KEY_LINE.match(line)
+            if match and match.group(1).strip('"') in {*_TOML_OWNED, *keep}:
+                skipping_array = "[" in line and "]" not in line
+                continue
+        out.append(line)
+    return "".join(out) if found else None
 
 
 def _codex_mcp(path: str) -> Pending:
-    """Add or refresh `[mcp_servers.greenloop]` in config.toml, leaving every other line as it is."""
+    """Add or refresh `[mcp_servers.greenloop]` in config.toml (and the start-up grace that makes
+    `codex exec` wait for it), leaving every other line as it is."""
     from greenloop.config import read_toml
 
-    what = "MCP server 'greenloop' ([mcp_servers.greenloop])"
+    what = f"MCP server 'greenloop' ([mcp_servers.greenloop], {_GRACE_KEY})"
     text = ""
+    data: dict[str, Any] = {}
     if os.path.exists(path):
         try:
             data, raw = read_toml(path)
         except Exception as exc:
             raise UsageError(f"{exc}; fix {path} by hand, then run init again") from None
         text = raw.decode().replace("\r\n", "\n").replace("\r", "\n")  # as open(path).read() reads it
-        server = (data.get("mcp_servers") or {}).get(SERVER_NAME)
-        if (
-            isinstance(server, dict)
-            and server.get("command") == MCP_COMMAND
-            and server.get("args") == list(MCP_ARGS)
-        ):
+    servers = data.get("mcp_servers")
+    server = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    has_grace = _GRACE_KEY in data
+    if isinstance(server, dict):
+        keep = {k: server.get(k, v) for k, v in _TOML_DEFAULTS.items()}
+        if has_grace and all(server.get(k) == v for k, v in {**_TOML_OWNED, **keep}.items()):
             return FileChange(path, "unchanged", what), None
-        if isinstance(server, dict):
-            # Replace our table's own lines (header to the next header), keep everything else.
-            lines = text.splitlines(keepends=True)
-            out: list[str] = []
-            inside = False
-            for line in lines:
-                stripped = line.strip()
-                if stripped.startswith("["):
-                    inside = stripped.replace(" ", "") == _TOML_TABLE
-                    if inside:
-                        out.append(_TOML_TABLE + "\n" + _TOML_BODY)
-                        continue
-                if not inside:
-                    out.append(line)
-            new_text = "".join(out)
-            if _TOML_TABLE not in new_text:
-                raise UsageError(
-                    f"{path} defines mcp_servers.{SERVER_NAME} inline; replace it with a "
-                    f"{_TOML_TABLE} table by hand, then run init again"
-                )
-            return FileChange(path, "updated", what), new_text
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return FileChange(
-        path, "updated" if text else "created", what
-    ), text + sep + _TOML_TABLE + "\n" + _TOML_BODY
+        new_text = _server_table(text, keep)
+        if new_text is None:
+            raise UsageError(
+                f"{path} defines mcp_servers.{SERVER_NAME} inline; replace it with a "
+                f"{_TOML_TABLE} table by hand, then run init again"
+            )
+    else:
+        body = "".join(_toml_line(k, v) for k, v in {**_TOML_OWNED, **_TOML_DEFAULTS}.items())
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        new_text = text + sep + _TOML_TABLE + "\n" + body
+    if not has_grace:
+        # A top-level key must come before the first table, so it goes first; the user's
+        # lines follow as they were.
+        new_text = _GRACE_LINES + ("\n" if new_text and not new_text.startswith("\n") else "") + new_text
+    return FileChange(path, "updated" if text else "created", what), new_text
+
+
+# Gemini matches a tool hook's `matcher` as a regular expression against the tool's name; MCP
+# tools are named mcp_<server>_<tool>. The shell records runs the agent made itself; the two
+# MCP tools name the runs the hook gives to the session (hooks/gemini.py).
+GEMINI_AFTER_TOOL = "^(run_shell_command|mcp_greenloop_test_run|mcp_greenloop_test_job)$"
 
 
 def _gemini(root: str) -> list[Pending]:
@@ -303,12 +351,12 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(run_shell_command); MCP server"
+    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server"
     return [_edit_json(settings, what, edit)]
 
 
@@ -318,7 +366,7 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
     command = hook_command("cursor")
-    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution"):
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -336,7 +384,7 @@ def _cursor(root: str) -> list[Pending]:
     return [
         _edit_json(
             hooks_path,
-            "hooks: beforeSubmitPrompt, stop, afterShellExecution",
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution, afterMCPExecution",
             lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
@@ -347,8 +395,25 @@ _WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor"
 HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
-    "codex": ("Codex asks you to review and trust new hooks (/hooks) before they run",),
-    "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
+    "codex": (
+        "Codex reads .codex/ only in a trusted project: accept its trust prompt, or run "
+        "`codex exec --trust` once (trust is user config: ~/.codex/config.toml "
+        '[projects.<root>] trust_level = "trusted"; init does not edit it)',
+        "review and trust the new hooks with /hooks in the Codex TUI: `codex exec` silently skips "
+        "hooks that are not trusted, so nothing is gated (automation that vets hooks itself can "
+        "pass --dangerously-bypass-hook-trust)",
+        "Codex runs the agent's commands in a login shell, whose profile resets PATH: if `greenloop` "
+        "is found only through your interactive PATH (a virtualenv, ~/.local/bin), the agent's "
+        "`greenloop run` fails; set allow_login_shell = false in ~/.codex/config.toml or install it "
+        "where /etc/profile looks",
+    ),
+    "gemini": (
+        "restart Gemini CLI so it loads the new hooks and the MCP server",
+        "Gemini CLI runs a project's hooks and starts its stdio MCP servers only in a trusted folder: "
+        "trust this one (`/permissions trust` in the CLI, or `\"<folder>\": \"TRUST_FOLDER\"` in "
+        "~/.gemini/trustedFolders.json; `gemini -p` also takes --skip-trust or "
+        "GEMINI_CLI_TRUST_WORKSPACE=true)",
+    ),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
 }
 
@@ -364,7 +429,8 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     for change, text in pending:
         if text is not None:
             _write_atomic(change.path, text)
-    notes: tuple[str, ...] = _NOTES[harness]
+    # <root>: the project folder as a TOML key, so the trust note can be pasted as it is.
+    notes: tuple[str, ...] = tuple(note.replace("<root>", json.dumps(root)) for note in _NOTES[harness])
     if shutil.which(MCP_COMMAND) is None:
         notes += (
             f"`{MCP_COMMAND}` is not on PATH here: the MCP server is called by name, so install "

@@ -88,6 +88,7 @@ TOOL_NAMES = (
     "bug_open",
     "bug_transition",
     "integration_run",
+    "timeline",
 )
 TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
 RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
@@ -273,6 +274,22 @@ class BugListOutput(_Out):
     count: int
     bugs: list[BugOutput]
     log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TimelineEventOutput(_Out):
+    at: str = Field(description="UTC time, ISO 8601.")
+    kind: str = Field(description="unit_tested, test_passed, test_failed, integration_started, "
+                      "integration_done, integration_failed, bug_opened or bug_closed.")
+    unit_id: str
+    ref: str = Field(description="The run, integration run or bug the event is about.")
+    summary: str
+
+
+class TimelineOutput(_Out):
+    session_id: str
+    timeline: str = Field(description="Path of timeline.ndjson.")
+    events: list[TimelineEventOutput]
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -627,7 +644,9 @@ def _tools(state: ServerState) -> list[Tool]:
             Field(description="Space-separated test files or node ids appended to the command."),
         ] = None,
         last_failed: Annotated[
-            bool, Field(description="Rerun only the tests that failed in this session's previous run.")
+            bool,
+            Field(description="Rerun only the tests that failed in this session's previous run; a "
+                  "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
         command: Annotated[
             str | None,
@@ -742,6 +761,22 @@ def _tools(state: ServerState) -> list[Tool]:
         )
         return BugListOutput.model_validate({**_plain(fold), "session_id": state.session(None, ctx)})
 
+    async def timeline(
+        ctx: Context,
+        unit: Annotated[str | None, Field(description="Only this unit's events.")] = None,
+        last: Annotated[int, Field(ge=1, le=1000, description="The last N events (default 50).")] = 50,
+    ) -> TimelineOutput:
+        """What happened in the project, in order: unit runs, integration runs, bugs opened and closed."""
+        tl = _lib("timeline")
+        path = tl.timeline_path(ws)
+        events, warnings = await _Stopwatch("timeline", TOOL_TIMEOUT_S).call(
+            lambda: tl.read(path, unit=unit, last=last)
+        )
+        return TimelineOutput.model_validate({
+            "session_id": state.session_id, "timeline": str(path),
+            "events": [e.to_json() for e in events], "warnings": warnings,
+        })
+
     async def bug_open(
         ctx: Context,
         unit: Annotated[str, Field(min_length=1, description="The unit the bug is in.")],
@@ -829,6 +864,7 @@ def _tools(state: ServerState) -> list[Tool]:
         (bug_open, writes),
         (bug_transition, writes),
         (integration_run, writes),
+        (timeline, read_only),
     ]
     return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
 

@@ -122,6 +122,9 @@ class ParseResult(NamedTuple):
     duration_ms: int | None = None
     # Set when the suite could not even load the code under test (SyntaxError, missing module).
     load_error: str | None = None
+    # The tests the runner reported as run and passed, named as failures are named (the
+    # evidence that lets a bug move to fixed). Empty where the output does not name them.
+    passed_tests: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +134,7 @@ class ParseResult(NamedTuple):
             "recognized": self.recognized,
             "duration_ms": self.duration_ms,
             "load_error": self.load_error,
+            "passed_tests": list(self.passed_tests),
         }
 
 
@@ -189,6 +193,9 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
+    # How the run is narrowed: None runs the whole suite; "target", "last_failed" or "command"
+    # (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
+    selection: str | None = None
 
     @property
     def command_text(self) -> str:
@@ -277,6 +284,11 @@ class RunResult(NamedTuple):
     next_action: str | None = None
     bugs_opened: tuple[str, ...] = ()
     bugs_transitioned: tuple[dict[str, str], ...] = ()
+    # How the run was narrowed: None for the whole suite, else "target", "last_failed" or
+    # "command" (a verbatim command may run anything). A narrowed run closes only the bugs
+    # whose own tests it names in `passed_tests`.
+    selection: str | None = None
+    passed_tests: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -303,6 +315,8 @@ class RunResult(NamedTuple):
             "next_action": self.next_action,
             "bugs_opened": list(self.bugs_opened),
             "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+            "selection": self.selection,
+            "passed_tests": list(self.passed_tests),
         }
 
     @classmethod
@@ -334,4 +348,6 @@ class RunResult(NamedTuple):
             bugs_transitioned=tuple(
                 {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
             ),
+            selection=_opt_str(d.get("selection")),
+            passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
         )

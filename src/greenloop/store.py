@@ -211,7 +211,11 @@ class Store:
 
     # ------------------------------------------------------------------ opening, rebuilding
     def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            from greenloop.layout import make_state_dir
+
+            make_state_dir(folder)
         # connect()'s timeout is SQLite's busy timeout (PRAGMA busy_timeout reads 15000).
         return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
 
@@ -337,6 +341,15 @@ class Store:
             "INSERT INTO unresolved (session_id, turn_seq, run_id, at) VALUES (?, ?, ?, ?)",
             (session_id, turn_seq, run_id, now),
         )
+
+    def last_steer(self, session_id: str, turn_seq: int) -> str:
+        """The message of the turn's latest steer ("" when the turn has none)."""
+        row = self.conn.execute(
+            "SELECT message FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer' "
+            "ORDER BY id DESC LIMIT 1",
+            (session_id, turn_seq),
+        ).fetchone()
+        return "" if row is None else str(row[0])
 
     def interceptions(self, session_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
@@ -473,6 +486,34 @@ class Store:
                     "AND session_id IN (SELECT id FROM sessions WHERE first_seen <= ?)",
                     (run.at, run.run_id, run.at),
                 )
+
+    def attach_run(self, run_id: str, session_id: str) -> RunRecord | None:
+        """Give a workspace-level run (no session) to `session_id`; returns the run as it now stands.
+
+        A hook that watched the agent start a greenloop run (a shell `greenloop run`, an MCP
+        `test_run`) knows its session even when the run could not tell it: the harness exported
+        no session id and the process tree named none (greenloop.session). Such a run is moved
+        to the session, and a passing one clears the session's unresolved records as
+        `record_run` would. A run of another session is left alone (None); an unknown id too.
+        """
+        with self.transaction() as conn:
+            cur = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            run = _run_from_row(dict(zip([d[0] for d in cur.description], row, strict=True)))
+            if run.session_id == session_id:
+                return run
+            if run.session_id is not None:
+                return None
+            conn.execute("UPDATE runs SET session_id = ? WHERE run_id = ?", (session_id, run_id))
+            if run.ok:
+                conn.execute(
+                    "UPDATE unresolved SET cleared_at = ?, cleared_by = ? "
+                    "WHERE session_id = ? AND cleared_at IS NULL",
+                    (run.at, run.run_id, session_id),
+                )
+            return run._replace(session_id=session_id)
 
     def latest_run(self, *, session_id: str | None, since: float | None = None) -> RunRecord | None:
         """The latest run of a session, or (session_id None) the latest workspace-level run."""

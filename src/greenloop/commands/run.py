@@ -92,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
         from greenloop import render
 
         print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+        from greenloop.api import dashboard_link
+
+        link = dashboard_link(path, f"/runs/{result.run_id}")
+        if link:
+            print(f"  dashboard: {link}")
     return 130 if result.aborted else exit_code(result)
 
 

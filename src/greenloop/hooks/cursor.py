@@ -1,11 +1,16 @@
-"""Cursor hooks (`.cursor/hooks.json`, version 1): beforeSubmitPrompt, stop, afterShellExecution.
+"""Cursor hooks (`.cursor/hooks.json`, version 1): beforeSubmitPrompt, stop, afterShellExecution,
+afterMCPExecution.
 
 - stop (input: conversation_id, generation_id, status, loop_count, hook_event_name,
   workspace_roots): steer with `{"followup_message":"…"}`, which Cursor submits as the next
   message; allow and release print `{}` (Cursor's stop has no user-facing message field; the
   release is recorded and shown by `greenloop check`). `loop_count` 0 means the stop ends a
   fresh user turn, so a new budget starts; a stop that was aborted or errored is allowed.
-- afterShellExecution (command, output) records a test run the agent made itself.
+- afterShellExecution (command, cwd, output, duration; no exit code) records a test run the
+  agent made itself; on a shell `greenloop run` it gives the run named in the output to the
+  conversation (`base.attach_greenloop_run`), in case the process tree did not.
+- afterMCPExecution (tool_name, tool_input, result_json, duration) of greenloop's own
+  `test_run` / `test_job` does the same with the run named in the tool's result.
 - Every event binds the conversation to this hook's harness process (`base.bind`), so the MCP
   server Cursor spawned finds it; beforeSubmitPrompt exists for that (it fires before the
   model's first tool call) and answers `{"continue": true}`.
@@ -13,14 +18,27 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
-from greenloop.hooks.base import HookAnswer, HookContext, bind, json_line, record_shell_run, text_of
+from greenloop.hooks.base import (
+    HookAnswer,
+    HookContext,
+    attach_greenloop_run,
+    attach_run_ids,
+    bind,
+    json_line,
+    record_shell_run,
+    text_of,
+)
 
 __all__ = ["HARNESS", "handle"]
 
 HARNESS = "cursor"
 ALLOW = "{}\n"
+# greenloop's MCP tools whose result names a run, however Cursor prefixes a server's tool name.
+_MCP_RUN_TOOL = re.compile(r"(^|[:_.-])test_(run|job)$")
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
@@ -60,5 +78,13 @@ def _answer(
         if not isinstance(command, str):
             return HookAnswer(ALLOW)
         output, code = text_of({"output": payload.get("output"), "exit_code": payload.get("exit_code")})
-        return HookAnswer(ALLOW, record_shell_run(ctx, workspace, session_id, command, output, code))
+        note = attach_greenloop_run(ctx, workspace, session_id, command, output)
+        return HookAnswer(ALLOW, note + record_shell_run(ctx, workspace, session_id, command, output, code))
+    if event == "afterMCPExecution":
+        tool = payload.get("tool_name")
+        result = payload.get("result_json")
+        if not isinstance(tool, str) or not _MCP_RUN_TOOL.search(tool) or result is None:
+            return HookAnswer(ALLOW)
+        text = result if isinstance(result, str) else json.dumps(result)
+        return HookAnswer(ALLOW, attach_run_ids(ctx, workspace, session_id, text))
     return HookAnswer(ALLOW, f"greenloop: ignoring Cursor event {event!r}; allowing.\n")
