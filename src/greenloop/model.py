@@ -326,6 +326,7 @@ class RunResult(NamedTuple):
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
     retry: RetryInfo | None = None
+    resume_token: str | None = None  # continues this run if greenloop stops before it ends
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -355,6 +356,7 @@ class RunResult(NamedTuple):
             "selection": self.selection,
             "passed_tests": list(self.passed_tests),
             "retry": self.retry.to_json() if self.retry is not None else None,
+            "resume_token": self.resume_token,
         }
 
     @classmethod
@@ -389,4 +391,5 @@ class RunResult(NamedTuple):
             selection=_opt_str(d.get("selection")),
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
+            resume_token=_opt_str(d.get("resume_token")),
         )
