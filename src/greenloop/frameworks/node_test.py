@@ -386,7 +386,8 @@ class TextParser:
                 elif len(self.failures) < MAX_NAMED_FAILURES:
                     self.failures.append(Failure(test=f.test, kind=f.kind))
         c = {k: int(v) for k, v in self.counts.items()}
-        parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0), c.get("skipped", 0) + c.get("todo", 0))
+        parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0),
+                 c.get("skipped", 0) + c.get("todo", 0))
         if recognized and c["tests"] == sum(parts):
             summary = Summary(total=c["tests"], passed=parts[0], failed=parts[1], skipped=parts[2])
         elif recognized:  # cut or interleaved closing lines: what the entries say
