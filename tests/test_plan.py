@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.env import child_env
+from greenloop.env import changes, child_env
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
 from greenloop.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
@@ -235,7 +235,7 @@ def test_name_pattern_escapes_regex_characters() -> None:
     assert not re.search(pat, "a (b) * c? dXe")
 
 
-def test_child_env_drops_agent_markers_and_adds_ci() -> None:
+def test_child_env_drops_agent_markers_and_leaves_colour_and_ci_alone() -> None:
     base = {
         "PATH": "/bin",
         "CLAUDECODE": "1",
@@ -243,15 +243,25 @@ def test_child_env_drops_agent_markers_and_adds_ci() -> None:
         "CURSOR_AGENT": "1",
         "GITHUB_ACTIONS": "true",
         "FORCE_COLOR": "3",
+        "NO_COLOR": "1",
+        "CI": "true",
         "PYTEST_CURRENT_TEST": "t",
         "HOME": "/h",
         "KEEP": "me",
     }
     env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
-    expected = {"PATH": "/bin", "HOME": "/h", "CI": "1", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    expected["EXTRA"] = "1"
+    expected = {"PATH": "/bin", "HOME": "/h", "FORCE_COLOR": "3", "NO_COLOR": "1", "CI": "true",
+                "PYTHONUNBUFFERED": "1", "EXTRA": "1"}
     assert env == expected
     assert base["CLAUDECODE"] == "1"  # the caller's mapping is untouched
+    note = changes(base, env)
+    assert note is not None
+    assert "removed AI_AGENT, CLAUDECODE, CURSOR_AGENT, GITHUB_ACTIONS, KEEP, PYTEST_CURRENT_TEST;" in note
+    assert "set EXTRA=1, PYTHONUNBUFFERED=1 " in note
+    plain = {"PATH": "/bin", "PYTHONUNBUFFERED": "1", "GREENLOOP_PYTEST_REPORT": "/r"}
+    assert changes({"PATH": "/bin", "PYTHONUNBUFFERED": "1"}, plain) is None  # greenloop's own: no note
+    grown = changes({"PYTHONPATH": "/a"}, {"PYTHONPATH": "/plugin:/a"})
+    assert grown is not None and "PYTHONPATH (prefixed)" in grown
 
 
 def test_default_interpreter_is_this_one(tmp_path: Path) -> None:

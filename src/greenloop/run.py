@@ -321,6 +321,8 @@ def execute(
         verdict = Verdict(False, "broken", True, DENIED_PREFIX + exc.message, None, ())
         return result(None, verdict, ParseResult(), SandboxInfo(policy.mode, None, str(workspace)))
     info = launched.info
+    if launched.env_note:
+        notes.append(launched.env_note)
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
     for report in (plan.report_file, plan.fallback_report_file):

@@ -50,6 +50,7 @@ __all__ = [
     "Policy",
     "SandboxUnavailable",
     "Source",
+    "allowed_env",
     "apply_denial_hints",
     "bwrap_denial",
     "cache_env",
@@ -81,7 +82,8 @@ DENIED_PREFIX = "sandbox_denied: "
 ENV_ALLOW: frozenset[str] = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM",
-        "NO_COLOR", "CI",
+        # what a test may assert on (colour, CI): passed as the shell has them
+        "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "PY_COLORS", "CI",
         "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME",
         "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
         "NODE_PATH", "NODE_OPTIONS", "NODE_ENV", "NVM_DIR", "NVM_BIN",
@@ -487,6 +489,15 @@ def cache_env(policy: Policy, base_env: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def allowed_env(base_env: Mapping[str, str], policy: Policy) -> dict[str, str]:
+    """What a run inherits before greenloop's own changes: the allow-list when sandboxed."""
+    if not policy.sandboxed:
+        return dict(base_env)
+    base = {k: v for k, v in base_env.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
+    base.setdefault("PATH", os.defpath)
+    return base
+
+
 def child_env(
     base_env: Mapping[str, str],
     policy: Policy,
@@ -503,11 +514,7 @@ def child_env(
     """
     from greenloop import env as runner_env
 
-    if policy.sandboxed:
-        base = {k: v for k, v in base_env.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
-        base.setdefault("PATH", os.defpath)
-    else:
-        base = dict(base_env)
+    base = allowed_env(base_env, policy)
     pairs = tuple(add.items()) if isinstance(add, Mapping) else tuple(add)
     env = runner_env.child_env(base, add=pairs, drop=drop)
     env.update(cache_env(policy, {**base_env, **env}))  # the original XDG_CACHE_HOME, the new addopts
@@ -521,6 +528,8 @@ class Launch(NamedTuple):
     env: tuple[tuple[str, str], ...]
     shell: bool
     info: SandboxInfo
+    # how the environment differs from what the run inherits (env.changes), for the notes
+    env_note: str | None = None
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -542,8 +551,11 @@ def launch(
     """
     base_env = os.environ if base_env is None else base_env
     env = child_env(base_env, policy, add=plan.env)
+    from greenloop.env import changes
+
+    note = changes(allowed_env(base_env, policy), env)
     if not policy.sandboxed:
-        return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None))
+        return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None), note)
     status = status if status is not None else probe_bwrap(base_env)
     status.require(policy.mode)
     assert status.path is not None
@@ -561,7 +573,7 @@ def launch(
             Path(policy.workspace_root, ".greenloop", "cache", sub).mkdir(parents=True, exist_ok=True)
     readable = tmp_roots(None if plan.shell else argv[0], env, plan.cwd)
     wrapped = wrap_argv(argv, policy, cwd=plan.cwd, readable=readable, writable=writable, bwrap=status.path)
-    return Launch(tuple(wrapped), tuple(env.items()), False, policy.info(status.enforced_by))
+    return Launch(tuple(wrapped), tuple(env.items()), False, policy.info(status.enforced_by), note)
 
 
 # --------------------------------------------------------------------------- denials as hints
