@@ -351,3 +351,44 @@ def test_capture_script_against_installed_runners(tmp_path: Path) -> None:
         assert text.summary.failed == report.summary.failed + blind, meta_path
         assert sorted(_key(f) for f in text.failures if not _blind(meta, f)) == \
             sorted(_key(f) for f in report.failures), meta_path
+
+
+def test_vitest_values_come_whole_from_the_printed_diff() -> None:
+    # vitest's JSON report has only chai's message, whose values are shortened ('…') or left
+    # out (toThrow); the text output of the same run prints them whole, and run.py takes them
+    # from there. A value longer than MAX_VALUE_CHARS is cut and says how much.
+    from greenloop.run import _with_text_values
+
+    fx = _fx("vitest", "values", "plain")
+    root = _meta(fx)["cwd"]
+    report, text = _report(fx, root=root), _text(fx, root=root)
+    assert _find(report, "values > compares long strings").got == "'Unexpected end at index 7, expected }…'"
+    assert _find(report, "values > throws the right error").got is None  # the blind spot
+    merged = _with_text_values(report, text)
+    values = {f.test.removeprefix("values > "): (f.expected, f.got) for f in merged.failures}
+    assert values["compares long strings"] == (
+        '"Unexpected end at index 7, expected } after the last property of the object"',
+        '"Unexpected end at index 7, expected } but the stream ended early here"',
+    )
+    assert values["throws the right error"] == (
+        '"Unexpected token"', '"Expected \',\' or \'}\' after property value in JSON at position 7"')
+    assert values["throws at all"] == ("null", "undefined")  # vitest's own `- Expected:` block
+    exp, got = values["compares objects"]
+    assert exp is not None and got is not None
+    assert '"name": "cup"' in exp and '"name": "mug"' in got and '"b",' in got and '"b",' not in exp
+    assert values["compares null"] == ("{ id: 3 }", "null")  # whole in the report: kept
+    exp, got = values["compares a very long text"]
+    assert exp is not None and got is not None
+    assert exp.endswith('… [cut 1,406 chars]') and got.endswith('… [cut 1,406 chars]')
+    assert len(exp) == 4000 + len("… [cut 1,406 chars]")
+    assert [f.test for f in merged.failures] == [f.test for f in report.failures]
+    assert merged.summary == report.summary
+
+
+def test_node_tap_null_is_null() -> None:
+    # TAP's YAML spells null `~`; the failure says null, as the spec reporter does
+    root = _meta(_fx("node_test", "hooks", "tap"))["cwd"]
+    tap = _find(_report(_fx("node_test", "hooks", "tap"), root=root), "null actual")
+    spec = _find(_text(_fx("node_test", "hooks", "spec"), root=root), "null actual")
+    assert tap.got == spec.got == "null"
+    assert tap.expected == "id: 3" and spec.expected == "{ id: 3 }"

@@ -121,6 +121,29 @@ def _with_text_failures(report: ParseResult, text: ParseResult) -> ParseResult:
     )
 
 
+def _shortened(value: str | None) -> bool:
+    # vitest's JSON report has only the assertion message, whose values chai shortens
+    # ('Unexpected end at index 7, expected }…') or leaves out (toThrow's "but got '…'")
+    return value is None or "…" in value
+
+
+def _with_text_values(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The report's failures with expected/got from the text output of the same run where the
+    report's are missing or shortened: the printed `Expected:`/`Received:` lines and diffs
+    hold the full values."""
+    printed = {f.test: f for f in text.failures if f.expected is not None or f.got is not None}
+    failures = list(report.failures)
+    changed = False
+    for i, f in enumerate(failures):
+        t = printed.get(f.test)
+        if t is None or not (_shortened(f.expected) or _shortened(f.got)):
+            continue
+        failures[i] = f._replace(expected=t.expected if t.expected is not None else f.expected,
+                                 got=t.got if t.got is not None else f.got)
+        changed = True
+    return report._replace(failures=tuple(failures)) if changed else report
+
+
 # ----------------------------------------------------------------------------- outcome
 
 
@@ -375,6 +398,10 @@ def execute(
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
+        elif plan.framework == "vitest" and any(
+            _shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test"
+        ):
+            parsed = _with_text_values(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
         parsed = _parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)

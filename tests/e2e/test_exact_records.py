@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import REPO, cli, node_workspace, py_workspace
+from .helpers import REPO, cli, js_workspace, node_workspace, py_workspace
 
 pytestmark = pytest.mark.e2e
 
@@ -116,3 +116,20 @@ def test_a_suite_reading_colour_env_is_green_exactly_when_green_bare(
     r = json.loads(done.stdout)
     assert (done.returncode, r["outcome"]) == (0, "green"), r
     assert not any(k in n for n in r["notes"] for k in ("NO_COLOR", "FORCE_COLOR", " CI")), r["notes"]
+
+
+# ---------------------------------------------------------------- expected and got, whole
+
+
+def test_vitest_expected_and_got_are_whole(tmp_path: Path) -> None:
+    src = (FIXTURES / "vitest" / "values" / "src" / "values.test.js").read_text(encoding="utf-8")
+    ws = js_workspace(tmp_path / "ws", "vitest", {"values.test.js": src})
+    code, r = _run(ws)
+    assert (code, r["outcome"]) == (1, "red"), r
+    values = {f["test"].removeprefix("values > "): (f["expected"], f["got"]) for f in r["failures"]}
+    long_got = '"Unexpected end at index 7, expected } but the stream ended early here"'
+    assert values["compares long strings"][1] == long_got
+    assert values["throws the right error"] == (
+        '"Unexpected token"', '"Expected \',\' or \'}\' after property value in JSON at position 7"')
+    assert values["compares a very long text"][0].endswith("… [cut 1,406 chars]")
+    assert not any("…'" in (e or "") + (g or "") for e, g in values.values())  # nothing left shortened

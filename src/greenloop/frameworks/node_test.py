@@ -72,6 +72,12 @@ def _unquote(v: str) -> str:
     return v
 
 
+def _yaml_value(v: str) -> str:
+    """A TAP diagnostic value as the test wrote it: YAML's `~` is JavaScript's null."""
+    v = _unquote(v)
+    return "null" if v == "~" else v
+
+
 @dataclass
 class _Open:
     indent: int
@@ -190,8 +196,8 @@ class TextParser:
         stack_text = y.get("stack", "") or "\n".join(r.body)
         exp = got = None
         if "expected" in y or "actual" in y:
-            exp = _unquote(y["expected"]) if "expected" in y else None
-            got = _unquote(y["actual"]) if "actual" in y else None
+            exp = _yaml_value(y["expected"]) if "expected" in y else None
+            got = _yaml_value(y["actual"]) if "actual" in y else None
         else:
             for body_line in r.body:
                 s = body_line.strip()
