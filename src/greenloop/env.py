@@ -9,8 +9,9 @@ in the run's `notes` (`changes`).
   annotations), and the marker variables of a runner that may be running greenloop itself
   (VITEST, JEST_WORKER_ID, PYTEST_CURRENT_TEST, NODE_TEST_CONTEXT), which would otherwise
   leak into the child's own runner. A shell without them is unchanged.
-- Added: PYTHONUNBUFFERED=1 only, so a Python runner's lines reach the output file as tests
-  finish (live progress, and what a run killed at its deadline had seen).
+- Added: nothing for every run. A pytest run gets PYTHONUNBUFFERED=1 (plan.py), so its lines
+  reach the output file as tests finish (live progress, and what a run stopped at its
+  deadline had seen), and PYTHONPATH gains the folder of greenloop's report plugin.
 - Left alone: colour (NO_COLOR, FORCE_COLOR, PY_COLORS, CLICOLOR_FORCE) and CI. A test may
   read them (commander.js asserts on its colour output under NO_COLOR), and CI changes
   behaviour (jest does not write new snapshots under CI). greenloop needs neither: the
@@ -61,7 +62,7 @@ DROPPED: tuple[str, ...] = (
     "NODE_TEST_CONTEXT",
 )
 
-ADDED: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
+ADDED: tuple[tuple[str, str], ...] = ()  # nothing for every run (plan.py adds per runner)
 
 # greenloop's own bookkeeping variables (report paths, the process token): no test reads them
 _OWN_PREFIX = "GREENLOOP_"

@@ -74,8 +74,9 @@ class Failure(NamedTuple):
     hint: str = ""
     bug_id: str | None = None
     # "test" for an ordinary failing test, "load" for a file that failed to import,
-    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error.
-    kind: Literal["test", "load", "hook"] = "test"
+    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error, "timeout" for the
+    # test that was still running when the run's deadline stopped it.
+    kind: Literal["test", "load", "hook", "timeout"] = "test"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +105,7 @@ class Failure(NamedTuple):
             stack=str(d.get("stack") or ""),
             hint=str(d.get("hint") or ""),
             bug_id=_opt_str(d.get("bug_id")),
-            kind=kind if kind in ("test", "load", "hook") else "test",
+            kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
         )
 
 
@@ -189,6 +190,9 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
+    # A record the runner appends to as tests start and end (greenloop's pytest plugin and
+    # node:test reporter): what a run stopped at its deadline saw, and the test it stopped in.
+    stream_file: str | None = None
 
     @property
     def command_text(self) -> str:

@@ -34,8 +34,10 @@ from greenloop.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
+    "NODE_REPORTER",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
+    "PYTHON_STREAMING",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -87,6 +89,15 @@ DIALECTS: dict[str, Dialect] = {
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
 PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
 PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
+# greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
+# completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
+NODE_REPORTER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "frameworks", "node_reporter", "greenloop_tap.mjs"
+)
+STREAM_NAME = "stream.ndjson"
+# Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
+# output file as tests finish (live progress, and what a run stopped at its deadline saw)
+PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -311,6 +322,7 @@ def plan(
             argv=(options.command,),
             cwd=root,
             timeout_ms=timeout_ms,
+            env=PYTHON_STREAMING if framework == "pytest" else (),
             shell=True,
             notes=tuple(notes),
         )
@@ -334,6 +346,7 @@ def plan(
     argv: list[str]
     child_env: tuple[tuple[str, str], ...] = ()
     fallback: tuple[str | None, str | None] = (None, None)
+    stream_file: str | None = None
 
     if framework in ("vitest", "jest"):
         tool = js_runner(root, framework, manager)
@@ -346,6 +359,7 @@ def plan(
             argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
     elif framework == "pytest":
         prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
+        stream_file = os.path.join(report_dir, STREAM_NAME)
         notes += py_notes
         fallback = (os.path.join(report_dir, "report.xml"), "junit")
         argv = [*prefix, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
@@ -354,6 +368,8 @@ def plan(
             ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
+            ("GREENLOOP_PYTEST_STREAM", stream_file),
+            *PYTHON_STREAMING,
         )
     elif framework == "node:test":
         node = which("node")
@@ -364,9 +380,13 @@ def plan(
             "--test",
             "--test-reporter=spec",
             "--test-reporter-destination=stdout",
-            "--test-reporter=tap",
+            # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
+            f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
         ]
+        if os.path.exists(NODE_REPORTER):
+            stream_file = os.path.join(report_dir, STREAM_NAME)
+            child_env = (("GREENLOOP_NODE_STREAM", stream_file),)
     else:  # npm-test
         pm = manager or "npm"
         if which(pm) is None:
@@ -401,5 +421,6 @@ def plan(
         fallback_report_format=fallback[1],
         notes=tuple(notes),
         unavailable=unavailable,
+        stream_file=stream_file,
     )
 

@@ -144,6 +144,66 @@ def _with_text_values(report: ParseResult, text: ParseResult) -> ParseResult:
     return report._replace(failures=tuple(failures)) if changed else report
 
 
+_Running = list[tuple[str, str | None, int | None]]  # (test name, file, line)
+
+
+def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
+    """A run stopped before it finished: the tests that were running (name, file, line) and
+    the failures the runner's partial stream recorded in detail (pytest's plugin)."""
+    if not plan.stream_file:
+        return [], []
+    try:
+        if plan.framework == "pytest":
+            from greenloop.frameworks.pytest_report import read_stream
+
+            part = read_stream(plan.stream_file, root)
+            if part is None:
+                return [], []
+            running: _Running = []
+            if part.running:
+                running.append((part.running, part.running.split("::", 1)[0], part.line))
+            return running, list(part.failures)
+        if plan.framework == "node:test":
+            from greenloop.frameworks.node_test import running_tests
+
+            return running_tests(plan.stream_file, root), []
+    except Exception:  # a torn record never turns a timeout into a crash of greenloop
+        return [], []
+    return [], []
+
+
+def _with_stopped_tests(plan: Plan, raw: RawRun, parsed: ParseResult, root: str | None) -> ParseResult:
+    """What a run stopped at its deadline (or interrupted) had seen: the partial counts and
+    failures already parsed from its output and report, the detailed failures of the
+    runner's stream, and one failure of kind "timeout" per test that was still running."""
+    running, streamed = _stopped_in(plan, root)
+    failures = list(parsed.failures)
+    if streamed:  # the stream's failures carry details a cut text output does not
+        detailed = {f.test for f in streamed}
+        failures = [f for f in failures if f.test not in detailed] + streamed
+    why = f"timed out after {plan.timeout_ms} ms" if raw.timed_out else "was interrupted"
+    notes = list(parsed.notes)
+    for name, file, line in running:
+        failures.append(Failure(
+            test=name, file=file, line=line, kind="timeout",
+            message=f"still running when the run {why}; the whole process tree was stopped",
+        ))
+    if running:
+        names = ", ".join(n for n, _, _ in running[:3]) + (" …" if len(running) > 3 else "")
+        notes.append(f"the run {why} while {names} {'was' if len(running) == 1 else 'were'} running; "
+                     "the counts and failures are those seen before it stopped")
+    elif plan.framework in ("pytest", "node:test"):
+        notes.append(f"the run {why}; no test was running (it stopped outside any test); the counts "
+                     "and failures are those seen before it stopped")
+    else:
+        notes.append(f"the run {why}; the counts and failures are those its output showed before it "
+                     f"stopped ({plan.framework or 'the runner'} does not say which test was running)")
+    s = parsed.summary
+    seen = max(s.failed, sum(1 for f in failures if f.kind != "timeout"))
+    summary = s._replace(failed=seen + len(running), total=s.passed + s.skipped + seen + len(running))
+    return parsed._replace(summary=summary, failures=tuple(failures), notes=tuple(notes))
+
+
 # ----------------------------------------------------------------------------- outcome
 
 
@@ -173,8 +233,13 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         return broken(f"the command could not start: {raw.spawn_error}", None)
     if raw.timed_out:
         reason = f"timed out after {plan.timeout_ms} ms; the whole process tree was stopped"
-        if failed:
-            notes.append(f"{failed} test(s) had failed before the timeout")
+        stopped = [f.test for f in parsed.failures if f.kind == "timeout"]
+        if stopped:
+            more = f" (and {len(stopped) - 1} more)" if len(stopped) > 1 else ""
+            reason += f" while {stopped[0]} was running{more}"
+        before = failed - len(stopped)
+        if before > 0:
+            notes.append(f"{before} test(s) had failed before the timeout")
         return broken(reason, None)
     if raw.aborted:
         return broken("interrupted before the run finished; the whole process tree was stopped", None)
@@ -390,7 +455,11 @@ def execute(
                     f"greenloop's plugin); results come from the {plan.fallback_report_format} report"
                 )
         report_ok = parsed.recognized
-        if not report_ok:
+        if not report_ok and (raw.timed_out or raw.aborted) and (parsed.summary.total or parsed.failures):
+            # node's TAP file stops where the run was stopped: what it holds is exact so far
+            notes.append(f"the {plan.report_format} report was cut short by the stop; counts come "
+                         "from the entries it holds")
+        elif not report_ok:
             text = _parse_text(plan.framework, stdout_path, stderr_path, root)
             notes.append(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
@@ -408,6 +477,7 @@ def execute(
             notes.append("results parsed from the text output of a verbatim command")
     if raw.timed_out or raw.aborted:
         report_ok = None  # the missing report is a consequence, not the reason
+        parsed = _with_stopped_tests(plan, raw, parsed, root)
     verdict = classify(plan, raw, parsed, report_ok=report_ok)
     if counter is not None:
         with contextlib.suppress(Exception):

@@ -133,3 +133,86 @@ def test_vitest_expected_and_got_are_whole(tmp_path: Path) -> None:
         '"Unexpected token"', '"Expected \',\' or \'}\' after property value in JSON at position 7"')
     assert values["compares a very long text"][0].endswith("… [cut 1,406 chars]")
     assert not any("…'" in (e or "") + (g or "") for e, g in values.values())  # nothing left shortened
+
+
+# ---------------------------------------------------------------- a run stopped at its deadline
+
+PY_HANGS = "".join(
+    [f"def test_ok_{i}():\n    assert True\n\n" for i in range(40)]
+    + [f"def test_bad_{i}():\n    assert {i} == {i} + 1\n\n" for i in range(3)]
+    + ["def test_hangs_forever():\n    import time\n    time.sleep(600)\n\n",
+       "def test_never_reached():\n    assert True\n"]
+)
+NODE_HANGS = (
+    "const { describe, it } = require('node:test')\n"
+    "const assert = require('node:assert')\n"
+    "describe('fast', () => {\n"
+    "  for (let i = 0; i < 40; i++) it(`ok ${i}`, () => assert.ok(true))\n"
+    "  it('bad one', () => assert.strictEqual(1, 2))\n"
+    "  it('bad two', () => assert.strictEqual('a', 'b'))\n"
+    "})\n"
+    "describe('slow', () => {\n"
+    "  it('hangs forever', () => new Promise(() => { setInterval(() => {}, 1000) }))\n"
+    "  it('never reached', () => {})\n"
+    "})\n"
+)
+
+
+def _stopped(ws: Path, timeout_ms: int) -> dict[str, Any]:
+    done = cli("run", str(ws), "--json", "--timeout-ms", str(timeout_ms), timeout=120)
+    r = done.json
+    assert (done.code, r["outcome"], r["timed_out"]) == (3, "broken", True), r
+    return r
+
+
+def test_pytest_timeout_keeps_what_it_saw_and_names_the_test(tmp_path: Path) -> None:
+    ws = py_workspace(tmp_path / "ws", {"tests/test_a.py": PY_HANGS})
+    r = _stopped(ws, 15000)
+    assert r["summary"] == {"total": 44, "passed": 40, "failed": 4, "skipped": 0}, r
+    kinds = {f["test"]: f for f in r["failures"]}
+    hung = kinds["tests/test_a.py::test_hangs_forever"]
+    lines = PY_HANGS.splitlines()
+    at = lines.index("def test_hangs_forever():") + 1
+    assert (hung["kind"], hung["file"], hung["line"]) == ("timeout", "tests/test_a.py", at)
+    assert "still running when the run timed out after 15000 ms" in hung["message"]
+    bad = kinds["tests/test_a.py::test_bad_1"]
+    at = lines.index("def test_bad_1():") + 2  # the assert line
+    assert (bad["kind"], bad["line"], bad["expected"], bad["got"]) == ("test", at, "(1 + 1)", "1")
+    assert "while tests/test_a.py::test_hangs_forever was running" in str(r["crash_reason"])
+    assert any("3 test(s) had failed before the timeout" in n for n in r["notes"]), r["notes"]
+
+
+def test_node_timeout_keeps_what_it_saw_and_names_the_test(tmp_path: Path) -> None:
+    ws = node_workspace(tmp_path / "ws", {"test/a.test.js": NODE_HANGS})
+    r = _stopped(ws, 8000)
+    assert r["summary"] == {"total": 43, "passed": 40, "failed": 3, "skipped": 0}, r
+    kinds = {f["test"]: f for f in r["failures"]}
+    hung = kinds["slow > hangs forever"]
+    assert (hung["kind"], hung["file"], hung["line"]) == ("timeout", "test/a.test.js", 9)
+    assert (kinds["fast > bad two"]["expected"], kinds["fast > bad two"]["got"]) == ("b", "a")
+    assert "while slow > hangs forever was running" in str(r["crash_reason"])
+    assert any("cut short" in n for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.parametrize("runner", ["vitest", "jest"])
+def test_js_runner_timeout_keeps_what_its_output_showed(runner: str, tmp_path: Path) -> None:
+    # vitest and jest print a file's results once the file is done, and neither names the
+    # test that is running: the finished file's counts and failures are kept, and a note says
+    # that the running test is unknown
+    head = "import { describe, it, expect } from 'vitest'\n" if runner == "vitest" else ""
+    files = {
+        "a.test.js": head + "describe('a', () => {\n"
+        + "".join(f"  it('ok {i}', () => expect(1).toBe(1))\n" for i in range(10))
+        + "  it('bad', () => expect(1).toBe(2))\n})\n",
+        "b.test.js": head + "describe('b', () => {\n"
+        "  it('hangs', () => new Promise(() => { setInterval(() => {}, 1000) }), 1_000_000)\n})\n",
+    }
+    ws = js_workspace(tmp_path / "ws", runner, files)
+    r = _stopped(ws, 15000)
+    bad = [f for f in r["failures"] if f["test"].endswith("bad")]
+    assert len(bad) == 1 and bad[0]["file"] == "a.test.js", r["failures"]
+    if runner == "vitest":  # its tree lists every test of a finished file
+        assert r["summary"] == {"total": 11, "passed": 10, "failed": 1, "skipped": 0}, r
+    else:  # jest prints only the failures of a finished file
+        assert r["summary"]["failed"] == 1 and (bad[0]["expected"], bad[0]["got"]) == ("2", "1"), r
+    assert any(f"({runner} does not say which test was running)" in n for n in r["notes"]), r["notes"]

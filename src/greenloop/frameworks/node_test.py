@@ -43,7 +43,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "running_tests"]
 
 _SUBTEST = re.compile(r"^(\s*)# Subtest: (.*)$")
 _RESULT = re.compile(r"^(\s*)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$")
@@ -443,6 +443,53 @@ def progress_event(line: str) -> Event | None:
             return "skip"
         return "pass" if r.group(2) == "✔" else "fail"
     return None
+
+
+def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | None, int | None]]:
+    """The tests greenloop's node:test reporter saw start and not complete (its stream, see
+    frameworks/node_reporter/): per test file the last one started, as (name with its
+    describes joined by " > ", file, line). The entry node makes for a test file itself is
+    not a test. Empty when the stream is missing."""
+    import json
+
+    stacks: dict[str | None, list[str]] = {}
+    running: dict[str | None, list[tuple[tuple[str, ...], int | None]]] = {}
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError:
+        return []
+    with fh:
+        for raw in fh:
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue  # a line torn by the kill
+            if not isinstance(item, dict):
+                continue
+            file = item.get("file") if isinstance(item.get("file"), str) else None
+            nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
+            name = item.get("start", item.get("end"))
+            if not isinstance(name, str) or name == file:
+                continue
+            stack = stacks.setdefault(file, [])
+            open_ = running.setdefault(file, [])
+            if "start" in item:
+                del stack[nesting:]
+                stack.append(name)
+                line = item.get("line") if isinstance(item.get("line"), int) else None
+                open_.append((tuple(stack), line))
+            else:
+                for i in range(len(open_) - 1, -1, -1):
+                    names = open_[i][0]
+                    if len(names) == nesting + 1 and names[-1] == name:
+                        del open_[i]
+                        break
+    found: list[tuple[str, str | None, int | None]] = []
+    for file, open_ in running.items():
+        if open_:
+            names, line = open_[-1]
+            found.append((" > ".join(names), relativize(file, root) if file and root else file, line))
+    return found
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
