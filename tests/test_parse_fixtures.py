@@ -392,3 +392,18 @@ def test_node_tap_null_is_null() -> None:
     spec = _find(_text(_fx("node_test", "hooks", "spec"), root=root), "null actual")
     assert tap.got == spec.got == "null"
     assert tap.expected == "id: 3" and spec.expected == "{ id: 3 }"
+
+
+def test_pytest_syntax_error_has_file_and_line() -> None:
+    # a test file that does not compile, and a test file importing a module that does not:
+    # the failure points where Python says the error is, in every source
+    for variant, fmt in (("plugin", "report"), ("plugin", "text"), ("plain", "report"), ("plain", "text")):
+        fx = _fx("pytest", "syntax", variant)
+        root = _meta(fx)["cwd"]
+        res = _report(fx, root=root) if fmt == "report" else _text(fx, root=root)
+        located = {f.test: (f.kind, f.file, f.line) for f in res.failures}
+        assert located == {
+            "test_broken_syntax.py": ("load", "test_broken_syntax.py", 2),
+            "test_pricing.py": ("load", "app/pricing.py", 5),
+        }, (variant, fmt)
+        assert "SyntaxError" in _find(res, "test_pricing.py").message
