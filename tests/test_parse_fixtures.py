@@ -48,6 +48,10 @@ def _blind(meta: dict[str, Any], f: Failure) -> bool:
     return f.test.startswith("unhandled error: ")
 
 
+# suites whose runner stops before running a test (test_runner_error_is_the_crash_reason)
+CRASHES = {"tsconfig"}
+
+
 def _key(f: Failure) -> tuple[str, str]:
     # A file that failed to load is named after the file: compare by its base name, since
     # the text shows it relative and some reports absolute.
@@ -80,6 +84,10 @@ def test_fixture_set_is_complete_and_small() -> None:
 @pytest.mark.parametrize("meta_path", CAPTURES, ids=_id)
 def test_text_parse_matches_report(meta_path: Path) -> None:
     meta = _meta(meta_path)
+    if meta["suite"] in CRASHES:  # the runner stopped before any test: no report to compare
+        assert meta["report"] is None and meta["exit_code"] != 0
+        assert not _text(meta_path).recognized
+        return
     text = _text(meta_path, root=meta["cwd"])
     report = _report(meta_path, root=meta["cwd"])
     assert report.recognized, report.notes
@@ -407,3 +415,19 @@ def test_pytest_syntax_error_has_file_and_line() -> None:
             "test_pricing.py": ("load", "app/pricing.py", 5),
         }, (variant, fmt)
         assert "SyntaxError" in _find(res, "test_pricing.py").message
+
+
+def test_runner_error_is_the_crash_reason() -> None:
+    # jest with a jest.config.ts and no ts-node stops before any test and writes no report;
+    # its own words are the crash reason greenloop gives
+    from greenloop.frameworks.common import runner_error
+
+    fx = _fx("jest", "tsconfig", "plain")
+    text = fx.with_name("plain.txt").read_text(encoding="utf-8").splitlines()
+    said = runner_error(text)
+    assert said is not None
+    assert said.startswith("Error: Jest: Failed to parse the TypeScript config file ")
+    assert "Error: Jest: 'ts-node' is required for the TypeScript configuration files" in said
+    assert " at " not in said  # no stack frames
+    head = _fx("jest", "mixed", "plain").with_name("plain.txt").read_text(encoding="utf-8").splitlines()[:3]
+    assert runner_error(head) is None

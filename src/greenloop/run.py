@@ -218,8 +218,11 @@ class Verdict(NamedTuple):
     notes: tuple[str, ...]
 
 
-def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None) -> Verdict:
-    """Cross-check the process with the parse. `report_ok` None: no machine report was planned."""
+def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None,
+             said: str | None = None) -> Verdict:
+    """Cross-check the process with the parse. `report_ok` None: no machine report was planned.
+    `said`: the runner's own error lines (frameworks.common.runner_error) when its output
+    was not recognised as a test run."""
     from greenloop.frameworks.common import load_failures_only, load_note
 
     notes: list[str] = []
@@ -247,6 +250,9 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         return broken(f"the suite could not load the code under test: {parsed.load_error}")
     if report_ok is False:
         fmt = plan.report_format or "machine"
+        if said:  # the runner said why it stopped: that is the reason, in its own words
+            notes.append(f"the {fmt} report was missing after exit code {raw.exit_code}")
+            return broken(f"the runner stopped before running the tests: {said}")
         reason = f"the {fmt} report was missing or invalid after exit code {raw.exit_code}"
         if raw.signal:
             reason += f" (killed by signal {raw.signal})"
@@ -266,6 +272,8 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         )
         return broken("no tests ran", "retry_tester", crashed=False)
     if raw.exit_code != 0:
+        if said:
+            return broken(f"the runner exited with code {raw.exit_code} before any test result: {said}")
         return broken(
             f"the runner exited with code {raw.exit_code} but no failing test was recognised "
             "(see stdout.txt/stderr.txt)"
@@ -478,7 +486,13 @@ def execute(
     if raw.timed_out or raw.aborted:
         report_ok = None  # the missing report is a consequence, not the reason
         parsed = _with_stopped_tests(plan, raw, parsed, root)
-    verdict = classify(plan, raw, parsed, report_ok=report_ok)
+    said = None
+    if not parsed.recognized and raw.exit_code not in (None, 0) and not (raw.timed_out or raw.aborted):
+        from greenloop.frameworks.common import relativize, runner_error
+
+        said = runner_error(_lines(stdout_path, stderr_path))
+        said = relativize(said, root) if said else None
+    verdict = classify(plan, raw, parsed, report_ok=report_ok, said=said)
     if counter is not None:
         with contextlib.suppress(Exception):
             on_progress(counter.snapshot())  # type: ignore[misc]

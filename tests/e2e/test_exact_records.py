@@ -216,3 +216,18 @@ def test_js_runner_timeout_keeps_what_its_output_showed(runner: str, tmp_path: P
     else:  # jest prints only the failures of a finished file
         assert r["summary"]["failed"] == 1 and (bad[0]["expected"], bad[0]["got"]) == ("2", "1"), r
     assert any(f"({runner} does not say which test was running)" in n for n in r["notes"]), r["notes"]
+
+
+# ---------------------------------------------------------------- small ones
+
+
+def test_jest_crash_reason_is_jests_own_message(tmp_path: Path) -> None:
+    src = FIXTURES / "jest" / "tsconfig" / "src"
+    files = {p.name: p.read_text(encoding="utf-8") for p in src.iterdir()}
+    ws = js_workspace(tmp_path / "ws", "jest", files)
+    code, r = _run(ws)
+    assert (code, r["outcome"], r["crashed"]) == (3, "broken", True), r
+    reason = str(r["crash_reason"])
+    assert reason.startswith("the runner stopped before running the tests: Error: Jest: Failed to parse")
+    assert "'ts-node' is required" in reason and "jest.config.ts" in reason
+    assert str(ws) not in reason  # paths relative to the workspace

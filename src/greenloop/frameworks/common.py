@@ -37,6 +37,7 @@ __all__ = [
     "read_json_report",
     "relativize",
     "run_parser",
+    "runner_error",
     "strip_ansi",
     "summary_of",
     "trim_stack",
@@ -72,6 +73,28 @@ def capped(result: ParseResult) -> ParseResult:
         return result
     return result._replace(failures=tuple(
         f._replace(expected=cap_value(f.expected), got=cap_value(f.got)) for f in result.failures))
+
+
+# The runner's own words when it stops before running anything (a config it cannot read, a
+# missing module): `Error: Jest: 'ts-node' is required …`, `TypeError [ERR_X]: …`, pytest's
+# `ERROR: file or directory not found: x`, jest's `● Validation Error:`.
+_RUNNER_ERROR = re.compile(r"^\s*(?:(?:[A-Z]\w*)?Error(?: \[[\w_]+\])?: \S|ERROR: \S|● Validation Error)")
+
+
+def runner_error(lines: Iterable[str], limit: int = 3) -> str | None:
+    """The first few distinct error lines a runner printed (its crash in its own words), or
+    None. Stack frames and repeats are skipped; each line is kept to 300 characters."""
+    found: list[str] = []
+    for raw in lines:
+        line = strip_ansi(raw).strip()
+        if not _RUNNER_ERROR.match(line):
+            continue
+        line = line[:300]
+        if all(line not in f and f not in line for f in found):
+            found.append(line)
+            if len(found) >= limit:
+                break
+    return " / ".join(found) if found else None
 
 
 def strip_ansi(s: str) -> str:
