@@ -431,3 +431,20 @@ def test_runner_error_is_the_crash_reason() -> None:
     assert " at " not in said  # no stack frames
     head = _fx("jest", "mixed", "plain").with_name("plain.txt").read_text(encoding="utf-8").splitlines()[:3]
     assert runner_error(head) is None
+
+
+def test_jest_values_are_whole_and_tothrow_labels_are_read() -> None:
+    # jest prints toThrow's values as `Expected substring:` / `Received message:`; both its
+    # report and its text carry the values whole (cut past MAX_VALUE_CHARS, saying so)
+    fx = _fx("jest", "values", "plain")
+    root = _meta(fx)["cwd"]
+    for res in (_report(fx, root=root), _text(fx, root=root)):
+        values = {f.test.removeprefix("values › "): (f.expected, f.got) for f in res.failures}
+        assert values["throws the right error"] == (
+            '"Unexpected token"', '"Expected \',\' or \'}\' after property value in JSON at position 7"')
+        assert values["compares long strings"][1] == (
+            '"Unexpected end at index 7, expected } but the stream ended early here"')
+        exp, got = values["compares a very long text"]
+        assert exp is not None and got is not None
+        assert exp.endswith("… [cut 1,406 chars]") and got.endswith("… [cut 1,406 chars]")
+        assert values["compares null"][1] == "null"
