@@ -179,9 +179,10 @@ def test_gemini_after_agent_deny_then_release(tmp_path: Path) -> None:
     assert json.loads(p.stdout)["decision"] == "deny"
     p = hook("gemini", gemini_after_agent("g1", tmp_path, True), cwd=tmp_path)
     assert "unresolved" in json.loads(p.stdout)["systemMessage"]
-    # A fresh user turn (not a hook-driven continuation) gets a new budget.
+    # The budget is per user turn, whatever stop_hook_active says: Gemini reports false on a
+    # corrective round in which the model called a tool (tests/test_hooks_gemini.py).
     p = hook("gemini", gemini_after_agent("g1", tmp_path, False), cwd=tmp_path)
-    assert json.loads(p.stdout)["decision"] == "deny"
+    assert "unresolved" in json.loads(p.stdout)["systemMessage"]
     record(tmp_path, "g1", True, "run-green")
     p = hook("gemini", gemini_after_agent("g1", tmp_path, True), cwd=tmp_path)
     assert json.loads(p.stdout) == {}

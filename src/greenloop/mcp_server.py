@@ -6,9 +6,12 @@ record into that model. Nothing is decided here that the CLI would decide differ
 
 What this module adds is the plumbing a long-lived tool server needs:
 
-- one session per server process (one stdio connection), `mcp-<hex>` unless the
-  environment names one (`greenloop.session.resolve`) or a call names `session_id`; every
-  result reports the session id it was recorded under, so the gate sees the model's runs;
+- the agent's session, resolved at every call as a shell run resolves it: the call's
+  `session_id`, else a session variable in the server's environment, else the request's
+  `_meta`, else the process tree (the harness that spawned this server is the one whose
+  hooks recorded the session), else none (a workspace-level run, which every session's gate
+  started before it sees). Never a private session no gate reads; every result reports the
+  session id it was recorded under (greenloop.session);
 - blocking library calls run in a worker thread under a per-tool time limit; a client's
   cancellation (or the limit) sets the run's cancel event, so its process tree dies, and
   the tool waits for that before it answers;
@@ -32,7 +35,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -85,6 +88,7 @@ TOOL_NAMES = (
     "bug_open",
     "bug_transition",
     "integration_run",
+    "timeline",
 )
 TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
 RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
@@ -102,12 +106,13 @@ SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]
 StatusArg = Literal["open", "fixing", "fixed", "verified"]
 SessionArg = Annotated[
     str | None,
-    Field(min_length=1, description="Use this agent session instead of this connection's own session."),
+    Field(min_length=1, description="Record under this agent session instead of the one greenloop resolves."),
 ]
 
 
 def new_session_id() -> str:
-    """A fresh session id for one MCP connection."""
+    """A fresh id for one MCP connection: a label (who moved a bug), never a session a run is
+    recorded under."""
     return f"mcp-{uuid.uuid4().hex[:16]}"
 
 
@@ -149,7 +154,9 @@ class SandboxOutput(_Out):
 class RunOutput(_Out):
     """A run's bounded result (or, in the background, the job that will produce it)."""
 
-    session_id: str = Field(description="The session the run is recorded under (what the gate checks).")
+    session_id: str | None = Field(
+        description="The session the run is recorded under (what the gate checks); null: the workspace."
+    )
     background: bool = Field(default=False, description="True: the run continues as job `job_id`.")
     job_id: str | None = Field(default=None, description="Poll it with test_job.")
     run_id: str | None = None
@@ -174,10 +181,13 @@ class RunOutput(_Out):
     sandbox: SandboxOutput | None = None
     result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
     next_action: str | None = None
+    retry: dict[str, Any] | None = Field(
+        default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
+    )
 
 
 class ProbeOutput(_Out):
-    session_id: str
+    session_id: str | None
     framework: str | None = Field(description="Detected framework id, or null when none was found.")
     root: str
     config_path: str | None = None
@@ -200,7 +210,7 @@ class LastRunOutput(_Out):
 
 
 class ClosureOutput(_Out):
-    session_id: str
+    session_id: str | None
     satisfied: bool = Field(description="True when the session may end its turn (last run green, or none).")
     last_run: LastRunOutput | None = None
     intercepts_this_turn: int = 0
@@ -210,7 +220,7 @@ class ClosureOutput(_Out):
 
 
 class JobOutput(_Out):
-    session_id: str
+    session_id: str | None
     job_id: str
     status: Literal["starting", "running", "done", "failed", "lost", "cancelled"]
     finished: bool = Field(default=False, description="True once the job has ended, however it ended.")
@@ -241,7 +251,7 @@ class BugOutput(_Out):
 
 
 class BugOpenOutput(_Out):
-    session_id: str
+    session_id: str | None
     bug: BugOutput
     created: bool = Field(description="False: the open bug for the same unit and test was reused.")
     log: str | None = Field(default=None, description="Path of bugs.ndjson.")
@@ -249,7 +259,7 @@ class BugOpenOutput(_Out):
 
 
 class BugTransitionOutput(_Out):
-    session_id: str
+    session_id: str | None
     bug: BugOutput
     from_status: str | None = Field(default=None, alias="from")
     to: str | None = None
@@ -258,10 +268,26 @@ class BugTransitionOutput(_Out):
 
 
 class BugListOutput(_Out):
-    session_id: str
+    session_id: str | None
     count: int
     bugs: list[BugOutput]
     log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TimelineEventOutput(_Out):
+    at: str = Field(description="UTC time, ISO 8601.")
+    kind: str = Field(description="unit_tested, test_passed, test_failed, integration_started, "
+                      "integration_done, integration_failed, bug_opened or bug_closed.")
+    unit_id: str
+    ref: str = Field(description="The run, integration run or bug the event is about.")
+    summary: str
+
+
+class TimelineOutput(_Out):
+    session_id: str
+    timeline: str = Field(description="Path of timeline.ndjson.")
+    events: list[TimelineEventOutput]
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -288,7 +314,7 @@ class CaseFailureOutput(_Out):
 
 
 class IntegrationOutput(_Out):
-    session_id: str
+    session_id: str | None
     ok: bool
     run_id: str | None = None
     result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
@@ -348,15 +374,56 @@ class Running:
 
 @dataclass(frozen=True)
 class ServerState:
-    """What every tool of one server needs: where, for whom, under which config."""
+    """What every tool of one server needs: where, for whom, under which config.
+
+    `session_id` is the session the server's environment names (None: resolved at each call,
+    `resolve`); `label` names this connection where a name is needed and no session applies
+    (who moved a bug)."""
 
     workspace: Path
-    session_id: str
+    session_id: str | None
     config: Config
     running: Running
+    label: str = ""
 
-    def session(self, named: str | None) -> str:
-        return named if named else self.session_id
+    def resolve(self, named: str | None = None, ctx: Context | None = None) -> Any:
+        """The call's session (greenloop.session.Resolved): named > environment > the request's
+        `_meta` > the process tree > none (the workspace)."""
+        from greenloop import session as session_mod
+
+        if named:
+            return session_mod.Resolved(named, "explicit")
+        if self.session_id:
+            return session_mod.Resolved(self.session_id, "env")
+        return session_mod.resolve_with_source(
+            None, env={}, mcp_context=session_mod.from_meta(_request_meta(ctx)), workspace=self.workspace
+        )
+
+    def session(self, named: str | None = None, ctx: Context | None = None) -> str | None:
+        return cast("str | None", self.resolve(named, ctx).session_id)
+
+    def who(self, named: str | None = None, ctx: Context | None = None) -> str:
+        """A name for this caller: its session, else the connection's label."""
+        return self.session(named, ctx) or self.label or "mcp"
+
+
+def _request_meta(ctx: Context | None) -> Mapping[str, Any] | None:
+    """The `_meta` of the request a tool answers, as a mapping (None when there is none)."""
+    if ctx is None:
+        return None
+    try:
+        meta = ctx.request_context.meta
+    except Exception:  # no request context (a direct call in a test)
+        return None
+    if meta is None:
+        return None
+    if isinstance(meta, Mapping):
+        return meta
+    dump = getattr(meta, "model_dump", None)
+    if callable(dump):
+        data = dump(by_alias=True, exclude_none=True)
+        return data if isinstance(data, Mapping) else None
+    return None
 
 
 def _lib(name: str) -> Any:
@@ -562,7 +629,7 @@ def _tools(state: ServerState) -> list[Tool]:
     async def test_probe(ctx: Context) -> ProbeOutput:
         """Detect the workspace's test framework and the command test_run would use, running nothing."""
         detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: _lib("api").test_probe(ws))
-        return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session_id})
+        return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session(None, ctx)})
 
     async def test_run(
         ctx: Context,
@@ -574,7 +641,9 @@ def _tools(state: ServerState) -> list[Tool]:
             Field(description="Space-separated test files or node ids appended to the command."),
         ] = None,
         last_failed: Annotated[
-            bool, Field(description="Rerun only the tests that failed in this session's previous run.")
+            bool,
+            Field(description="Rerun only the tests that failed in this session's previous run; a "
+                  "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
         command: Annotated[
             str | None,
@@ -591,11 +660,17 @@ def _tools(state: ServerState) -> list[Tool]:
         sandbox: Annotated[
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
+        mode: Annotated[
+            Literal["test", "retry"],
+            Field(description="test: run as asked. retry (after changing code): the previous run's "
+                  "failures first, then, if they pass, the whole suite; the result's notes and "
+                  "result_ref say which failures were fixed, remain or are new."),
+        ] = "test",
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
         The run is recorded for the session, so the closure gate sees it."""
-        sid = state.session(session_id)
+        sid = state.session(session_id, ctx)
         options: dict[str, Any] = {
             "framework": framework,
             "target": target,
@@ -604,6 +679,8 @@ def _tools(state: ServerState) -> list[Tool]:
             "timeout_ms": timeout_ms,
             "sandbox": sandbox,
         }
+        if mode != "test":
+            options["mode"] = mode
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)
@@ -619,7 +696,7 @@ def _tools(state: ServerState) -> list[Tool]:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _default_timeout_ms(ws, state.config)
             )
-        limit_s = run_ms / 1000 + RUN_MARGIN_S
+        limit_s = run_ms / 1000 * (2 if mode == "retry" else 1) + RUN_MARGIN_S  # retry: up to two runs
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)
@@ -651,12 +728,12 @@ def _tools(state: ServerState) -> list[Tool]:
                 lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
             )
         return await _Stopwatch("test_job", TOOL_TIMEOUT_S).call(
-            lambda: _job_output(status, state.session_id)
+            lambda: _job_output(status, state.session(None, ctx))
         )
 
     async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
-        sid = state.session(session_id)
+        sid = state.session(session_id, ctx)
         closure = await _Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
             lambda: _lib("api").test_closure_check(ws, sid)
         )
@@ -679,7 +756,23 @@ def _tools(state: ServerState) -> list[Tool]:
         fold = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
             lambda: bug_log().list(unit=unit, status=status, source=source, severity=severity)
         )
-        return BugListOutput.model_validate({**_plain(fold), "session_id": state.session_id})
+        return BugListOutput.model_validate({**_plain(fold), "session_id": state.session(None, ctx)})
+
+    async def timeline(
+        ctx: Context,
+        unit: Annotated[str | None, Field(description="Only this unit's events.")] = None,
+        last: Annotated[int, Field(ge=1, le=1000, description="The last N events (default 50).")] = 50,
+    ) -> TimelineOutput:
+        """What happened in the project, in order: unit runs, integration runs, bugs opened and closed."""
+        tl = _lib("timeline")
+        path = tl.timeline_path(ws)
+        events, warnings = await _Stopwatch("timeline", TOOL_TIMEOUT_S).call(
+            lambda: tl.read(path, unit=unit, last=last)
+        )
+        return TimelineOutput.model_validate({
+            "session_id": state.session_id, "timeline": str(path),
+            "events": [e.to_json() for e in events], "warnings": warnings,
+        })
 
     async def bug_open(
         ctx: Context,
@@ -707,10 +800,10 @@ def _tools(state: ServerState) -> list[Tool]:
                 run_id=run_id,
                 category=category,
                 affected_units=affected_units,
-                by=state.session_id,
+                by=state.who(None, ctx),
             )
         )
-        return BugOpenOutput.model_validate({**_plain(opened), "session_id": state.session_id})
+        return BugOpenOutput.model_validate({**_plain(opened), "session_id": state.session(None, ctx)})
 
     async def bug_transition(
         ctx: Context,
@@ -722,10 +815,10 @@ def _tools(state: ServerState) -> list[Tool]:
         """Move a bug to another status. Illegal moves are refused, naming the allowed ones."""
         moved = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
             lambda: bug_log().transition(
-                bug_id, to, by=by or state.session_id, fix_refs=(fix_ref,) if fix_ref else ()
+                bug_id, to, by=by or state.who(None, ctx), fix_refs=(fix_ref,) if fix_ref else ()
             )
         )
-        return BugTransitionOutput.model_validate({**_plain(moved), "session_id": state.session_id})
+        return BugTransitionOutput.model_validate({**_plain(moved), "session_id": state.session(None, ctx)})
 
     async def integration_run(
         ctx: Context,
@@ -754,7 +847,7 @@ def _tools(state: ServerState) -> list[Tool]:
         watch = _Stopwatch("integration_run", limit_s, cancel, state.running)
         result = await progress.around(watch.call(run))
         return IntegrationOutput.model_validate(
-            {**bounded_integration(_plain(result)), "session_id": state.session_id}
+            {**bounded_integration(_plain(result)), "session_id": state.session(None, ctx)}
         )
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -768,6 +861,7 @@ def _tools(state: ServerState) -> list[Tool]:
         (bug_open, writes),
         (bug_transition, writes),
         (integration_run, writes),
+        (timeline, read_only),
     ]
     return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
 
@@ -820,7 +914,7 @@ def _default_timeout_ms(ws: Path, started_with: Config) -> int:
 
 def _bounded_run(
     ws: Path,
-    sid: str,
+    sid: str | None,
     on_progress: Callable[..., None],
     cancel: threading.Event,
     options: Mapping[str, Any],
@@ -830,13 +924,15 @@ def _bounded_run(
     return api.bounded(result)
 
 
-def _run_output(bounded: Any, session_id: str) -> RunOutput:
+def _run_output(bounded: Any, session_id: str | None) -> RunOutput:
     data = dict(_plain(bounded))
-    data["session_id"] = session_id
+    # The session the run was recorded under: the one the call resolved, or, when it resolved
+    # none, the one the run itself found (a hook may have bound the harness in between).
+    data["session_id"] = session_id or data.get("session_id")
     return RunOutput.model_validate(data)
 
 
-def _job_output(status: Any, session_id: str) -> JobOutput:
+def _job_output(status: Any, session_id: str | None) -> JobOutput:
     data = dict(_plain(status))
     data["session_id"] = data.get("session_id") or session_id
     result = data.get("result")
@@ -857,14 +953,16 @@ def build_server(
     workspace: str | os.PathLike[str],
     *,
     config: Config,
-    session_id: str,
+    session_id: str | None,
     running: Running,
+    label: str = "",
 ) -> MCPServer[Any]:
-    """The MCP server for one workspace and one session. With `enabled = false`: no tools.
+    """The MCP server for one workspace. `session_id`: the session the environment names (None:
+    each call resolves its own, `ServerState.resolve`). With `enabled = false`: no tools.
 
     `running` is shared with `serve_stdio` so that a signal stops the calls in flight.
     """
-    state = ServerState(Path(workspace).resolve(), session_id, config, running)
+    state = ServerState(Path(workspace).resolve(), session_id, config, running, label)
     tools = _tools(state) if config.enabled else []
     if config.enabled:
         instructions = (

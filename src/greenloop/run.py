@@ -396,6 +396,8 @@ def execute(
             workspace=str(workspace),
             started_at=started_at,
             next_action=verdict.next_action,
+            passed_tests=parsed.passed_tests,
+            selection=plan.selection,
         )
 
     if plan.unavailable is not None:

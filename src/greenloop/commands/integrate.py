@@ -135,4 +135,9 @@ def integrate(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
         print(summary_text(result))
+        from greenloop.api import dashboard_link
+
+        link = dashboard_link(project, f"/integration/{result.run_id}")
+        if link:
+            print(f"  dashboard: {link}")
     return result.exit_code

@@ -35,11 +35,13 @@ def serve(args: argparse.Namespace) -> int:
             from greenloop import mcp_server
 
             running = mcp_server.Running()
-            # One connection is one session, unless the environment names the agent's session
-            # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
-            own = mcp_server.new_session_id()
-            sid = session.resolve(None, env=os.environ, mcp_context=own) or own
-            server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
+            # The session the environment names (GREENLOOP_SESSION, the harness's variable), if
+            # any; otherwise each call resolves its own (the request's _meta, the process tree),
+            # so runs land where the harness's hooks look. The connection id is only a label.
+            sid = session.resolve(None, env=os.environ)
+            server = mcp_server.build_server(
+                workspace, config=cfg, session_id=sid, running=running, label=mcp_server.new_session_id()
+            )
             loaded.update(module=mcp_server, server=server, running=running)
         except BaseException as exc:
             loaded["error"] = exc

@@ -114,6 +114,7 @@ class TextParser:
     hook_suites: list[str] = field(default_factory=list)
     cancelled_records: list[Failure] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    passed_names: list[str] = field(default_factory=list)
     recent_errors: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
     repeat: bool = False  # inside the spec reporter's "✖ failing tests:" recap
@@ -153,6 +154,7 @@ class TextParser:
             return
         if r.ok:
             self.passed += 1
+            self.passed_names.append(full)
             return
         if cancelled:
             self.cancelled += 1
@@ -422,6 +424,7 @@ class TextParser:
             recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
             load_error=load_error_of(self.load_errors),
+            passed_tests=tuple(self.passed_names),
         )
 
 

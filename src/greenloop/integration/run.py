@@ -417,6 +417,12 @@ def integrate(
     folder = runs_dir(root) / run_id
     folder.mkdir(parents=True, exist_ok=False)
     rel = f"integration/runs/{run_id}"
+    from greenloop import timeline
+
+    timeline_file = timeline.timeline_path(root)
+    timeline.append(timeline_file, [timeline.event(
+        "integration_started", "integration", run_id,
+        f"{len(spec.cases)} case(s), units {', '.join(u.id for u in needed)}", now=wall())])
     env_path = folder / "env.json"
     _write_env(env_path, {})
     log = ProcessLog(folder / "process.log", cap_bytes=log_cap_bytes, wall=wall)
@@ -699,6 +705,9 @@ def integrate(
         bugs_transitioned=moved,
     )
     _atomic_write(folder / "result.json", json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    problem = timeline.append(timeline_file, timeline.events_of_integration(result, now=wall()))
+    if problem:
+        result = replace(result, notes=(*result.notes, problem))
     if junit_path is not None:
         write_junit(result, junit_path)
     if interrupted:
