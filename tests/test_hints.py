@@ -299,9 +299,11 @@ def test_fallback_names_test_expectation_and_top_user_frame() -> None:
     assert top_user_frame(failure) == "code/cart.js:7"
     for language in LANGUAGES:
         hint = hint_for(failure, language=language)
-        assert "cart > total includes tax" in hint
+        # the values, the test's line and the function that produced the value (not the test's
+        # name, which the failure record already carries)
         assert "11" in hint and "10" in hint
-        assert "code/cart.js:7" in hint
+        assert "total (code/cart.js:7)" in hint and "tests/cart.test.js:12" in hint
+    assert "off by one" in hint_for(failure).lower()
     bare = Failure(test="it works", message="")
     assert "it works" in hint_for(bare)
     assert top_user_frame(bare) is None

@@ -6,10 +6,24 @@ HTTP status condition on (expected, got), and a message template in English and 
 first rule that matches wins; the last one always matches and still names the test, what it
 expected and the top frame in the user's code.
 
-Templates may use: {test} (the test's name), {where} (the top frame in the user's code, as
-file:line), {test_where} (the test's own file:line), {expected}, {got} (shortened), {stub} (how
-to stub a dependency in this framework), {diff} (the first differing key of a deep comparison,
-if one can be read), and the named groups of the rule's patterns.
+A hint names three things (docs/architecture.md, "Hints"): the failing expression, the values
+that differ, and the place in the user's code that produced them. That place is the deepest frame
+of the stack in the workspace that is neither the test file nor a dependency, named
+`function (file:line)`; when an assertion failed after the code under test returned, the stack
+holds only the test's line, and the place is the definition of the function the failing line
+called (found through the test file's imports, hint_source.py). Without either, the hint names
+the test's line, never an invented place. What the values show (off by one, a factor of 100, a
+swapped pair, a missing return …) comes from hint_values.py and is said only when a plain test on
+the two values holds.
+
+Templates may use: {test} (the test's name), {where} (the place in the user's code as
+`function (file:line)`, else the test's file:line), {test_where} (the test's own file:line),
+{code} (` (`the source line`)` at {where}, or empty), {expected}, {got} (shortened), {stub}
+(how to stub a dependency in this framework), {diff} (the first differing key of a deep
+comparison, if one can be read), the db_* parts of a constraint failure, {subscript} (the
+lookup that raised a KeyError), {suggest} (what the evidence shows, as a clause or empty), and
+the named groups of the rule's patterns. Assertion failures whose values can be read
+(VALUE_RULES) get the composed value hint instead of their template.
 """
 
 from __future__ import annotations
@@ -17,15 +31,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
+from greenloop import hint_values
 from greenloop.errors import UsageError
+from greenloop.hint_source import Call, Sources, call_in
 from greenloop.model import Failure
 
 __all__ = [
     "LANGUAGES",
     "RULES",
+    "VALUE_RULES",
     "Rule",
+    "Sources",
     "apply",
     "hint_for",
     "match",
@@ -48,6 +66,8 @@ class Rule:
     zh: str
     # (expected, got) HTTP status condition: an exact code ("401"), a class ("4xx") or "*".
     status: tuple[str, str] | None = None
+    # only for a test whose stack reaches the user's code outside the test file (else skipped)
+    needs_code_frame: bool = False
 
 
 _MS: tuple[Field, ...] = ("message", "stack")
@@ -119,10 +139,8 @@ RULES: tuple[Rule, ...] = (
             r"(?P<constraint>SQLITE_CONSTRAINT\w*|IntegrityError|(?:UNIQUE|FOREIGN KEY|NOT NULL|CHECK)"
             r" constraint failed[^\n]*|duplicate key value violates unique constraint|ER_DUP_ENTRY)",
         ),
-        "A database constraint rejected the write ({constraint}) at {where}; the code should check"
-        " for an existing row (or the missing reference) first and answer 409/400 instead of crashing.",
-        "数据库约束冲突({constraint}),位置 {where};业务层应先查再写(已存在的行或缺失的外键),"
-        "返回 409/400 而不是直接崩溃。",
+        "{db_what} in {where}{db_value}; {db_fix}.",
+        "{where} 处{db_what}{db_value};{db_fix}。",
     ),
     Rule(
         "network",
@@ -138,9 +156,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "timeout",
         _M,
+        # the runners' own timeout words only: a key or variable named "timeout" in another
+        # error (KeyError: 'timeout_ms') is not a test that never finished
         (
-            r"timed? ?out|Exceeded timeout|STACK_TRACE_ERROR|Timeout \(>[\d.]+s\)"
-            r"|Test timeout of|async callback was not invoked",
+            r"\A(?!\s*(?:\w+\.)*(?:KeyError|AttributeError|NameError|TypeError|ValueError|IndexError)\b)"
+            r"(?:.*?)(?:\btimed out\b|Exceeded timeout|STACK_TRACE_ERROR|Timeout \(>[\d.]+s\)"
+            r"|Test timeout of|async callback was not invoked)",
         ),
         "{test} never finished ({where}): look for a missing await or return on a promise, a"
         " callback that is never called, or a real dependency "
@@ -244,27 +265,44 @@ RULES: tuple[Rule, ...] = (
         "js-property-of-undefined",
         _M,
         (r"Cannot read propert(?:y|ies) of (?P<what>undefined|null)(?: \(reading '(?P<prop>[^']+)'\))?",),
-        "At {where} the code reads '{prop}' from a value that is {what}; check that the object"
+        "In {where} the code reads '{prop}' from a value that is {what}{code}; check that the object"
         " (often a request body field or a lookup result) exists before using it.",
-        "{where} 处从一个 {what} 的值上读取 '{prop}';"
+        "{where} 处从一个 {what} 的值上读取 '{prop}'{code};"
         "使用前先判断该对象(常见是请求体字段或查询结果)是否存在。",
     ),
     Rule(
         "py-none-attribute",
         _M,
         (r"'NoneType' object has no attribute '(?P<prop>[^']+)'",),
-        "At {where} the code calls .{prop} on None; the lookup or function before it returned"
-        " None (not found, or a missing return), so handle that case first.",
-        "{where} 处在 None 上访问 .{prop};之前的查询或函数返回了 None(没查到或漏了 return),先处理这种情况。",
+        "In {where} the code reads .{prop} of None{code}; the lookup or call that gave that value"
+        " returned None (not found, or a missing return), so handle that case first.",
+        "{where} 处在 None 上访问 .{prop}{code};给出该值的查询或调用返回了 None(没查到或漏了 return),"
+        "先处理这种情况。",
     ),
     Rule(
         "py-key-error",
         _M,
         (r"KeyError: (?P<key>[^\n]{1,60})",),
-        "At {where} the code indexes a dict with {key}, which is not there; use .get() with a"
-        " default or check that the data (request body, config, row) really carries that key.",
-        "{where} 处用 {key} 取字典值但该键不存在;改用 "
-        ".get() 给默认值,或确认数据(请求体、配置、行)确实带这个键。",
+        "{where} looks up the key {key}{subscript}, which that dict does not have; compare the key's"
+        " spelling with where the dict is built (or use .get() if the key is optional).",
+        "{where} 用键 {key} 取值{subscript},但该字典没有这个键;对照构建该字典的代码核对键名"
+        "(若该键可有可无,改用 .get())。",
+    ),
+    Rule(
+        "py-index-error",
+        _M,
+        (r"IndexError: (?P<detail>[^\n]{1,80})",),
+        "{where} indexes past the end of a sequence ({detail}){code}{suggest}.",
+        "{where} 的下标越界({detail}){code}{suggest}。",
+    ),
+    Rule(
+        "py-operand-types",
+        _M,
+        (r"TypeError: unsupported operand type\(s\) for (?P<op>\S+): '(?P<left>\w+)' and '(?P<right>\w+)'",),
+        "{where} applies {op} to {left} and {right}{code}; one operand has the wrong type, so"
+        " convert it where it is read (int(), float() or str()).",
+        "{where} 对 {left} 和 {right} 做 {op} 运算{code};其中一个操作数类型不对,在读入它的地方转换"
+        "(int()、float() 或 str())。",
     ),
     Rule(
         "py-argument-count",
@@ -293,6 +331,19 @@ RULES: tuple[Rule, ...] = (
         "'{name}' is used at {where} but never declared or imported there; import it or define it"
         " in that scope.",
         "{where} 处使用了 '{name}',但那里从未声明或导入;导入它或在该作用域中定义。",
+    ),
+    Rule(
+        "raised-in-code",
+        _M,
+        (
+            r"\A\s*(?:\w+\.)*(?!AssertionError|ZeroDivisionError)(?P<exc>\w*(?:Error|Exception))(?: \[\w+\])?: "
+            r"(?P<detail>[^\n]{1,120})",
+        ),
+        "{exc} '{detail}' is raised in {where}{code}, for the input the test gives at"
+        " {test_where}{test_call}; compare that input with the condition that raises.",
+        "{where} 抛出 {exc} '{detail}'{code},输入来自测试 {test_where}{test_call};"
+        "对照抛出它的条件检查这组输入。",
+        needs_code_frame=True,
     ),
     # --- assertion shapes
     Rule(
@@ -358,9 +409,9 @@ RULES: tuple[Rule, ...] = (
         "zero-division",
         _M,
         (r"ZeroDivisionError|division by zero",),
-        "The code divides by zero at {where}, which happens for empty input; guard the empty case"
-        " (return 0 or refuse the input) before dividing.",
-        "{where} 处除以零,通常出现在输入为空时;除法前先处理空输入(返回 0 或拒绝该输入)。",
+        "The code divides by zero in {where}{code}, which happens for empty input; guard the empty"
+        " case (return 0 or refuse the input) before dividing.",
+        "{where} 处除以零{code},通常出现在输入为空时;除法前先处理空输入(返回 0 或拒绝该输入)。",
     ),
     Rule(
         "unhandled-rejection",
@@ -400,17 +451,166 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+
+# Assertion failures: when their values can be read, the composed value hint replaces the template.
+VALUE_RULES = frozenset({"deep-equal", "returned-value", "fallback", "collection-length", "collection-items"})
+
 # Frames that are not the user's code.
 _NOT_USER = re.compile(
-    r"node_modules|node:internal|node:async_hooks|\(node:|<anonymous>|site-packages|dist-packages"
+    r"node_modules|node:internal|node:async_hooks|\(node:|<anonymous>\)?$|site-packages|dist-packages"
     r"|/lib/python\d|<frozen |_pytest/|/pluggy/|importlib/"
 )
 _JS_FRAME = re.compile(
-    r"(?:at .*?\(|at (?:async )?)(?:file://)?(?P<path>[^\s()]+?):(?P<line>\d+)(?::\d+)?\)?\s*$"
+    r"^(?:at\s+|❯\s+)?(?:async\s+)?(?:(?P<fn>[^\s()][^()]*?)\s+\()?(?:file://)?"
+    r"(?P<path>[^\s()]+?\.[A-Za-z0-9]+):(?P<line>\d+)(?::\d+)?\)?\s*$"
 )
 _PY_FRAME = re.compile(
-    r"(?:File \"(?P<path1>[^\"]+)\", line (?P<line1>\d+)|^(?P<path2>[^\s:]+\.py):(?P<line2>\d+))"
+    r"^(?:File \"(?P<path1>[^\"]+)\", line (?P<line1>\d+)(?:, in (?P<fn1>[\w<>.]+))?"
+    r"|(?P<path2>[^\s:]+\.py):(?P<line2>\d+)(?::(?: in (?P<fn2>[\w<>.]+))?.*)?)\s*$"
 )
+_TEST_FILE = re.compile(
+    r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]*\.py$|_test\.py$|\.(?:test|spec)\.[cm]?[jt]sx?$"
+)
+_FN_PREFIX = re.compile(r"^(?:async\s+)?(?:new\s+)?(?:Object|Module|TestContext|Test|Context|Function)\.")
+_MAX_STACK_LINES = 60
+_MAX_MESSAGE = 8000  # characters of a message the rules look at (a long diff ends well before)
+
+
+class Frame(NamedTuple):
+    fn: str | None
+    path: str
+    line: int
+    python: bool
+
+
+def _frames(stack: str) -> list[Frame]:
+    """The stack's frames in the order written (JS: deepest first; Python: outermost first)."""
+    out: list[Frame] = []
+    for raw in stack.splitlines()[:_MAX_STACK_LINES]:
+        line = raw.strip()
+        if not line or _NOT_USER.search(line):
+            continue
+        p = _PY_FRAME.match(line)
+        if p:
+            path = p.group("path1") or p.group("path2")
+            fn = p.group("fn1") or p.group("fn2")
+            out.append(Frame(fn if fn and fn != "<module>" else None, path, int(p.group("line1") or p.group("line2")), True))
+            continue
+        m = _JS_FRAME.match(line)
+        if m:
+            fn = _FN_PREFIX.sub("", m.group("fn") or "").strip() or None
+            if fn and ("<anonymous>" in fn or " " in fn):
+                fn = None
+            out.append(Frame(fn, m.group("path"), int(m.group("line")), False))
+    return out
+
+
+def _test_file(failure: Failure, frames: list[Frame]) -> str | None:
+    head = failure.test.split("::", 1)[0]
+    if "::" in failure.test and head.endswith(".py"):
+        return head
+    if failure.file and _TEST_FILE.search(failure.file):
+        return failure.file
+    for f in frames:
+        if _TEST_FILE.search(f.path):
+            return f.path
+    return failure.file
+
+
+def _code_frame(frames: list[Frame], test_file: str | None) -> Frame | None:
+    """The deepest frame in the workspace that is not the test file (dependencies are dropped)."""
+    own = [f for f in frames if f.path != test_file and not f.path.startswith("../")]
+    if not own:
+        return None
+    if frames[0].python:
+        # Python tracebacks run outermost first; greenloop's older records stored them reversed,
+        # with the test's frame last
+        return own[0] if frames[-1].path == test_file and frames[0].path != test_file else own[-1]
+    return own[0]
+
+
+def top_user_frame(failure: Failure) -> str | None:
+    """The deepest frame in the user's code (not the test file) as `file:line`, else the test's."""
+    frames = _frames(failure.stack)
+    code = _code_frame(frames, _test_file(failure, frames))
+    if code is not None:
+        return f"{code.path}:{code.line}"
+    if frames:
+        return f"{frames[0].path}:{frames[0].line}"
+    return _test_where(failure)
+
+
+def _test_where(failure: Failure) -> str | None:
+    if failure.file:
+        return f"{failure.file}:{failure.line}" if failure.line else failure.file
+    return None
+
+
+class _Evidence(NamedTuple):
+    """What the failure and the workspace's source say, computed once per failure."""
+
+    test_file: str | None
+    test_line: int | None
+    test_where: str | None
+    code: Frame | None  # the deepest frame in the user's code, not the test file
+    code_fn: str | None
+    code_line: str | None  # the source line at `code`
+    call: Call | None  # the call the test's failing line makes
+
+
+def _evidence(failure: Failure, sources: Sources | None) -> _Evidence:
+    frames = _frames(failure.stack)
+    test_file = _test_file(failure, frames)
+    in_test = [f for f in frames if f.path == test_file]
+    test_line: int | None = None
+    if in_test:
+        test_line = (in_test[-1] if in_test[0].python else in_test[0]).line
+    elif failure.file == test_file:
+        test_line = failure.line
+    if test_file and test_line:
+        test_where: str | None = f"{test_file}:{test_line}"
+    elif test_file and test_file != failure.file:
+        test_where = test_file
+    else:
+        test_where = _test_where(failure)
+    code = _code_frame(frames, test_file)
+    code_fn = code.fn if code else None
+    code_line = None
+    call = None
+    if sources is not None:
+        if code is not None:
+            code_fn = code_fn or sources.function_at(code.path, code.line)
+            code_line = sources.line(code.path, code.line)
+        src = sources.line(test_file, test_line)
+        call = call_in(src) if src else None
+    return _Evidence(test_file, test_line, test_where, code, code_fn, code_line, call)
+
+
+def _place(ev: _Evidence) -> str | None:
+    if ev.code is None:
+        return None
+    at = f"{ev.code.path}:{ev.code.line}"
+    return f"{ev.code_fn} ({at})" if ev.code_fn else at
+
+
+def _quote(code: str | None, limit: int = 70) -> str:
+    if not code:
+        return ""
+    text = code if len(code) <= limit else code[: limit - 1] + "…"
+    return f" (`{text}`)"
+
+
+def _status_pair(failure: Failure) -> tuple[int, int] | None:
+    exp, got = (failure.expected or "").strip(), (failure.got or "").strip()
+    if _STATUS.match(exp) and _STATUS.match(got):
+        return int(exp), int(got)
+    for pattern in _STATUS_PAIRS:
+        m = pattern.search(failure.message)
+        if m:
+            return int(m.group("exp")), int(m.group("got"))
+    return None
+
+
 _STATUS = re.compile(r"^[1-5]\d\d$")
 _STATUS_PAIRS = (
     # vitest/chai: "expected 500 to be 401"; node: "500 !== 401", "500 == 400"; pytest: "assert 500 == 401"
@@ -430,41 +630,8 @@ _STUB_DEFAULT = ("a stub or fake", "stub 或伪实现")
 
 
 def _short(value: str | None) -> str:
-    text = " ".join((value or "").split())
+    text = " ".join((value or "")[: _MAX_VALUE * 4].split())
     return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
-
-
-def top_user_frame(failure: Failure) -> str | None:
-    """The first stack frame in the user's code as `file:line`, else the test's file:line."""
-    for raw in failure.stack.splitlines():
-        line = raw.strip()
-        if not line or _NOT_USER.search(line):
-            continue
-        m = _JS_FRAME.search(line)
-        if m:
-            return f"{m.group('path')}:{m.group('line')}"
-        p = _PY_FRAME.search(line)
-        if p:
-            path = p.group("path1") or p.group("path2")
-            return f"{path}:{p.group('line1') or p.group('line2')}"
-    return _test_where(failure)
-
-
-def _test_where(failure: Failure) -> str | None:
-    if failure.file:
-        return f"{failure.file}:{failure.line}" if failure.line else failure.file
-    return None
-
-
-def _status_pair(failure: Failure) -> tuple[int, int] | None:
-    exp, got = (failure.expected or "").strip(), (failure.got or "").strip()
-    if _STATUS.match(exp) and _STATUS.match(got):
-        return int(exp), int(got)
-    for pattern in _STATUS_PAIRS:
-        m = pattern.search(failure.message)
-        if m:
-            return int(m.group("exp")), int(m.group("got"))
-    return None
 
 
 def _status_ok(want: str, code: int) -> bool:
@@ -476,33 +643,41 @@ def _status_ok(want: str, code: int) -> bool:
 
 
 _PAIR = re.compile(r"['\"]?([\w$]+)['\"]?\s*:\s*('[^']*'|\"[^\"]*\"|[^,}\]]+)")
+_DIFF_KEYS = (
+    re.compile(r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{", re.M),  # pytest "Differing items"
+    re.compile(r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ", re.M),  # jest / node diff lines
+)
 
 
 def _diff_key(failure: Failure) -> str | None:
     """The first key whose value differs between expected and got (JSON, JS or Python notation)."""
-    exp: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall(failure.expected or "")}
-    got: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall(failure.got or "")}
+    exp: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.expected or "")[:2000])}
+    got: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.got or "")[:2000])}
     if exp and got:
         for key in [*exp, *(k for k in got if k not in exp)]:
             if exp.get(key) != got.get(key):
                 return key
-    text = failure.message
-    for pattern in (
-        r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{",  # pytest "Differing items"
-        r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ",  # jest / node diff lines
-    ):
-        m = re.search(pattern, text, re.M)
+    text = failure.message[:_MAX_MESSAGE]
+    for pattern in _DIFF_KEYS:
+        m = pattern.search(text)
         if m:
             return m.group("key")
     return None
 
 
 def _fields(failure: Failure, fields: Iterable[Field]) -> str:
-    return "\n".join(getattr(failure, f) or "" for f in fields)
+    return "\n".join((getattr(failure, f) or "")[:_MAX_MESSAGE] for f in fields)
 
 
-def _find(failure: Failure) -> tuple[Rule, dict[str, str]]:
+# Every rule's patterns compiled once (a run with thousands of failures tries them all per failure).
+_COMPILED: dict[str, tuple[re.Pattern[str], ...]] = {
+    rule.id: tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in rule.patterns) for rule in RULES
+}
+
+
+def _find(failure: Failure, ev: _Evidence | None = None) -> tuple[Rule, dict[str, str]]:
     pair = _status_pair(failure)
+    texts: dict[tuple[Field, ...], str] = {}
     for rule in RULES:
         groups: dict[str, str] = {}
         if rule.status is not None:
@@ -511,10 +686,15 @@ def _find(failure: Failure) -> tuple[Rule, dict[str, str]]:
             ):
                 continue
             groups.update(expected=str(pair[0]), got=str(pair[1]))
-        text = _fields(failure, rule.fields)
+        # (a setup hook's or a load's own error is said by the hook and load rules below)
+        if rule.needs_code_frame and (ev is None or ev.code is None or failure.kind != "test"):
+            continue
+        if rule.fields not in texts:
+            texts[rule.fields] = _fields(failure, rule.fields)
+        text = texts[rule.fields]
         matched = True
-        for pattern in rule.patterns:
-            m = re.search(pattern, text, re.IGNORECASE | re.DOTALL)
+        for pattern in _COMPILED[rule.id]:
+            m = pattern.search(text)
             if m is None:
                 matched = False
                 break
@@ -526,7 +706,7 @@ def _find(failure: Failure) -> tuple[Rule, dict[str, str]]:
 
 def match(failure: Failure) -> str:
     """The id of the rule that explains `failure` ("fallback" when none does)."""
-    return _find(failure)[0].id
+    return _find(failure, _evidence(failure, None))[0].id
 
 
 def _check_language(language: str) -> None:
@@ -534,14 +714,199 @@ def _check_language(language: str) -> None:
         raise UsageError(f"hint_language must be one of {', '.join(LANGUAGES)}, not {language!r}")
 
 
-def hint_for(failure: Failure, *, framework: str | None = None, language: str = "en") -> str:
-    """One or two sentences naming the likely cause of `failure` and where to look."""
+# --- database constraints: which constraint, on which column, with which value
+_DB_FAILED = re.compile(r"(UNIQUE|NOT NULL|FOREIGN KEY|CHECK|PRIMARY KEY) constraint failed(?::\s*([\w.]+(?:,\s*[\w.]+)*))?")
+_DB_CODE = re.compile(r"SQLITE_CONSTRAINT_(UNIQUE|NOTNULL|FOREIGNKEY|CHECK|PRIMARYKEY)")
+_DB_PG_KEY = re.compile(r"Key \(([^)]{1,80})\)=\(([^)]{0,80})\) already exists")
+_DB_DUP = re.compile(r"Duplicate entry '([^']{0,80})' for key '([^']{1,80})'")
+_DB_FIX = {
+    "UNIQUE": (
+        "that value is already stored, so look the row up first and answer 409 (or give the test a fresh value)",
+        "该值已存在:先查询该行并返回 409(或让测试使用新值)",
+    ),
+    "NOT NULL": (
+        "the insert passes NULL (None/undefined) for that column: fill it in or give the column a default",
+        "插入时该列为 NULL(None/undefined):补上该值或给列设默认值",
+    ),
+    "FOREIGN KEY": (
+        "the row it refers to does not exist: create it first or check the id passed",
+        "它引用的行不存在:先创建该行或核对传入的 id",
+    ),
+}
+_DB_FIX_OTHER = (
+    "the value breaks the column's rule: validate it before writing and answer 400",
+    "该值违反列的约束:写入前先校验并返回 400",
+)
+
+
+def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
+    kind, cols, value = "", "", ""
+    m = _DB_FAILED.search(text)
+    if m:
+        kind, cols = m.group(1), m.group(2) or ""
+    c = _DB_CODE.search(text)
+    if c and not kind:
+        kind = {"NOTNULL": "NOT NULL", "FOREIGNKEY": "FOREIGN KEY", "PRIMARYKEY": "PRIMARY KEY"}.get(c.group(1), c.group(1))
+    pg = _DB_PG_KEY.search(text)
+    if pg:
+        kind, cols, value = "UNIQUE", cols or pg.group(1), pg.group(2)
+    dup = _DB_DUP.search(text)
+    if dup:
+        kind, cols, value = "UNIQUE", cols or dup.group(2), dup.group(1)
+    if not kind and re.search(r"duplicate key|unique", text, re.I):
+        kind = "UNIQUE"
+    key = "UNIQUE" if kind == "PRIMARY KEY" else kind
+    fix = _DB_FIX.get(key, _DB_FIX_OTHER)[1 if zh else 0]
+    on = f" on {cols}" if cols else ""
+    kind_txt = kind or "a"
+    named = f" ({error})" if error and "constraint failed" not in error else ""
+    if zh:
+        what = f"的写入违反了{(' ' + cols + ' 上') if cols else ''}的 {kind or ''} 约束{named}".replace("  ", " ")
+    else:
+        what = f"The write breaks the {kind_txt} constraint{on}{named}"
+    if value:
+        shown = f"'{value}'"
+        where_value = f"(冲突的值是 {shown})" if zh else f": the value {shown} collides"
+    elif ev.call is not None and ev.test_where:
+        where_value = (
+            f"(值来自测试 {ev.test_where} 的调用 `{ev.call.text}`)"
+            if zh
+            else f" (the value comes from the test's call at {ev.test_where}: `{ev.call.text}`)"
+        )
+    else:
+        where_value = ""
+    return {"db_what": what, "db_value": where_value, "db_fix": fix}
+
+
+# --- the composed hint of an assertion whose values can be read
+_WHERE_LINE = re.compile(r"^\s*\+\s*where (?P<value>.+?) = (?P<call>.+?)\s*$", re.M)
+_FUNC_REPR = re.compile(r"<(?:function|bound method) ([\w.]+)(?: of [^>]*)? at 0x[0-9a-f.]+>")
+_ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (?P<got>.+?) (?:==|is) (?P<exp>.+?)\s*$", re.M)
+_NODE_PAIR = re.compile(r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M)  # node: actual !== expected
+_CALL_TEXT = re.compile(r"^((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\(")
+_JS_FRAMEWORKS = ("vitest", "jest", "node:test")
+_PY_WORDS = re.compile(r"\b(True|False|None)\b")
+_TO_JS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _pytest_call(message: str) -> tuple[Call | None, str | None]:
+    """The call and its value from pytest's first `where` line, with `<function f at 0x…>` named."""
+    m = _WHERE_LINE.search(message[:_MAX_MESSAGE])
+    if not m:
+        return None, None
+    text = m.group("call")
+    for sub in _WHERE_LINE.finditer(message[:_MAX_MESSAGE]):
+        if sub.group("value").startswith("<"):
+            text = text.replace(sub.group("value"), sub.group("call"))
+    text = _FUNC_REPR.sub(lambda f: f.group(1), text)
+    c = _CALL_TEXT.match(text)
+    if not c:
+        return None, m.group("value")
+    shown = text if len(text) <= 80 else text[:79] + "…"
+    return Call(c.group(1).rstrip("."), c.group(2), shown), m.group("value")
+
+
+def _shown(text: str | None) -> str:
+    """A printed value as the hint quotes it: strings quoted (node prints them bare), node's
+    multi-line objects on one line, long values shortened."""
+    if text is None:
+        return ""
+    value = hint_values.parse_value(text)
+    if hint_values.is_parsed(value) and ("\n" in text.strip() or (isinstance(value, str) and value == text.strip())):
+        return hint_values.show(value)
+    return _short(text)
+
+
+def _value_hint(
+    failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, js: bool
+) -> str | None:
+    message = failure.message[:_MAX_MESSAGE]
+    call, where_value = _pytest_call(message)
+    call = call or ev.call
+    exp, got = failure.expected, failure.got
+    if got is None and where_value is not None:
+        got = where_value
+    if exp is None or got is None:
+        a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message)
+        if a and "..." not in a.group(0):
+            got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
+    words = " ".join(x for x in (call.text if call else "", failure.test) if x)
+    finding = hint_values.compare_texts(got, exp, words) or hint_values.diff_from_message(message, words)
+    origin: str | None = _place(ev)
+    definition: tuple[str, int] | None = None
+    if origin is None and call is not None and sources is not None and ev.test_file:
+        definition = sources.definition(ev.test_file, call)
+        if definition is not None:
+            origin = f"{call.name} ({definition[0]}:{definition[1]})"
+    if finding is None and origin is None and call is None:
+        return None
+    if finding is None and not (exp or got):
+        return None
+    subject = call.text if call else ("该值" if zh else "The value")
+    tw = ev.test_where or ("测试" if zh else "the test")
+    g, e = _shown(got), _shown(exp)
+    if finding is not None and not finding.detail_en and ("..." in (got or "") or "..." in (exp or "")):
+        # pytest shortened both values (`{'email': 'ad...'name': 'Ada'}`): the finding says the rest
+        body = (
+            f"{subject} 的返回值与 {tw} 处测试的期望不同" if zh
+            else f"{subject} returned a value unlike the one the test at {tw} expects"
+        )
+    elif finding is not None and finding.detail_en:
+        detail = finding.detail_zh if zh else finding.detail_en
+        body = f"{subject} 的返回值中 {detail}({tw} 处的测试)" if zh else f"{subject} returned a value whose {detail} (the test at {tw})"
+    elif zh:
+        body = f"{subject} 返回了 {g or '?'},而 {tw} 处的测试期望 {e or '另一个值'}"
+    else:
+        body = f"{subject} returned {g or '?'} where the test at {tw} expects {e or 'a different value'}"
+    if origin:
+        body += f";该值来自 {origin}" if zh else f"; it comes from {origin}"
+    if finding is not None:
+        says = finding.zh if zh else finding.en
+        if finding.kind == "no-return" and definition is not None and sources is not None:
+            if sources.returns(*definition) is False:
+                none = "undefined" if js else "None"
+                says = (
+                    f"{call.name if call else '该函数'} 里没有任何带值的 return,所以返回 {none}"
+                    if zh
+                    else f"it has no return statement with a value, so every call gives {none}"
+                )
+        if js:
+            says = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], says)
+            body = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], body) if finding.detail_en else body
+        second = says
+    elif origin:
+        name = origin.split(" (", 1)[0]
+        second = f"用这组输入逐步检查 {name}" if zh else f"Follow {name} with that input"
+    else:
+        second = "检查代码对这组输入如何计算该值" if zh else "Check how the code computes it for that input"
+    if zh:
+        return f"{body}。{second}。"
+    return f"{body}. {second[0].upper()}{second[1:]}."
+
+
+def hint_for(
+    failure: Failure,
+    *,
+    framework: str | None = None,
+    language: str = "en",
+    sources: Sources | None = None,
+) -> str:
+    """One or two sentences naming the failing expression, the values, and the place in the
+    user's code that produced them. `sources` (one per run) lets the hint read the workspace's
+    files for the failing line and the called function's definition."""
     _check_language(language)
-    rule, groups = _find(failure)
+    ev = _evidence(failure, sources)
+    rule, groups = _find(failure, ev)
     zh = language == "zh"
-    where = top_user_frame(failure)
-    test_where = _test_where(failure) or where
     fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
+    if rule.id in VALUE_RULES:
+        composed = _value_hint(failure, ev, sources, zh, fw in _JS_FRAMEWORKS)
+        if composed is not None:
+            return composed
+    place = _place(ev)
+    frames_where = top_user_frame(failure)
+    where = place or (ev.test_where if ev.test_line else None) or frames_where
+    test_where = ev.test_where or where
     stub = _STUBS.get(fw or "", _STUB_DEFAULT)[1 if zh else 0]
     expected, got = _short(failure.expected), _short(failure.got)
     first = _short(failure.message.strip().splitlines()[0] if failure.message.strip() else "")
@@ -571,17 +936,49 @@ def hint_for(failure: Failure, *, framework: str | None = None, language: str = 
         "url": "",
         "what": "undefined",
         "prop": "?",
+        "code": _quote(ev.code_line) if place else "",
+        "subscript": "",
+        "suggest": "",
+        "test_call": f" (`{ev.call.text}`)" if ev.call else "",
     }
     values.update({k: _short(v) for k, v in groups.items() if k not in ("expected", "got") or not values[k]})
+    if rule.id == "py-key-error":
+        values["subscript"] = _subscript(groups.get("key", ""), ev.code_line, zh)
+    elif rule.id == "py-index-error" and ev.code_line and "[len(" in ev.code_line.replace(" ", ""):
+        values["suggest"] = (
+            ":下标等于 len() 已越过最后一个元素(差 1)" if zh
+            else ": an index equal to len() is one past the last item (off by one)"
+        )
+    elif rule.id == "db-constraint":
+        values.update(_db_parts(_fields(failure, rule.fields), ev, groups.get("constraint", ""), zh))
     return (rule.zh if zh else rule.en).format_map(values)
 
 
+def _subscript(key: str, code_line: str | None, zh: bool) -> str:
+    """` in `settings["timeout_ms"]`` (the lookup of `key` in the failing line), or the line."""
+    if not code_line:
+        return ""
+    inner = re.escape(key.strip().strip("'\""))
+    m = re.search(r"[\w.\])]+\[\s*['\"]?" + inner + r"['\"]?\s*\]", code_line)
+    text = m.group(0) if m else code_line
+    text = text if len(text) <= 70 else text[:69] + "…"
+    return f"(`{text}`)" if zh else f" in `{text}`"
+
+
 def apply(
-    failures: Iterable[Failure], *, framework: str | None = None, language: str = "en"
+    failures: Iterable[Failure],
+    *,
+    framework: str | None = None,
+    language: str = "en",
+    root: str | None = None,
 ) -> tuple[Failure, ...]:
-    """Copies of `failures` whose empty hints are filled (a hint already written is kept)."""
+    """Copies of `failures` whose empty hints are filled (a hint already written is kept).
+    `root`: the folder the runner ran in, whose files the hints may read (once each)."""
     _check_language(language)
+    sources = Sources(root) if root else None
     return tuple(
-        f if f.hint.strip() else f._replace(hint=hint_for(f, framework=framework, language=language))
+        f
+        if f.hint.strip()
+        else f._replace(hint=hint_for(f, framework=framework, language=language, sources=sources))
         for f in failures
     )

@@ -1,0 +1,263 @@
+"""Source lines for hints: the failing line, the function around it, where a called function lives.
+
+A stack names file:line, not what is written there: the failing expression (`settings["timeout_ms"]`,
+`expect(cart.total(items)).toBe(18)`) and the enclosing function are read from the workspace's
+files. When an assertion fails after the code under test has returned, the stack holds only the
+test's line; the function that produced the value is then the one the test called, found through
+the test file's imports (`require('../code/cart.js')`, `import billing`) and its definition.
+
+Everything is bounded and cached per Sources object (one per run): a file is read once, files
+over 256 KiB or outside the root are not read, and a failed lookup costs one dictionary miss the
+next time. Without a root (hints computed from a stored record) every lookup answers None.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+__all__ = ["Call", "Sources", "call_in", "enclosing"]
+
+_MAX_FILE = 256 * 1024
+_MAX_FILES = 256
+_SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "site-packages", "__pycache__", "dist", "build", ".tox"}
+
+_PY_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
+_JS_DEF = re.compile(
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\("
+    r"|^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)"
+    r"|^\s*(?:static\s+)?(?:async\s+)?([A-Za-z_$][\w$]*)\s*\([^)]*\)\s*\{"
+    r"|^\s*([A-Za-z_$][\w$]*)\s*:\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>)"
+)
+_JS_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
+# `const cart = require('../code/cart.js')`, `const { total } = require(...)`, `import x from '...'`
+_JS_REQUIRE = re.compile(
+    r"(?:const|let|var)\s+(\{[^}]*\}|[\w$]+)\s*=\s*require\(\s*['\"]([^'\"]+)['\"]\s*\)"
+    r"|import\s+(?:(\* as [\w$]+|[\w$]+)\s*,?\s*)?(\{[^}]*\})?\s*from\s*['\"]([^'\"]+)['\"]"
+)
+_PY_IMPORT = re.compile(r"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?|^\s*from\s+([\w.]+)\s+import\s+\(?([\w\s,]+)\)?", re.M)
+_JS_EXTS = ("", ".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", "/index.js", "/index.ts")
+
+
+class Call(NamedTuple):
+    """A call in a line of code: `qualifier.name(args)` (qualifier may be empty)."""
+
+    qualifier: str
+    name: str
+    text: str  # the call as written, shortened
+
+
+def _strip_line(line: str) -> str:
+    return " ".join(line.split())
+
+
+def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
+    """(function name, its def line) around 1-based `lineno`, by walking up to a def."""
+    if not 0 < lineno <= len(lines):
+        return None
+    target = lines[lineno - 1]
+    indent = len(target) - len(target.lstrip())
+    for i in range(lineno - 1, max(-1, lineno - 400), -1):
+        line = lines[i]
+        m = _PY_DEF.match(line)
+        if m and (len(line) - len(line.lstrip()) < indent or i == lineno - 1):
+            return m.group(1), i + 1
+        j = _JS_DEF.match(line)
+        if j:
+            name = next(g for g in j.groups() if g)
+            if name not in _JS_KEYWORDS:
+                return name, i + 1
+    return None
+
+
+_CALL = re.compile(r"((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\s*\(")
+_NOT_CALLED = {
+    "expect", "assert", "require", "it", "test", "describe", "len", "str", "int", "float", "list",
+    "dict", "set", "tuple", "sorted", "print", "repr", "Number", "String", "JSON", "toBe", "toEqual",
+    "toStrictEqual", "deepStrictEqual", "strictEqual", "equal", "deepEqual", "notStrictEqual", "ok",
+    "isinstance", "type", "round", "abs", "sum", "min", "max", "Object", "Array", "Math", "raises",
+    "approx", "then", "map", "filter", "push", "keys", "values", "items", "get", "resolves", "rejects",
+}
+
+
+def _balanced(text: str, start: int) -> int:
+    """Index just past the parenthesis group that opens at text[start]."""
+    depth = 0
+    quote = ""
+    for i in range(start, min(len(text), start + 400)):
+        ch = text[i]
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return min(len(text), start + 400)
+
+
+def call_in(line: str) -> Call | None:
+    """The first call of a function under test in a test line (`expect(`, `assert` are skipped)."""
+    for m in _CALL.finditer(line):
+        name = m.group(2)
+        qual = m.group(1).rstrip(".")
+        if name in _NOT_CALLED or qual.split(".")[0] in ("assert", "expect", "Math", "JSON", "Object", "console"):
+            continue
+        end = _balanced(line, m.end() - 1)
+        text = line[m.start() : end]
+        return Call(qual, name, text if len(text) <= 80 else text[:79] + "…")
+    return None
+
+
+class Sources:
+    """Cached, bounded reads of the workspace's source files under `root`."""
+
+    def __init__(self, root: str | None) -> None:
+        self.root = os.path.realpath(root) if root else None
+        self._files: dict[str, list[str] | None] = {}
+        self._defs: dict[tuple[str, str, str], tuple[str, int] | None] = {}
+        self._py_modules: dict[str, str | None] = {}
+
+    def lines(self, file: str | None) -> list[str] | None:
+        if not file or self.root is None:
+            return None
+        if file in self._files:
+            return self._files[file]
+        lines: list[str] | None = None
+        path = os.path.realpath(os.path.join(self.root, file))
+        if len(self._files) < _MAX_FILES and path.startswith(self.root + os.sep):
+            try:
+                if os.path.getsize(path) <= _MAX_FILE:
+                    with open(path, encoding="utf-8", errors="replace") as fh:
+                        lines = fh.read().splitlines()
+            except OSError:
+                lines = None
+        self._files[file] = lines
+        return lines
+
+    def line(self, file: str | None, lineno: int | None) -> str | None:
+        lines = self.lines(file)
+        if lines is None or lineno is None or not 0 < lineno <= len(lines):
+            return None
+        return _strip_line(lines[lineno - 1])
+
+    def function_at(self, file: str | None, lineno: int | None) -> str | None:
+        lines = self.lines(file)
+        if lines is None or lineno is None:
+            return None
+        found = enclosing(lines, lineno)
+        return found[0] if found else None
+
+    def returns(self, file: str, def_line: int) -> bool | None:
+        """Whether the function defined at `def_line` has any `return` with a value (None: unknown)."""
+        lines = self.lines(file)
+        if lines is None or not 0 < def_line <= len(lines):
+            return None
+        head = lines[def_line - 1]
+        indent = len(head) - len(head.lstrip())
+        py = bool(_PY_DEF.match(head))
+        if "=>" in head and "{" not in head.split("=>", 1)[1]:
+            return True  # an arrow function with an expression body returns it
+        for line in lines[def_line : def_line + 200]:
+            stripped = line.strip()
+            if not stripped:
+                continue
+            ind = len(line) - len(line.lstrip())
+            if (py and ind <= indent) or (not py and ind <= indent and stripped.startswith("}")):
+                break
+            if re.match(r"return\s+\S", stripped) or re.match(r"return\s*\(", stripped):
+                return True
+        return False
+
+    def definition(self, test_file: str, call: Call) -> tuple[str, int] | None:
+        """(file, line) where the function `call` names is defined, found through the test's imports."""
+        key = (test_file, call.qualifier, call.name)
+        if key not in self._defs:
+            self._defs[key] = self._find_definition(test_file, call)
+        return self._defs[key]
+
+    def _find_definition(self, test_file: str, call: Call) -> tuple[str, int] | None:
+        lines = self.lines(test_file)
+        if lines is None:
+            return None
+        text = "\n".join(lines[:300])
+        base = call.qualifier.split(".")[-1] if call.qualifier else ""
+        module: str | None = None
+        if test_file.endswith(".py"):
+            module = self._py_module_for(text, base, call.name)
+        else:
+            for m in _JS_REQUIRE.finditer(text):
+                names = " ".join(g for g in (m.group(1), m.group(3), m.group(4)) if g)
+                spec = m.group(2) or m.group(5)
+                bound = re.findall(r"[\w$]+", names.replace("* as", ""))
+                if (base and base in bound) or (not base and call.name in bound):
+                    module = self._js_module(test_file, spec)
+                    break
+        if module is None:
+            return None
+        mod_lines = self.lines(module)
+        if mod_lines is None:
+            return None
+        for i, line in enumerate(mod_lines):
+            m = _PY_DEF.match(line) or _JS_DEF.match(line)
+            if m and call.name in m.groups():
+                return module, i + 1
+        return None
+
+    def _js_module(self, test_file: str, spec: str) -> str | None:
+        if not spec.startswith("."):
+            return None  # a package, not the user's code
+        base = os.path.normpath(os.path.join(os.path.dirname(test_file), spec))
+        for ext in _JS_EXTS:
+            if self.lines(base + ext) is not None:
+                return base + ext
+        return None
+
+    def _py_module_for(self, text: str, base: str, name: str) -> str | None:
+        for m in _PY_IMPORT.finditer(text):
+            if m.group(1):  # import a.b [as c]
+                alias = m.group(2) or m.group(1).split(".")[-1]
+                if base and alias == base:
+                    return self._py_file(m.group(1))
+            elif m.group(3):
+                names = [n.strip().split(" as ")[0] for n in m.group(4).split(",")]
+                if base and base in names:
+                    return self._py_file(f"{m.group(3)}.{base}") or self._py_file(m.group(3))
+                if not base and name in names:
+                    return self._py_file(m.group(3))
+        return None
+
+    def _py_file(self, dotted: str) -> str | None:
+        """The workspace file of a module: the package path under the root, src/, or any folder."""
+        if dotted in self._py_modules:
+            return self._py_modules[dotted]
+        rel = dotted.replace(".", "/")
+        found: str | None = None
+        for cand in (f"{rel}.py", f"{rel}/__init__.py", f"src/{rel}.py", f"src/{rel}/__init__.py"):
+            if self.lines(cand) is not None:
+                found = cand
+                break
+        if found is None and self.root is not None:
+            found = self._search(f"{rel}.py")
+        self._py_modules[dotted] = found
+        return found
+
+    def _search(self, tail: str) -> str | None:
+        """A file ending in `tail` within three folder levels (a test's sys.path insert, e.g. code/)."""
+        assert self.root is not None
+        root_depth = self.root.count(os.sep)
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+            if dirpath.count(os.sep) - root_depth >= 3:
+                dirnames[:] = []
+            name = os.path.basename(tail)
+            if name in filenames:
+                rel = os.path.relpath(os.path.join(dirpath, name), self.root)
+                if rel.endswith(tail):
+                    return rel
+        return None
