@@ -21,7 +21,17 @@ __all__ = ["Call", "Sources", "call_in", "enclosing"]
 
 _MAX_FILE = 256 * 1024
 _MAX_FILES = 256
-_SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "site-packages", "__pycache__", "dist", "build", ".tox"}
+_SKIP_DIRS = {
+    "node_modules",
+    ".git",
+    ".venv",
+    "venv",
+    "site-packages",
+    "__pycache__",
+    "dist",
+    "build",
+    ".tox",
+}
 
 _PY_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
 _JS_DEF = re.compile(
@@ -36,7 +46,9 @@ _JS_REQUIRE = re.compile(
     r"(?:const|let|var)\s+(\{[^}]*\}|[\w$]+)\s*=\s*require\(\s*['\"]([^'\"]+)['\"]\s*\)"
     r"|import\s+(?:(\* as [\w$]+|[\w$]+)\s*,?\s*)?(\{[^}]*\})?\s*from\s*['\"]([^'\"]+)['\"]"
 )
-_PY_IMPORT = re.compile(r"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?|^\s*from\s+([\w.]+)\s+import\s+\(?([\w\s,]+)\)?", re.M)
+_PY_IMPORT = re.compile(
+    r"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?|^\s*from\s+([\w.]+)\s+import\s+\(?([\w\s,]+)\)?", re.M
+)
 _JS_EXTS = ("", ".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", "/index.js", "/index.ts")
 
 
@@ -73,11 +85,57 @@ def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
 
 _CALL = re.compile(r"((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\s*\(")
 _NOT_CALLED = {
-    "expect", "assert", "require", "it", "test", "describe", "len", "str", "int", "float", "list",
-    "dict", "set", "tuple", "sorted", "print", "repr", "Number", "String", "JSON", "toBe", "toEqual",
-    "toStrictEqual", "deepStrictEqual", "strictEqual", "equal", "deepEqual", "notStrictEqual", "ok",
-    "isinstance", "type", "round", "abs", "sum", "min", "max", "Object", "Array", "Math", "raises",
-    "approx", "then", "map", "filter", "push", "keys", "values", "items", "get", "resolves", "rejects",
+    "expect",
+    "assert",
+    "require",
+    "it",
+    "test",
+    "describe",
+    "len",
+    "str",
+    "int",
+    "float",
+    "list",
+    "dict",
+    "set",
+    "tuple",
+    "sorted",
+    "print",
+    "repr",
+    "Number",
+    "String",
+    "JSON",
+    "toBe",
+    "toEqual",
+    "toStrictEqual",
+    "deepStrictEqual",
+    "strictEqual",
+    "equal",
+    "deepEqual",
+    "notStrictEqual",
+    "ok",
+    "isinstance",
+    "type",
+    "round",
+    "abs",
+    "sum",
+    "min",
+    "max",
+    "Object",
+    "Array",
+    "Math",
+    "raises",
+    "approx",
+    "then",
+    "map",
+    "filter",
+    "push",
+    "keys",
+    "values",
+    "items",
+    "get",
+    "resolves",
+    "rejects",
 }
 
 
@@ -106,7 +164,14 @@ def call_in(line: str) -> Call | None:
     for m in _CALL.finditer(line):
         name = m.group(2)
         qual = m.group(1).rstrip(".")
-        if name in _NOT_CALLED or qual.split(".")[0] in ("assert", "expect", "Math", "JSON", "Object", "console"):
+        if name in _NOT_CALLED or qual.split(".")[0] in (
+            "assert",
+            "expect",
+            "Math",
+            "JSON",
+            "Object",
+            "console",
+        ):
             continue
         end = _balanced(line, m.end() - 1)
         text = line[m.start() : end]
@@ -204,8 +269,8 @@ class Sources:
         if mod_lines is None:
             return None
         for i, line in enumerate(mod_lines):
-            m = _PY_DEF.match(line) or _JS_DEF.match(line)
-            if m and call.name in m.groups():
+            found = _PY_DEF.match(line) or _JS_DEF.match(line)
+            if found and call.name in found.groups():
                 return module, i + 1
         return None
 

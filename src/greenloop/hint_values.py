@@ -134,7 +134,9 @@ def show(value: object) -> str:
     return text if len(text) <= _SHOW else text[: _SHOW - 1] + "…"
 
 
-_MONEY = re.compile(r"price|cent|euro|eur\b|usd|dollar|amount|total|subtotal|cost|tax|fee|money|balance", re.I)
+_MONEY = re.compile(
+    r"price|cent|euro|eur\b|usd|dollar|amount|total|subtotal|cost|tax|fee|money|balance", re.I
+)
 _TIME = re.compile(r"ms\b|milli|second|timeout|delay|elapsed|duration|interval|_s\b|time", re.I)
 _PERCENT = re.compile(r"percent|ratio|rate|share|fraction", re.I)
 
@@ -156,12 +158,14 @@ def _factor(got: float, exp: float, words: str) -> Finding | None:
     for base in (1000000, 1000, 100, 10):
         for ratio, bigger in ((got / exp, "got"), (exp / got, "expected")):
             if math.isclose(ratio, base, rel_tol=1e-9):
-                times = f"{base:,}".replace(",", " ")
+                times = str(base)
                 if bigger == "got":
                     side_en = f"the value is {times}× the expected one"
                 else:
                     side_en = f"the value is 1/{times} of the expected one"
-                side_zh = f"实际值是期望值的 {times} 倍" if bigger == "got" else f"实际值只有期望值的 1/{times}"
+                side_zh = (
+                    f"实际值是期望值的 {times} 倍" if bigger == "got" else f"实际值只有期望值的 1/{times}"
+                )
                 unit_en = unit_zh = ""
                 if base == 100 and _PERCENT.search(words):
                     unit_en, unit_zh = " (a fraction vs a percentage)", "(小数与百分数混用)"
@@ -181,7 +185,11 @@ def _factor(got: float, exp: float, words: str) -> Finding | None:
 
 def _numbers(got: float, exp: float, words: str, got_raw: object, exp_raw: object) -> Finding | None:
     if got == -exp and got != 0:
-        return Finding("sign", "the sign is flipped (operands of a subtraction swapped?)", "符号相反(减法的两个操作数是否写反了?)")
+        return Finding(
+            "sign",
+            "the sign is flipped (operands of a subtraction swapped?)",
+            "符号相反(减法的两个操作数是否写反了?)",
+        )
     if isinstance(got_raw, int) and isinstance(exp_raw, int) and abs(got - exp) == 1:
         which = "one too few" if got < exp else "one too many"
         which_zh = "少了 1" if got < exp else "多了 1"
@@ -194,10 +202,11 @@ def _numbers(got: float, exp: float, words: str, got_raw: object, exp_raw: objec
     if factor is not None:
         return factor
     places = max(_decimals(exp_raw), _decimals(got_raw))
-    if places and abs(got - exp) <= 10 ** -places + 1e-12:
+    if places and abs(got - exp) <= 10**-places + 1e-12:
         return Finding(
             "rounding",
-            f"the values differ only in the last decimal place: rounding (truncating instead of rounding, or a float error)",
+            "the values differ only in the last decimal place: rounding"
+            " (truncating instead of rounding, or a float error)",
             "两个值只差最后一位小数:是取整方式问题(截断而非四舍五入,或浮点误差)",
         )
     if abs(got - exp) < 1e-9 * max(1.0, abs(exp)):
@@ -213,7 +222,7 @@ def _strings(got: str, exp: str) -> Finding | None:
     if got.lower() == exp.lower():
         return Finding("case", "only the letter case differs", "只有大小写不同")
     if got.strip() == exp.strip() or " ".join(got.split()) == " ".join(exp.split()):
-        extra = repr(got[len(got.rstrip()):] or got[: len(got) - len(got.lstrip())] or " ")
+        extra = repr(got[len(got.rstrip()) :] or got[: len(got) - len(got.lstrip())] or " ")
         return Finding(
             "whitespace",
             f"only whitespace differs (got has {extra}): strip it or fix the concatenation",
@@ -231,22 +240,29 @@ def _strings(got: str, exp: str) -> Finding | None:
         if len(moved) == 2:
             return Finding(
                 "swapped",
-                f"the parts {moved[0]!r} and {moved[1]!r} are swapped: two arguments or fields in the wrong order",
+                f"the parts {moved[0]!r} and {moved[1]!r} are swapped:"
+                " two arguments or fields in the wrong order",
                 f"{moved[0]!r} 与 {moved[1]!r} 位置互换:两个参数或字段顺序写反了",
             )
         return Finding("swapped", "the same parts in another order", "内容相同但顺序不同")
     if exp.startswith(got) and got:
-        return Finding("truncated", f"the text is cut short after {len(got)} characters", f"文本在第 {len(got)} 个字符处被截断")
+        return Finding(
+            "truncated",
+            f"the text is cut short after {len(got)} characters",
+            f"文本在第 {len(got)} 个字符处被截断",
+        )
     if got.startswith(exp) and exp:
         return Finding(
-            "extra-text", f"the text has extra {got[len(exp):][:20]!r} at the end", f"文本末尾多了 {got[len(exp):][:20]!r}"
+            "extra-text",
+            f"the text has extra {got[len(exp) :][:20]!r} at the end",
+            f"文本末尾多了 {got[len(exp) :][:20]!r}",
         )
     return None
 
 
 def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
     if len(got) < len(exp) and exp[: len(got)] == got:
-        missing = exp[len(got):]
+        missing = exp[len(got) :]
         n = len(missing)
         one = " (a slice or loop bound one short)" if n == 1 else ""
         one_zh = "(切片或循环边界少了一个)" if n == 1 else ""
@@ -256,16 +272,26 @@ def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
             f"列表被截短:缺少末尾 {n} 个元素 {show(missing)}{one_zh}",
         )
     if len(got) > len(exp) and got[: len(exp)] == exp:
-        return Finding("extra-items", f"the list has extra item(s) {show(got[len(exp):])} at the end", f"列表末尾多了 {show(got[len(exp):])}")
+        return Finding(
+            "extra-items",
+            f"the list has extra item(s) {show(got[len(exp) :])} at the end",
+            f"列表末尾多了 {show(got[len(exp) :])}",
+        )
     if len(got) == len(exp):
         if got == exp[::-1] and len(got) > 1:
-            return Finding("order", "the same items in reverse order (sort direction)", "元素相同但顺序相反(排序方向写反)")
+            return Finding(
+                "order",
+                "the same items in reverse order (sort direction)",
+                "元素相同但顺序相反(排序方向写反)",
+            )
         try:
             same = sorted(map(repr, got)) == sorted(map(repr, exp))
         except TypeError:  # pragma: no cover - repr always sorts
             same = False
         if same:
-            return Finding("order", "the same items in another order (sorting)", "元素相同但顺序不同(排序问题)")
+            return Finding(
+                "order", "the same items in another order (sorting)", "元素相同但顺序不同(排序问题)"
+            )
         diffs = [i for i, (g, e) in enumerate(zip(got, exp, strict=True)) if g != e]
         if len(diffs) == 1:
             i = diffs[0]
@@ -289,8 +315,10 @@ def _dicts(got: dict[object, object], exp: dict[object, object], words: str) -> 
         at_zh = f"{k!s} 是 {show(got[k])},期望 {show(exp[k])}"
         if inner is not None and not missing and not extra:
             return inner._replace(detail_en=at_en, detail_zh=at_zh)
-        return Finding("key-value", at_en, at_zh, at_en, at_zh) if inner is None else inner._replace(
-            detail_en=at_en, detail_zh=at_zh
+        return (
+            Finding("key-value", at_en, at_zh, at_en, at_zh)
+            if inner is None
+            else inner._replace(detail_en=at_en, detail_zh=at_zh)
         )
     if missing:
         k = missing[0]
@@ -342,7 +370,8 @@ def compare(got: object, exp: object, words: str = "") -> Finding | None:
     if isinstance(got, bool) and isinstance(exp, bool):
         return Finding(
             "boolean",
-            f"the condition gives {got} for this input: check the comparison that decides it (> vs >=, and vs or)",
+            f"the condition gives {got} for this input:"
+            " check the comparison that decides it (> vs >=, and vs or)",
             f"该条件对这组输入给出 {got}:检查决定它的比较(> 与 >=、and 与 or)",
         )
     if isinstance(got, str) and isinstance(exp, str):
@@ -401,10 +430,13 @@ def diff_from_message(message: str, words: str = "") -> Finding | None:
             if side == "Right":
                 return Finding(
                     "truncated-list",
-                    f"the list is cut short: the item {show(item)} is missing (a slice or loop bound one short)",
+                    f"the list is cut short: the item {show(item)} is missing"
+                    " (a slice or loop bound one short)",
                     f"列表被截短:缺少元素 {show(item)}(切片或循环边界少了一个)",
                 )
-            return Finding("extra-items", f"the list has the extra item {show(item)}", f"列表多了元素 {show(item)}")
+            return Finding(
+                "extra-items", f"the list has the extra item {show(item)}", f"列表多了元素 {show(item)}"
+            )
     m = _AT_INDEX.search(text)
     if m:
         got_i, exp_i = parse_value(m.group(2)), parse_value(m.group(3))

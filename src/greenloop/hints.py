@@ -336,7 +336,8 @@ RULES: tuple[Rule, ...] = (
         "raised-in-code",
         _M,
         (
-            r"\A\s*(?:\w+\.)*(?!AssertionError|ZeroDivisionError)(?P<exc>\w*(?:Error|Exception))(?: \[\w+\])?: "
+            r"\A\s*(?:\w+\.)*(?!AssertionError|ZeroDivisionError)"
+            r"(?P<exc>\w*(?:Error|Exception))(?: \[\w+\])?: "
             r"(?P<detail>[^\n]{1,120})",
         ),
         "{exc} '{detail}' is raised in {where}{code}, for the input the test gives at"
@@ -494,7 +495,14 @@ def _frames(stack: str) -> list[Frame]:
         if p:
             path = p.group("path1") or p.group("path2")
             fn = p.group("fn1") or p.group("fn2")
-            out.append(Frame(fn if fn and fn != "<module>" else None, path, int(p.group("line1") or p.group("line2")), True))
+            out.append(
+                Frame(
+                    fn if fn and fn != "<module>" else None,
+                    path,
+                    int(p.group("line1") or p.group("line2")),
+                    True,
+                )
+            )
             continue
         m = _JS_FRAME.match(line)
         if m:
@@ -715,13 +723,16 @@ def _check_language(language: str) -> None:
 
 
 # --- database constraints: which constraint, on which column, with which value
-_DB_FAILED = re.compile(r"(UNIQUE|NOT NULL|FOREIGN KEY|CHECK|PRIMARY KEY) constraint failed(?::\s*([\w.]+(?:,\s*[\w.]+)*))?")
+_DB_FAILED = re.compile(
+    r"(UNIQUE|NOT NULL|FOREIGN KEY|CHECK|PRIMARY KEY) constraint failed(?::\s*([\w.]+(?:,\s*[\w.]+)*))?"
+)
 _DB_CODE = re.compile(r"SQLITE_CONSTRAINT_(UNIQUE|NOTNULL|FOREIGNKEY|CHECK|PRIMARYKEY)")
 _DB_PG_KEY = re.compile(r"Key \(([^)]{1,80})\)=\(([^)]{0,80})\) already exists")
 _DB_DUP = re.compile(r"Duplicate entry '([^']{0,80})' for key '([^']{1,80})'")
 _DB_FIX = {
     "UNIQUE": (
-        "that value is already stored, so look the row up first and answer 409 (or give the test a fresh value)",
+        "that value is already stored, so look the row up first and answer 409"
+        " (or give the test a fresh value)",
         "该值已存在:先查询该行并返回 409(或让测试使用新值)",
     ),
     "NOT NULL": (
@@ -746,7 +757,9 @@ def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
         kind, cols = m.group(1), m.group(2) or ""
     c = _DB_CODE.search(text)
     if c and not kind:
-        kind = {"NOTNULL": "NOT NULL", "FOREIGNKEY": "FOREIGN KEY", "PRIMARYKEY": "PRIMARY KEY"}.get(c.group(1), c.group(1))
+        kind = {"NOTNULL": "NOT NULL", "FOREIGNKEY": "FOREIGN KEY", "PRIMARYKEY": "PRIMARY KEY"}.get(
+            c.group(1), c.group(1)
+        )
     pg = _DB_PG_KEY.search(text)
     if pg:
         kind, cols, value = "UNIQUE", cols or pg.group(1), pg.group(2)
@@ -761,7 +774,9 @@ def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
     kind_txt = kind or "a"
     named = f" ({error})" if error and "constraint failed" not in error else ""
     if zh:
-        what = f"的写入违反了{(' ' + cols + ' 上') if cols else ''}的 {kind or ''} 约束{named}".replace("  ", " ")
+        what = f"的写入违反了{(' ' + cols + ' 上') if cols else ''}的 {kind or ''} 约束{named}".replace(
+            "  ", " "
+        )
     else:
         what = f"The write breaks the {kind_txt} constraint{on}{named}"
     if value:
@@ -782,7 +797,9 @@ def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
 _WHERE_LINE = re.compile(r"^\s*\+\s*where (?P<value>.+?) = (?P<call>.+?)\s*$", re.M)
 _FUNC_REPR = re.compile(r"<(?:function|bound method) ([\w.]+)(?: of [^>]*)? at 0x[0-9a-f.]+>")
 _ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (?P<got>.+?) (?:==|is) (?P<exp>.+?)\s*$", re.M)
-_NODE_PAIR = re.compile(r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M)  # node: actual !== expected
+_NODE_PAIR = re.compile(
+    r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M
+)  # node: actual !== expected
 _CALL_TEXT = re.compile(r"^((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\(")
 _JS_FRAMEWORKS = ("vitest", "jest", "node:test")
 _PY_WORDS = re.compile(r"\b(True|False|None)\b")
@@ -812,14 +829,14 @@ def _shown(text: str | None) -> str:
     if text is None:
         return ""
     value = hint_values.parse_value(text)
-    if hint_values.is_parsed(value) and ("\n" in text.strip() or (isinstance(value, str) and value == text.strip())):
+    if hint_values.is_parsed(value) and (
+        "\n" in text.strip() or (isinstance(value, str) and value == text.strip())
+    ):
         return hint_values.show(value)
     return _short(text)
 
 
-def _value_hint(
-    failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, js: bool
-) -> str | None:
+def _value_hint(failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, js: bool) -> str | None:
     message = failure.message[:_MAX_MESSAGE]
     call, where_value = _pytest_call(message)
     call = call or ev.call
@@ -848,27 +865,42 @@ def _value_hint(
     if finding is not None and not finding.detail_en and ("..." in (got or "") or "..." in (exp or "")):
         # pytest shortened both values (`{'email': 'ad...'name': 'Ada'}`): the finding says the rest
         body = (
-            f"{subject} 的返回值与 {tw} 处测试的期望不同" if zh
+            f"{subject} 的返回值与 {tw} 处测试的期望不同"
+            if zh
             else f"{subject} returned a value unlike the one the test at {tw} expects"
         )
     elif finding is not None and finding.detail_en:
         detail = finding.detail_zh if zh else finding.detail_en
-        body = f"{subject} 的返回值中 {detail}({tw} 处的测试)" if zh else f"{subject} returned a value whose {detail} (the test at {tw})"
+        body = (
+            f"{subject} 的返回值中 {detail}({tw} 处的测试)"
+            if zh
+            else f"{subject} returned a value whose {detail} (the test at {tw})"
+        )
     elif zh:
         body = f"{subject} 返回了 {g or '?'},而 {tw} 处的测试期望 {e or '另一个值'}"
     else:
-        body = f"{subject} returned {g or '?'} where the test at {tw} expects {e or 'a different value'}"
+        wanted = e or "a different value"
+        body = f"{subject} returned {g or '?'} where the test at {tw} expects {wanted}"
     if origin:
         body += f";该值来自 {origin}" if zh else f"; it comes from {origin}"
     if finding is not None:
         says = finding.zh if zh else finding.en
-        if finding.kind == "no-return" and definition is not None and sources is not None:
-            if sources.returns(*definition) is False:
-                none = "undefined" if js else "None"
+        returns = sources.returns(*definition) if definition and sources else None
+        if finding.kind == "no-return" and returns is not None:
+            none = "undefined" if js else "None"
+            name = call.name if call else ("该函数" if zh else "it")
+            if returns is False:
                 says = (
-                    f"{call.name if call else '该函数'} 里没有任何带值的 return,所以返回 {none}"
+                    f"{name} 里没有任何带值的 return,所以返回 {none}"
                     if zh
                     else f"it has no return statement with a value, so every call gives {none}"
+                )
+            else:  # it does return somewhere: this input takes a branch that does not, or returns None
+                says = (
+                    f"{name} 对这组输入走到了没有 return 的分支(或显式返回了 {none})"
+                    if zh
+                    else f"{name} returns a value elsewhere, so this input takes a branch without a return"
+                    f" (or one that returns {none} on purpose)"
                 )
         if js:
             says = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], says)
@@ -946,7 +978,8 @@ def hint_for(
         values["subscript"] = _subscript(groups.get("key", ""), ev.code_line, zh)
     elif rule.id == "py-index-error" and ev.code_line and "[len(" in ev.code_line.replace(" ", ""):
         values["suggest"] = (
-            ":下标等于 len() 已越过最后一个元素(差 1)" if zh
+            ":下标等于 len() 已越过最后一个元素(差 1)"
+            if zh
             else ": an index equal to len() is one past the last item (off by one)"
         )
     elif rule.id == "db-constraint":
