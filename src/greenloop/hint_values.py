@@ -42,7 +42,7 @@ class Finding(NamedTuple):
     """What the values show, one short clause per language; `detail` names the differing part."""
 
     kind: str  # off-by-one, factor, sign, rounding, type, case, whitespace, plural, swapped, …
-    en: str
+    en: str  # empty when only the differing part is known ("key-value", "item")
     zh: str
     detail_en: str = ""
     detail_zh: str = ""
@@ -295,13 +295,18 @@ def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
         diffs = [i for i, (g, e) in enumerate(zip(got, exp, strict=True)) if g != e]
         if len(diffs) == 1:
             i = diffs[0]
-            inner = compare(got[i], exp[i], words)
+            inner = _nested(compare(got[i], exp[i], words))
             at_en = f"item [{i}] is {show(got[i])}, expected {show(exp[i])}"
             at_zh = f"第 [{i}] 个元素是 {show(got[i])},期望 {show(exp[i])}"
             if inner is not None:
                 return inner._replace(detail_en=at_en, detail_zh=at_zh)
-            return Finding("item", at_en, at_zh)
+            return Finding("item", "", "", at_en, at_zh)
     return None
+
+
+def _nested(finding: Finding | None) -> Finding | None:
+    """A finding about one field: a boolean field says nothing about a comparison in the code."""
+    return None if finding is not None and finding.kind == "boolean" else finding
 
 
 def _dicts(got: dict[object, object], exp: dict[object, object], words: str) -> Finding | None:
@@ -310,13 +315,13 @@ def _dicts(got: dict[object, object], exp: dict[object, object], words: str) -> 
     differing = [k for k in exp if k in got and got[k] != exp[k]]
     if differing:
         k = differing[0]
-        inner = compare(got[k], exp[k], f"{words} {k}")
+        inner = _nested(compare(got[k], exp[k], f"{words} {k}"))
         at_en = f"{k!s} is {show(got[k])}, expected {show(exp[k])}"
         at_zh = f"{k!s} 是 {show(got[k])},期望 {show(exp[k])}"
         if inner is not None and not missing and not extra:
             return inner._replace(detail_en=at_en, detail_zh=at_zh)
         return (
-            Finding("key-value", at_en, at_zh, at_en, at_zh)
+            Finding("key-value", "", "", at_en, at_zh)
             if inner is None
             else inner._replace(detail_en=at_en, detail_zh=at_zh)
         )
@@ -380,13 +385,7 @@ def compare(got: object, exp: object, words: str = "") -> Finding | None:
         return _lists(list(got), list(exp), words)
     if isinstance(got, dict) and isinstance(exp, dict):
         return _dicts(got, exp, words)
-    if type(got) is not type(exp) and None not in (got, exp):
-        return Finding(
-            "type",
-            f"a {type(got).__name__} where a {type(exp).__name__} is expected",
-            f"得到 {type(got).__name__},期望 {type(exp).__name__}",
-        )
-    return None
+    return None  # other type pairs ('truthy' vs False: a matcher's word, not a value) say nothing
 
 
 _JS_MORE = re.compile(r",?\s*…\(\d+\)")
@@ -445,5 +444,5 @@ def diff_from_message(message: str, words: str = "") -> Finding | None:
         at_zh = f"第 [{m.group(1)}] 个元素是 {show(got_i)},期望 {show(exp_i)}"
         if inner is not None:
             return inner._replace(detail_en=at_en, detail_zh=at_zh)
-        return Finding("item", at_en, at_zh)
+        return Finding("item", "", "", at_en, at_zh)
     return None

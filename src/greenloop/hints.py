@@ -473,6 +473,7 @@ _TEST_FILE = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]*\.py$|_test\.py$|\.(?:test|spec)\.[cm]?[jt]sx?$"
 )
 _FN_PREFIX = re.compile(r"^(?:async\s+)?(?:new\s+)?(?:Object|Module|TestContext|Test|Context|Function)\.")
+_FN_ALIAS = re.compile(r"\[as ([\w$]+)\]")
 _MAX_STACK_LINES = 60
 _MAX_MESSAGE = 8000  # characters of a message the rules look at (a long diff ends well before)
 
@@ -507,6 +508,9 @@ def _frames(stack: str) -> list[Frame]:
         m = _JS_FRAME.match(line)
         if m:
             fn = _FN_PREFIX.sub("", m.group("fn") or "").strip() or None
+            alias = _FN_ALIAS.search(fn or "")
+            if alias:  # V8's `Object.length [as titleLength]`: the name it was called by
+                fn = alias.group(1)
             if fn and ("<anonymous>" in fn or " " in fn):
                 fn = None
             out.append(Frame(fn, m.group("path"), int(m.group("line")), False))
@@ -823,20 +827,54 @@ def _pytest_call(message: str) -> tuple[Call | None, str | None]:
     return Call(c.group(1).rstrip("."), c.group(2), shown), m.group("value")
 
 
-def _shown(text: str | None) -> str:
-    """A printed value as the hint quotes it: strings quoted (node prints them bare), node's
-    multi-line objects on one line, long values shortened."""
+def _shown(text: str | None, node: bool) -> str:
+    """A printed value as the hint quotes it: node's multi-line objects on one line, node's bare
+    strings quoted (node:test prints them without quotes), long values shortened."""
     if text is None:
         return ""
     value = hint_values.parse_value(text)
     if hint_values.is_parsed(value) and (
-        "\n" in text.strip() or (isinstance(value, str) and value == text.strip())
+        "\n" in text.strip() or (node and isinstance(value, str) and value == text.strip())
     ):
         return hint_values.show(value)
     return _short(text)
 
 
-def _value_hint(failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, js: bool) -> str | None:
+def _body(call: str | None, tw: str, got: str, exp: str, detail: str, shortened: bool, zh: bool) -> str:
+    """The first sentence: the failing call (or the test's check), the two values, the test's line.
+    `shortened`: the runner cut both values (pytest's `{'email': 'ad...}`), the finding says the rest."""
+    if zh:
+        if call is None:
+            if shortened:
+                return f"{tw} 处测试检查的值与期望不同"
+            return (
+                f"{tw} 处测试检查的值中 {detail}"
+                if detail
+                else f"{tw} 处的测试得到 {got or '?'},而期望 {exp or '另一个值'}"
+            )
+        if shortened:
+            return f"{call} 的返回值与 {tw} 处测试的期望不同"
+        if detail:
+            return f"{call} 的返回值中 {detail}({tw} 处的测试)"
+        return f"{call} 返回了 {got or '?'},而 {tw} 处的测试期望 {exp or '另一个值'}"
+    if call is None:
+        if shortened:
+            return f"The value the test checks at {tw} differs from the expected one"
+        if detail:
+            return f"In the value the test checks at {tw}, {detail}"
+        return f"The test at {tw} got {got or '?'} where it expects {exp or 'a different value'}"
+    if shortened:
+        return f"{call} returned a value unlike the one the test at {tw} expects"
+    if detail:
+        return f"{call} returned a value whose {detail} (the test at {tw})"
+    return f"{call} returned {got or '?'} where the test at {tw} expects {exp or 'a different value'}"
+
+
+def _value_hint(
+    failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, framework: str | None
+) -> str | None:
+    js = framework in _JS_FRAMEWORKS
+    node = framework == "node:test"
     message = failure.message[:_MAX_MESSAGE]
     call, where_value = _pytest_call(message)
     call = call or ev.call
@@ -859,31 +897,15 @@ def _value_hint(failure: Failure, ev: _Evidence, sources: Sources | None, zh: bo
         return None
     if finding is None and not (exp or got):
         return None
-    subject = call.text if call else ("该值" if zh else "The value")
     tw = ev.test_where or ("测试" if zh else "the test")
-    g, e = _shown(got), _shown(exp)
-    if finding is not None and not finding.detail_en and ("..." in (got or "") or "..." in (exp or "")):
-        # pytest shortened both values (`{'email': 'ad...'name': 'Ada'}`): the finding says the rest
-        body = (
-            f"{subject} 的返回值与 {tw} 处测试的期望不同"
-            if zh
-            else f"{subject} returned a value unlike the one the test at {tw} expects"
-        )
-    elif finding is not None and finding.detail_en:
-        detail = finding.detail_zh if zh else finding.detail_en
-        body = (
-            f"{subject} 的返回值中 {detail}({tw} 处的测试)"
-            if zh
-            else f"{subject} returned a value whose {detail} (the test at {tw})"
-        )
-    elif zh:
-        body = f"{subject} 返回了 {g or '?'},而 {tw} 处的测试期望 {e or '另一个值'}"
-    else:
-        wanted = e or "a different value"
-        body = f"{subject} returned {g or '?'} where the test at {tw} expects {wanted}"
+    shortened = finding is not None and not finding.detail_en and "..." in f"{got}{exp}"
+    detail = (finding.detail_zh if zh else finding.detail_en) if finding is not None else ""
+    body = _body(call.text if call else None, tw, _shown(got, node), _shown(exp, node), detail, shortened, zh)
+    if js and detail:  # the finding's values are Python data: say them as the runner does
+        body = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], body)
     if origin:
         body += f";该值来自 {origin}" if zh else f"; it comes from {origin}"
-    if finding is not None:
+    if finding is not None and finding.en:
         says = finding.zh if zh else finding.en
         returns = sources.returns(*definition) if definition and sources else None
         if finding.kind == "no-return" and returns is not None:
@@ -904,7 +926,6 @@ def _value_hint(failure: Failure, ev: _Evidence, sources: Sources | None, zh: bo
                 )
         if js:
             says = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], says)
-            body = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], body) if finding.detail_en else body
         second = says
     elif origin:
         name = origin.split(" (", 1)[0]
@@ -932,7 +953,7 @@ def hint_for(
     zh = language == "zh"
     fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     if rule.id in VALUE_RULES:
-        composed = _value_hint(failure, ev, sources, zh, fw in _JS_FRAMEWORKS)
+        composed = _value_hint(failure, ev, sources, zh, fw)
         if composed is not None:
             return composed
     place = _place(ev)
