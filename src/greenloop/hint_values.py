@@ -201,6 +201,12 @@ def _numbers(got: float, exp: float, words: str, got_raw: object, exp_raw: objec
     factor = _factor(got, exp, words)
     if factor is not None:
         return factor
+    if not exp.is_integer() and got.is_integer() and got == math.trunc(exp):
+        return Finding(
+            "fraction-dropped",
+            "the fraction is dropped: an integer division (// or Math.floor) or an int() cuts it off",
+            "小数部分被丢掉了:整数除法(// 或 Math.floor)或 int() 截掉了它",
+        )
     places = max(_decimals(exp_raw), _decimals(got_raw))
     if places and abs(got - exp) <= 10**-places + 1e-12:
         return Finding(
@@ -246,6 +252,12 @@ def _strings(got: str, exp: str) -> Finding | None:
             )
         return Finding("swapped", "the same parts in another order", "内容相同但顺序不同")
     if exp.startswith(got) and got:
+        if len(exp) - len(got) == 1:
+            return Finding(
+                "truncated",
+                f"the text is one character short ({exp[-1]!r} is missing): a slice end off by one",
+                f"文本少了最后一个字符 {exp[-1]!r}:切片结束位置差 1",
+            )
         return Finding(
             "truncated",
             f"the text is cut short after {len(got)} characters",
@@ -270,6 +282,14 @@ def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
             "truncated-list",
             f"the list is cut short: the last {n} item(s) {show(missing)} are missing{one}",
             f"列表被截短:缺少末尾 {n} 个元素 {show(missing)}{one_zh}",
+        )
+    extra_items = got[len(exp) :]
+    if len(got) > len(exp) and all(item in exp for item in extra_items) and all(item in got for item in exp):
+        return Finding(
+            "duplicates",
+            f"the list repeats {show(extra_items)}:"
+            " an item is added twice (deduplicate, or a loop runs twice)",
+            f"列表重复了 {show(extra_items)}:某个元素被加了两次(需要去重,或循环多跑了一遍)",
         )
     if len(got) > len(exp) and got[: len(exp)] == exp:
         return Finding(
@@ -304,6 +324,11 @@ def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
     return None
 
 
+def _plain_key(key: object) -> str:
+    """`userId`, `user_id`, `UserID` all read `userid`."""
+    return re.sub(r"[_\-\s]", "", str(key)).lower()
+
+
 def _nested(finding: Finding | None) -> Finding | None:
     """A finding about one field: a boolean field says nothing about a comparison in the code."""
     return None if finding is not None and finding.kind == "boolean" else finding
@@ -325,6 +350,17 @@ def _dicts(got: dict[object, object], exp: dict[object, object], words: str) -> 
             if inner is None
             else inner._replace(detail_en=at_en, detail_zh=at_zh)
         )
+    if missing and extra:
+        for m_key in missing:
+            for x_key in extra:
+                same_name = _plain_key(m_key) == _plain_key(x_key)
+                if same_name or (got[x_key] == exp[m_key] and len(missing) == len(extra) == 1):
+                    return Finding(
+                        "renamed-key",
+                        f"the result names the key {x_key!r} where {m_key!r} is expected"
+                        " (same value, another name)",
+                        f"结果里的键叫 {x_key!r},期望的是 {m_key!r}(值相同,名字不同)",
+                    )
     if missing:
         k = missing[0]
         return Finding(
@@ -389,11 +425,25 @@ def compare(got: object, exp: object, words: str = "") -> Finding | None:
 
 
 _JS_MORE = re.compile(r",?\s*…\(\d+\)")
+_PENDING = re.compile(r"^(?:Promise\s*\{|<coroutine object |<Task pending|Promise<)")
 
 
 def compare_texts(got: str | None, expected: str | None, words: str = "") -> Finding | None:
     """`compare` on the printed forms of the two values. vitest shortens an object to its first
     keys (`{ subtotal: 1800, items: 2, …(1) }`): then only the keys both sides show are compared."""
+    if got and _PENDING.match(got.strip()) and not (expected and _PENDING.match(expected.strip())):
+        return Finding(
+            "not-awaited",
+            "the value is a pending Promise/coroutine, not its result: the call is missing an await",
+            "得到的是未完成的 Promise/协程而不是它的结果:调用处漏了 await",
+        )
+    if got and got.strip() == "NaN" and expected and _NUMBER.match(expected.strip()):
+        return Finding(
+            "nan",
+            "the value is NaN: something that is not a number (undefined, a text like '3,5')"
+            " went into the arithmetic",
+            "得到 NaN:有非数字的值(undefined、'3,5' 这类文本)参与了运算",
+        )
     if got and expected and (_JS_MORE.search(got) or _JS_MORE.search(expected)):
         g, e = parse_value(_JS_MORE.sub("", got)), parse_value(_JS_MORE.sub("", expected))
         if isinstance(g, dict) and isinstance(e, dict):

@@ -280,6 +280,13 @@ RULES: tuple[Rule, ...] = (
         "先处理这种情况。",
     ),
     Rule(
+        "py-attribute",
+        _M,
+        (r"AttributeError: '(?P<typ>\w+)' object has no attribute '(?P<attr>\w+)'",),
+        "{where} reads .{attr} of a {typ}{code}, which has no such attribute{suggest}.",
+        "{where} 读取 {typ} 的 .{attr}{code},但它没有这个属性{suggest}。",
+    ),
+    Rule(
         "py-key-error",
         _M,
         (r"KeyError: (?P<key>[^\n]{1,60})",),
@@ -319,10 +326,11 @@ RULES: tuple[Rule, ...] = (
         "js-not-a-function",
         _M,
         (r"(?P<name>[\w.$\[\]'\"]+) is not a function",),
-        "{name} is not a function at {where}; the module does not export it under that name"
-        " (check the export and the import style: default vs named, CommonJS vs ESM).",
-        "{where} 处的 {name} 不是函数;模块没有以这个名字导出它(检查导出与导入方式:"
-        "default 还是具名、CommonJS 还是 ESM)。",
+        "{name} is not a function at {where}{code}; check what that value really is there: a module"
+        " that does not export it under that name (default vs named, CommonJS vs ESM) or a value of"
+        " another type.",
+        "{where} 处的 {name} 不是函数{code};检查该值在那里到底是什么:模块没有以这个名字导出它"
+        "(default 还是具名、CommonJS 还是 ESM),或是别的类型的值。",
     ),
     Rule(
         "not-defined",
@@ -364,11 +372,12 @@ RULES: tuple[Rule, ...] = (
         _M,
         (
             r"DID NOT RAISE|instead of rejecting|did not throw|Missing expected (?:exception|rejection)"
-            r"|Expected the function to throw",
+            r"|Expected the function to throw|expected \[Function[^\]]*\] to throw",
         ),
-        "{test} expects an error for this input but the code accepts it ({test_where}); the"
-        " validation that should raise or reject is missing in the function under test.",
-        "{test} 期望该输入报错,但代码接受了它({test_where});被测函数里缺少应当抛出或拒绝的校验。",
+        "{test} expects an error for this input{test_call} but the code accepts it ({test_where});"
+        " the validation that should raise or reject is missing in the function under test{defined}.",
+        "{test} 期望该输入{test_call}报错,但代码接受了它({test_where});"
+        "被测函数{defined}里缺少应当抛出或拒绝的校验。",
     ),
     Rule(
         "collection-length",
@@ -898,7 +907,8 @@ def _value_hint(
     if finding is None and not (exp or got):
         return None
     tw = ev.test_where or ("测试" if zh else "the test")
-    shortened = finding is not None and not finding.detail_en and "..." in f"{got}{exp}"
+    # ("0x..." is an address a stored record masked, not a value the runner shortened)
+    shortened = finding is not None and not finding.detail_en and "..." in f"{got}{exp}".replace("0x...", "")
     detail = (finding.detail_zh if zh else finding.detail_en) if finding is not None else ""
     body = _body(call.text if call else None, tw, _shown(got, node), _shown(exp, node), detail, shortened, zh)
     if js and detail:  # the finding's values are Python data: say them as the runner does
@@ -991,6 +1001,7 @@ def hint_for(
         "prop": "?",
         "code": _quote(ev.code_line) if place else "",
         "subscript": "",
+        "defined": "",
         "suggest": "",
         "test_call": f" (`{ev.call.text}`)" if ev.call else "",
     }
@@ -1003,6 +1014,17 @@ def hint_for(
             if zh
             else ": an index equal to len() is one past the last item (off by one)"
         )
+    elif rule.id == "py-attribute" and groups.get("typ") == "dict":
+        attr = groups.get("attr", "")
+        values["suggest"] = (
+            f":字典的值要用 ['{attr}'] 或 .get('{attr}') 读取"
+            if zh
+            else f"; a dict's entries are read with ['{attr}'] or .get('{attr}')"
+        )
+    elif rule.id == "did-not-raise" and ev.call is not None and sources is not None and ev.test_file:
+        found = sources.definition(ev.test_file, ev.call)
+        if found is not None:
+            values["defined"] = f" {ev.call.name} ({found[0]}:{found[1]})"
     elif rule.id == "db-constraint":
         values.update(_db_parts(_fields(failure, rule.fields), ev, groups.get("constraint", ""), zh))
     return (rule.zh if zh else rule.en).format_map(values)
