@@ -366,6 +366,26 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str, str]] = {
         "no such attribute",
         "没有这个属性",
     ),
+    "vitest:money-to-cents": (
+        ("toCents(12.5)", "125", "1250", "toCents (code/money.ts:2)", "tests/money.test.ts:6"),
+        "factor of 10",
+        "10",
+    ),
+    "vitest:money-to-cents-of-a-small-amount": (
+        ("toCents(0.5)", "5", "50", "toCents (code/money.ts:2)", "tests/money.test.ts:11"),
+        "factor of 10",
+        "10",
+    ),
+    "pytest:tests-test-shop-py-test-cart-total-in-units": (
+        ("cart.total()", "1800", "18", "total (code/shop.py:11)", "tests/test_shop.py:9"),
+        "cents vs units",
+        "分与元",
+    ),
+    "pytest:tests-test-shop-py-test-cart-label": (
+        ("cart.label()", "'1 items'", "'1 item'", "label (code/shop.py:14)"),
+        "plural",
+        "复数",
+    ),
 }
 # the distinct cause each case plants (at least 30 over the set)
 CAUSE: dict[str, str] = {
@@ -431,6 +451,12 @@ CAUSE: dict[str, str] = {
     "pytest:tests-test-store-py-test-mean": "integer-division",
     "pytest:tests-test-store-py-test-load-count": "missing-await",
     "pytest:tests-test-store-py-test-price-of-a-row": "attribute-of-a-dict",
+    # the same causes reached another way: a variable assigned from the call, a statement over
+    # several lines, a method of an object the test built
+    "vitest:money-to-cents": "factor-of-ten",
+    "vitest:money-to-cents-of-a-small-amount": "factor-of-ten",
+    "pytest:tests-test-shop-py-test-cart-total-in-units": "cents-vs-units",
+    "pytest:tests-test-shop-py-test-cart-label": "plural",
 }
 # a cause the hint must never claim for these (the measured misses)
 NEVER = {"pytest:tests-test-billing-py-test-request-timeout": ("await", "never finished")}

@@ -17,7 +17,7 @@ import os
 import re
 from typing import NamedTuple
 
-__all__ = ["Call", "Sources", "call_in", "enclosing"]
+__all__ = ["Call", "Sources", "call_in", "enclosing", "failing_call"]
 
 _MAX_FILE = 256 * 1024
 _MAX_FILES = 256
@@ -84,59 +84,14 @@ def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
 
 
 _CALL = re.compile(r"((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\s*\(")
-_NOT_CALLED = {
-    "expect",
-    "assert",
-    "require",
-    "it",
-    "test",
-    "describe",
-    "len",
-    "str",
-    "int",
-    "float",
-    "list",
-    "dict",
-    "set",
-    "tuple",
-    "sorted",
-    "print",
-    "repr",
-    "Number",
-    "String",
-    "JSON",
-    "toBe",
-    "toEqual",
-    "toStrictEqual",
-    "deepStrictEqual",
-    "strictEqual",
-    "equal",
-    "deepEqual",
-    "notStrictEqual",
-    "ok",
-    "isinstance",
-    "type",
-    "round",
-    "abs",
-    "sum",
-    "min",
-    "max",
-    "Object",
-    "Array",
-    "Math",
-    "raises",
-    "approx",
-    "then",
-    "map",
-    "filter",
-    "push",
-    "keys",
-    "values",
-    "items",
-    "get",
-    "resolves",
-    "rejects",
-}
+# the assertion API and builtins around the call under test
+_NOT_CALLED_WORDS = (
+    "expect assert require it test describe len str int float list dict set tuple sorted print repr"
+    " Number String Boolean JSON equal deepEqual strictEqual deepStrictEqual notStrictEqual ok"
+    " isinstance type round abs sum min max Object Array Math raises approx then resolves rejects"
+)
+_NOT_CALLED = frozenset(_NOT_CALLED_WORDS.split())
+_NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console"))
 
 
 def _balanced(text: str, start: int) -> int:
@@ -164,18 +119,55 @@ def call_in(line: str) -> Call | None:
     for m in _CALL.finditer(line):
         name = m.group(2)
         qual = m.group(1).rstrip(".")
-        if name in _NOT_CALLED or qual.split(".")[0] in (
-            "assert",
-            "expect",
-            "Math",
-            "JSON",
-            "Object",
-            "console",
-        ):
+        # a matcher is chained on a call's result: `expect(x).toBe(`, `expect(p).resolves.toEqual(`
+        chained = m.start() > 0 and line[m.start() - 1] == "."
+        if name in _NOT_CALLED or chained or qual.split(".")[0] in _NOT_RECEIVERS:
             continue
         end = _balanced(line, m.end() - 1)
         text = line[m.start() : end]
         return Call(qual, name, text if len(text) <= 80 else text[:79] + "…")
+    return None
+
+
+_SUBJECT_VAR = re.compile(
+    r"expect\(\s*([A-Za-z_$][\w$]*)\s*\)"  # expect(result).toBe(…)
+    r"|^\s*assert\s+([A-Za-z_]\w*)\s*(?:==|!=|is\b|in\b|<|>)"  # assert result == …
+    r"|assert\.\w+\(\s*([A-Za-z_$][\w$]*)\s*,"  # assert.strictEqual(result, …)
+)
+
+
+def failing_call(lines: list[str], lineno: int) -> Call | None:
+    """The call whose value the failing line checks: on that line, on the lines of the same
+    statement just above it (`expect(\n cart.total()\n).toBe(18)`), or the call a variable
+    checked there was assigned from a few lines earlier (`result = invoice(…)`; `assert result == …`)."""
+    if not 0 < lineno <= len(lines):
+        return None
+    line = lines[lineno - 1]
+    found = call_in(line)
+    if found is not None:
+        return found
+    joined = line
+    for back in range(1, 4):  # a statement broken over lines: the stack points at its last line
+        if lineno - 1 - back < 0:
+            break
+        above = lines[lineno - 1 - back].strip()
+        if not (above.endswith(("(", ",", "[", "{")) or joined.lstrip().startswith((")", ".", "]"))):
+            break  # the line above is a statement of its own
+        joined = above + " " + joined.strip()
+        found = call_in(joined)
+        if found is not None:
+            return found
+    m = _SUBJECT_VAR.search(line)
+    if not m:
+        return None
+    var = next(g for g in m.groups() if g)
+    assign = re.compile(r"^\s*(?:const\s+|let\s+|var\s+)?" + re.escape(var) + r"\s*(?::[^=]+)?=(?!=)\s*(.+)$")
+    for i in range(lineno - 2, max(-1, lineno - 32), -1):
+        a = assign.match(lines[i])
+        if a:
+            return call_in(a.group(1))
+        if _PY_DEF.match(lines[i]) or re.match(r"\s*(?:it|test)\(", lines[i]):
+            break  # the start of the test: the variable comes from elsewhere
     return None
 
 
@@ -210,6 +202,13 @@ class Sources:
         if lines is None or lineno is None or not 0 < lineno <= len(lines):
             return None
         return _strip_line(lines[lineno - 1])
+
+    def call_at(self, file: str | None, lineno: int | None) -> Call | None:
+        """The call the failing line at file:lineno checks (see failing_call)."""
+        lines = self.lines(file)
+        if lines is None or lineno is None:
+            return None
+        return failing_call(lines, lineno)
 
     def function_at(self, file: str | None, lineno: int | None) -> str | None:
         lines = self.lines(file)
@@ -253,8 +252,11 @@ class Sources:
         text = "\n".join(lines[:300])
         base = call.qualifier.split(".")[-1] if call.qualifier else ""
         module: str | None = None
+        imported: list[str] = []  # every workspace module the test imports, in order
         if test_file.endswith(".py"):
             module = self._py_module_for(text, base, call.name)
+            if module is None:
+                imported = [f for f in (self._py_file(d) for d in self._py_imports(text)) if f]
         else:
             for m in _JS_REQUIRE.finditer(text):
                 names = " ".join(g for g in (m.group(1), m.group(3), m.group(4)) if g)
@@ -263,16 +265,37 @@ class Sources:
                 if (base and base in bound) or (not base and call.name in bound):
                     module = self._js_module(test_file, spec)
                     break
-        if module is None:
-            return None
+                found_module = self._js_module(test_file, spec)
+                if found_module:
+                    imported.append(found_module)
+        # A method on an object the test built (`cart.total()` after `cart = new Cart()`): the
+        # imported module that defines a function of that name, if exactly one does.
+        candidates = [module] if module else imported
+        hits = [hit for hit in (self._def_in(m, call.name) for m in candidates[:12]) if hit]
+        return hits[0] if len(hits) == 1 else None
+
+    def _def_in(self, module: str, name: str) -> tuple[str, int] | None:
         mod_lines = self.lines(module)
         if mod_lines is None:
             return None
         for i, line in enumerate(mod_lines):
             found = _PY_DEF.match(line) or _JS_DEF.match(line)
-            if found and call.name in found.groups():
+            if found and name in found.groups():
                 return module, i + 1
         return None
+
+    @staticmethod
+    def _py_imports(text: str) -> list[str]:
+        out: list[str] = []
+        for m in _PY_IMPORT.finditer(text):
+            if m.group(1):
+                out.append(m.group(1))
+            elif m.group(3):
+                out.append(m.group(3))
+                out.extend(
+                    f"{m.group(3)}.{n.strip().split(' as ')[0]}" for n in m.group(4).split(",") if n.strip()
+                )
+        return out
 
     def _js_module(self, test_file: str, spec: str) -> str | None:
         if not spec.startswith("."):

@@ -35,7 +35,7 @@ from typing import Literal, NamedTuple
 
 from greenloop import hint_values
 from greenloop.errors import UsageError
-from greenloop.hint_source import Call, Sources, call_in
+from greenloop.hint_source import Call, Sources
 from greenloop.model import Failure
 
 __all__ = [
@@ -602,8 +602,7 @@ def _evidence(failure: Failure, sources: Sources | None) -> _Evidence:
         if code is not None:
             code_fn = code_fn or sources.function_at(code.path, code.line)
             code_line = sources.line(code.path, code.line)
-        src = sources.line(test_file, test_line)
-        call = call_in(src) if src else None
+        call = sources.call_at(test_file, test_line)
     return _Evidence(test_file, test_line, test_where, code, code_fn, code_line, call)
 
 
