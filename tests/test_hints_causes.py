@@ -610,3 +610,35 @@ def test_two_thousand_failures_stay_fast(roots: dict[str, Path]) -> None:
     elapsed = time.perf_counter() - start
     assert len(out) == 2000 and all(f.hint for f in out)
     assert elapsed < 4.0, f"{elapsed:.2f}s for 2000 failures"
+
+
+def test_the_rules_words_only_spare_work_they_never_change_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rule's `words` let it skip its patterns; without them every case gets the same rule."""
+    import dataclasses
+
+    from greenloop import hints
+
+    every = CASES + json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
+    with_words = [match(_failure(c)) for c in every]
+    monkeypatch.setattr(hints, "RULES", tuple(dataclasses.replace(r, words=()) for r in hints.RULES))
+    assert [match(_failure(c)) for c in every] == with_words
+
+
+def test_a_huge_message_costs_no_more_than_a_bound() -> None:
+    """Runner output can hold a 200 KB line; the patterns read a bounded part of it (a word
+    character run used to make one hint take seconds)."""
+    failure = Failure(
+        test="t",
+        file="tests/a.py",
+        line=3,
+        message="assert x\n" + "x" * 200_000,
+        got="[" + ",".join(["1"] * 50_000) + "]",
+        expected="[" + ",".join(["2"] * 50_000) + "]",
+        stack="tests/a.py:3: " + "y" * 100_000,
+    )
+    start = time.perf_counter()
+    hint = hint_for(failure)
+    assert time.perf_counter() - start < 0.5
+    assert "tests/a.py:3" in hint and len(hint) <= 450

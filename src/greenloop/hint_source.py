@@ -21,6 +21,7 @@ __all__ = ["Call", "Sources", "call_in", "enclosing", "failing_call"]
 
 _MAX_FILE = 256 * 1024
 _MAX_FILES = 256
+_MAX_LINE = 400  # characters of a source line searched for a call (a minified line is not read whole)
 _SKIP_DIRS = {
     "node_modules",
     ".git",
@@ -116,6 +117,7 @@ def _balanced(text: str, start: int) -> int:
 
 def call_in(line: str) -> Call | None:
     """The first call of a function under test in a test line (`expect(`, `assert` are skipped)."""
+    line = line[:_MAX_LINE]
     for m in _CALL.finditer(line):
         name = m.group(2)
         qual = m.group(1).rstrip(".")

@@ -68,6 +68,9 @@ class Rule:
     status: tuple[str, str] | None = None
     # only for a test whose stack reaches the user's code outside the test file (else skipped)
     needs_code_frame: bool = False
+    # lowercase words one of which the text must hold: a substring test that spares the
+    # case-insensitive patterns (the slowest part of a hint) on the many failures they cannot match
+    words: tuple[str, ...] = ()
 
 
 _MS: tuple[Field, ...] = ("message", "stack")
@@ -84,6 +87,7 @@ RULES: tuple[Rule, ...] = (
         " that the path and file name under code/ match the import and that the module exports it.",
         "{where} 处导入 '{module}{url}' 失败,{test} 里的测试一个都没跑;核对导入路径、文件名"
         "与 code/ 下实际文件一致,并确认该模块已导出。",
+        words=("cannot find module", "failed to load url", "err_module_not_found"),
     ),
     Rule(
         "py-module-not-found",
@@ -110,6 +114,7 @@ RULES: tuple[Rule, ...] = (
         "The code does not parse ({detail}) at {where}, so the suite could not load; fix the"
         " syntax there before reading any test result.",
         "代码在 {where} 无法解析({detail}),整个测试套件没能加载;先修好那里的语法再看测试结果。",
+        words=("syntaxerror",),
     ),
     Rule(
         "fixture-not-found",
@@ -126,21 +131,24 @@ RULES: tuple[Rule, ...] = (
         _MS,
         (
             r"Illegal arguments: \w+, (?:undefined|null)|data and hash arguments required"
-            r"|(?:null|undefined|NoneType)[^\n]*(?:hash|password)|(?:bcrypt|compare)[^\n]*(?:null|undefined)",
+            r"|(?:null|undefined|NoneType)[^\n]{0,200}(?:hash|password)"
+            r"|(?:bcrypt|compare)[^\n]{0,200}(?:null|undefined)",
         ),
         "The password is compared against a user that was not found (null): at {where} look the"
         " user up first and answer 401 when it is missing, before calling bcrypt.compare.",
         "用户不存在时不要 bcrypt.compare(null, …):在 {where} 先查用户,查不到直接返回 401,再做密码比对。",
+        words=("illegal arguments", "hash", "password", "bcrypt", "compare"),
     ),
     Rule(
         "db-constraint",
         _MS,
         (
             r"(?P<constraint>SQLITE_CONSTRAINT\w*|IntegrityError|(?:UNIQUE|FOREIGN KEY|NOT NULL|CHECK)"
-            r" constraint failed[^\n]*|duplicate key value violates unique constraint|ER_DUP_ENTRY)",
+            r" constraint failed[^\n]{0,200}|duplicate key value violates unique constraint|ER_DUP_ENTRY)",
         ),
         "{db_what} in {where}{db_value}; {db_fix}.",
         "{where} 处{db_what}{db_value};{db_fix}。",
+        words=("constraint", "integrityerror", "duplicate", "er_dup_entry"),
     ),
     Rule(
         "network",
@@ -152,6 +160,18 @@ RULES: tuple[Rule, ...] = (
         "The test reaches a real network address at {where} and nothing answers; start the server"
         " inside the test on a loopback port, or stub the external call with {stub}.",
         "测试在 {where} 访问了真实网络地址但无人应答;在测试里用回环端口起服务,或用 {stub} stub 掉外部调用。",
+        words=(
+            "econnrefused",
+            "connection",
+            "fetch failed",
+            "enotfound",
+            "eai_again",
+            "getaddrinfo",
+            "max retries",
+            "connecterror",
+            "connecttimeout",
+            "etimedout",
+        ),
     ),
     Rule(
         "timeout",
@@ -168,6 +188,14 @@ RULES: tuple[Rule, ...] = (
         "(network, timer) that should be stubbed with {stub}.",
         "{test} 没有结束({where}):检查是否漏了 await/return、回调从未被调用,"
         "或外部依赖(网络、定时器)没有用 {stub} stub。",
+        words=(
+            "timed out",
+            "exceeded timeout",
+            "stack_trace_error",
+            "timeout (",
+            "test timeout of",
+            "async callback",
+        ),
     ),
     # --- HTTP status mismatches (expected, got)
     Rule(
@@ -269,6 +297,7 @@ RULES: tuple[Rule, ...] = (
         " (often a request body field or a lookup result) exists before using it.",
         "{where} 处从一个 {what} 的值上读取 '{prop}'{code};"
         "使用前先判断该对象(常见是请求体字段或查询结果)是否存在。",
+        words=("cannot read propert",),
     ),
     Rule(
         "py-none-attribute",
@@ -315,7 +344,7 @@ RULES: tuple[Rule, ...] = (
         "py-argument-count",
         _M,
         (
-            r"TypeError: (?P<func>[\w.<>]+)\(\) (?P<detail>(?:takes|missing|got an unexpected keyword"
+            r"TypeError: (?P<func>[\w.<>]{1,80})\(\) (?P<detail>(?:takes|missing|got an unexpected keyword"
             r" argument|got multiple values)[^\n]{0,80})",
         ),
         "{func}() is called with other arguments than it accepts ({detail}) at {where}; compare"
@@ -325,20 +354,22 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "js-not-a-function",
         _M,
-        (r"(?P<name>[\w.$\[\]'\"]+) is not a function",),
+        (r"(?P<name>[\w.$\[\]'\"]{1,80}) is not a function",),
         "{name} is not a function at {where}{code}; check what that value really is there: a module"
         " that does not export it under that name (default vs named, CommonJS vs ESM) or a value of"
         " another type.",
         "{where} 处的 {name} 不是函数{code};检查该值在那里到底是什么:模块没有以这个名字导出它"
         "(default 还是具名、CommonJS 还是 ESM),或是别的类型的值。",
+        words=("is not a function",),
     ),
     Rule(
         "not-defined",
         _M,
-        (r"(?:ReferenceError: |NameError: name ')(?P<name>[\w$]+)'? is not defined",),
+        (r"(?:ReferenceError: |NameError: name ')(?P<name>[\w$]{1,80})'? is not defined",),
         "'{name}' is used at {where} but never declared or imported there; import it or define it"
         " in that scope.",
         "{where} 处使用了 '{name}',但那里从未声明或导入;导入它或在该作用域中定义。",
+        words=("is not defined",),
     ),
     Rule(
         "raised-in-code",
@@ -366,6 +397,7 @@ RULES: tuple[Rule, ...] = (
         " is intended, update the snapshot (-u), otherwise find what changed the rendering.",
         "{test} 的输出与保存的快照不再一致({test_where});"
         "若改动是有意的就更新快照(-u),否则找出是什么改变了输出。",
+        words=("snapshot",),
     ),
     Rule(
         "did-not-raise",
@@ -378,6 +410,7 @@ RULES: tuple[Rule, ...] = (
         " the validation that should raise or reject is missing in the function under test{defined}.",
         "{test} 期望该输入{test_call}报错,但代码接受了它({test_where});"
         "被测函数{defined}里缺少应当抛出或拒绝的校验。",
+        words=("did not", "instead of rejecting", "missing expected", "to throw"),
     ),
     Rule(
         "collection-length",
@@ -431,6 +464,7 @@ RULES: tuple[Rule, ...] = (
         " starts (or return it) so the failure lands in the test that caused it.",
         "有错误逃出了测试的 await 链({where});对代码启动的每个 "
         "promise 都 await(或 return),让失败落在引起它的测试里。",
+        words=("unhandled", "uncaught"),
     ),
     # --- failures outside a test body, when nothing above explains them
     Rule(
@@ -497,8 +531,8 @@ class Frame(NamedTuple):
 def _frames(stack: str) -> list[Frame]:
     """The stack's frames in the order written (JS: deepest first; Python: outermost first)."""
     out: list[Frame] = []
-    for raw in stack.splitlines()[:_MAX_STACK_LINES]:
-        line = raw.strip()
+    for raw in stack[: _MAX_STACK_LINES * 400].splitlines()[:_MAX_STACK_LINES]:
+        line = raw.strip()[:400]  # a frame line is short; a longer one is not a frame worth reading
         if not line or _NOT_USER.search(line):
             continue
         p = _PY_FRAME.match(line)
@@ -625,7 +659,7 @@ def _status_pair(failure: Failure) -> tuple[int, int] | None:
     if _STATUS.match(exp) and _STATUS.match(got):
         return int(exp), int(got)
     for pattern in _STATUS_PAIRS:
-        m = pattern.search(failure.message)
+        m = pattern.search(failure.message[:_MAX_MESSAGE])
         if m:
             return int(m.group("exp")), int(m.group("got"))
     return None
@@ -662,7 +696,7 @@ def _status_ok(want: str, code: int) -> bool:
     return str(code) == want
 
 
-_PAIR = re.compile(r"['\"]?([\w$]+)['\"]?\s*:\s*('[^']*'|\"[^\"]*\"|[^,}\]]+)")
+_PAIR = re.compile(r"['\"]?([\w$]{1,60})['\"]?\s*:\s*('[^']{0,200}'|\"[^\"]{0,200}\"|[^,}\]]{1,200})")
 _DIFF_KEYS = (
     re.compile(r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{", re.M),  # pytest "Differing items"
     re.compile(r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ", re.M),  # jest / node diff lines
@@ -698,6 +732,7 @@ _COMPILED: dict[str, tuple[re.Pattern[str], ...]] = {
 def _find(failure: Failure, ev: _Evidence | None = None) -> tuple[Rule, dict[str, str]]:
     pair = _status_pair(failure)
     texts: dict[tuple[Field, ...], str] = {}
+    lowered: dict[tuple[Field, ...], str] = {}
     for rule in RULES:
         groups: dict[str, str] = {}
         if rule.status is not None:
@@ -712,6 +747,11 @@ def _find(failure: Failure, ev: _Evidence | None = None) -> tuple[Rule, dict[str
         if rule.fields not in texts:
             texts[rule.fields] = _fields(failure, rule.fields)
         text = texts[rule.fields]
+        if rule.words:
+            if rule.fields not in lowered:
+                lowered[rule.fields] = text.lower()
+            if not any(w in lowered[rule.fields] for w in rule.words):
+                continue
         matched = True
         for pattern in _COMPILED[rule.id]:
             m = pattern.search(text)
@@ -971,7 +1011,8 @@ def hint_for(
     test_where = ev.test_where or where
     stub = _STUBS.get(fw or "", _STUB_DEFAULT)[1 if zh else 0]
     expected, got = _short(failure.expected), _short(failure.got)
-    first = _short(failure.message.strip().splitlines()[0] if failure.message.strip() else "")
+    head = failure.message[:_MAX_MESSAGE].strip()
+    first = _short(head.splitlines()[0] if head else "")
     if expected and got:
         expectation = f"{expected}(实际 {got})" if zh else f"{expected} (got {got})"
     elif expected:
