@@ -21,6 +21,7 @@ __all__ = ["Call", "Sources", "call_in", "enclosing", "failing_call"]
 
 _MAX_FILE = 256 * 1024
 _MAX_FILES = 256
+_MAX_INDEXED = 20000  # directory entries looked at when a Python module is not where its name says
 _MAX_LINE = 400  # characters of a source line searched for a call (a minified line is not read whole)
 _SKIP_DIRS = {
     "node_modules",
@@ -181,6 +182,7 @@ class Sources:
         self._files: dict[str, list[str] | None] = {}
         self._defs: dict[tuple[str, str, str], tuple[str, int] | None] = {}
         self._py_modules: dict[str, str | None] = {}
+        self._py_index: dict[str, list[str]] | None = None
 
     def lines(self, file: str | None) -> list[str] | None:
         if not file or self.root is None:
@@ -339,15 +341,29 @@ class Sources:
 
     def _search(self, tail: str) -> str | None:
         """A file ending in `tail` within three folder levels (a test's sys.path insert, e.g. code/)."""
+        if self._py_index is None:
+            self._py_index = self._index_py_files()
+        for rel in self._py_index.get(os.path.basename(tail), ()):
+            if rel == tail or rel.endswith("/" + tail):
+                return rel
+        return None
+
+    def _index_py_files(self) -> dict[str, list[str]]:
+        """Python files by name, walked once per Sources: three folder levels, at most
+        _MAX_INDEXED names, dependencies and hidden folders skipped."""
         assert self.root is not None
+        index: dict[str, list[str]] = {}
+        seen = 0
         root_depth = self.root.count(os.sep)
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
             if dirpath.count(os.sep) - root_depth >= 3:
                 dirnames[:] = []
-            name = os.path.basename(tail)
-            if name in filenames:
-                rel = os.path.relpath(os.path.join(dirpath, name), self.root)
-                if rel.endswith(tail):
-                    return rel
-        return None
+            for name in filenames:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
+                    index.setdefault(name, []).append(rel)
+            seen += len(filenames)
+            if seen > _MAX_INDEXED:
+                break
+        return index

@@ -88,6 +88,7 @@ def parse_value(text: str | None) -> object:
         return UNDEFINED
     if _NUMBER.match(s):
         return float(s) if any(c in s for c in ".eE") else int(s)
+    s = _TYPE_PREFIX.sub("", s)  # jest's older `Object {` / `Array [`
     if "\n" in s and not s.startswith(("{", "[", "'", '"')):
         return _lines_value(s)
     if _ELLIPSIS.search(s):
