@@ -460,6 +460,14 @@ CAUSE: dict[str, str] = {
 }
 # a cause the hint must never claim for these (the measured misses)
 NEVER = {"pytest:tests-test-billing-py-test-request-timeout": ("await", "never finished")}
+
+
+def _sentences(text: str) -> int:  # (as tests/test_hints.py counts them)
+    return len(
+        [s for s in re.split(r"(?<=[.。!?])\s+(?=[A-Z\u4e00-\u9fff“'])|(?<=[。!?])", text) if s.strip()]
+    )
+
+
 BANNED = re.compile(r"fix the bug|修复 ?bug", re.I)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -501,6 +509,7 @@ def test_hint_names_expression_values_place_and_cause(case: dict[str, Any], root
             assert name in text, f"hint misses {name!r}: {text}"
         assert not BANNED.search(text)
         assert len(text) <= 450, text
+        assert _sentences(text) <= 2, text
         quoted_code_removed = re.sub(r"\(`.*?`\)", "", text)  # the user's source may hold `${code}`
         assert not re.search(r"\{[a-z_]+\}", quoted_code_removed), f"unfilled placeholder: {text}"
         assert "node_modules" not in text and "site-packages" not in text

@@ -188,8 +188,8 @@ def _numbers(got: float, exp: float, words: str, got_raw: object, exp_raw: objec
     if got == -exp and got != 0:
         return Finding(
             "sign",
-            "the sign is flipped (operands of a subtraction swapped?)",
-            "符号相反(减法的两个操作数是否写反了?)",
+            "the sign is flipped: the size is right, the sign is the opposite",
+            "符号相反:数值大小对,但正负号反了",
         )
     if isinstance(got_raw, int) and isinstance(exp_raw, int) and abs(got - exp) == 1:
         which = "one too few" if got < exp else "one too many"
@@ -391,8 +391,9 @@ def compare(got: object, exp: object, words: str = "") -> Finding | None:
         shown = "undefined" if got is UNDEFINED else "None"
         return Finding(
             "no-return",
-            f"the function returned {shown}: a path through it ends without a return",
-            f"函数返回了 {shown}:有一条执行路径没有 return",
+            f"the function returned {shown}: a path through it ends without a return"
+            f" (or gives {shown} on purpose, e.g. for not found)",
+            f"函数返回了 {shown}:有一条执行路径没有 return(或有意返回 {shown},例如没查到)",
         )
     g, e = _num(got), _num(exp)
     if g is not None and e is not None:
