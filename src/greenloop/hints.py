@@ -822,15 +822,19 @@ def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
         kind = "UNIQUE"
     key = "UNIQUE" if kind == "PRIMARY KEY" else kind
     fix = _DB_FIX.get(key, _DB_FIX_OTHER)[1 if zh else 0]
-    on = f" on {cols}" if cols else ""
+    table_col = re.fullmatch(r"(\w+)\.(\w+)", cols)
+    if table_col:  # SQLite's `users.email`: say which table and which column
+        on = f" on {cols} (table {table_col.group(1)}, column {table_col.group(2)})"
+        on_zh = f" {cols}({table_col.group(1)} 表的 {table_col.group(2)} 列)上"
+    else:
+        on = f" on {cols}" if cols else ""
+        on_zh = f" {cols} 上" if cols else ""
     kind_txt = kind or "a"
     named = f" ({error})" if error and "constraint failed" not in error else ""
     if zh:
-        what = f"的写入违反了{(' ' + cols + ' 上') if cols else ''}的 {kind or ''} 约束{named}".replace(
-            "  ", " "
-        )
+        what = f"的写入违反了{on_zh}的 {kind or ''} 约束{named}".replace("  ", " ")
     else:
-        what = f"The write breaks the {kind_txt} constraint{on}{named}"
+        what = f"The write breaks the {kind_txt} constraint{named}{on}"
     if value:
         shown = f"'{value}'"
         where_value = f"(冲突的值是 {shown})" if zh else f": the value {shown} collides"
