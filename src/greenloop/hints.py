@@ -31,19 +31,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from greenloop import hint_values
 from greenloop.errors import UsageError
-from greenloop.hint_source import Call, Sources
 from greenloop.model import Failure
+
+if TYPE_CHECKING:  # the helpers load with the first failure: a green run never needs them
+    from greenloop.hint_source import Call, Sources
 
 __all__ = [
     "LANGUAGES",
     "RULES",
     "VALUE_RULES",
     "Rule",
-    "Sources",
     "apply",
     "hint_for",
     "match",
@@ -723,10 +723,17 @@ def _fields(failure: Failure, fields: Iterable[Field]) -> str:
     return "\n".join((getattr(failure, f) or "")[:_MAX_MESSAGE] for f in fields)
 
 
-# Every rule's patterns compiled once (a run with thousands of failures tries them all per failure).
-_COMPILED: dict[str, tuple[re.Pattern[str], ...]] = {
-    rule.id: tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in rule.patterns) for rule in RULES
-}
+# Every rule's patterns, compiled on first use (once per process: a run with thousands of
+# failures tries them all per failure; a green run never compiles them).
+_COMPILED: dict[str, tuple[re.Pattern[str], ...]] = {}
+
+
+def _patterns(rule: Rule) -> tuple[re.Pattern[str], ...]:
+    found = _COMPILED.get(rule.id)
+    if found is None:
+        found = tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in rule.patterns)
+        _COMPILED[rule.id] = found
+    return found
 
 
 def _find(failure: Failure, ev: _Evidence | None = None) -> tuple[Rule, dict[str, str]]:
@@ -753,7 +760,7 @@ def _find(failure: Failure, ev: _Evidence | None = None) -> tuple[Rule, dict[str
             if not any(w in lowered[rule.fields] for w in rule.words):
                 continue
         matched = True
-        for pattern in _COMPILED[rule.id]:
+        for pattern in _patterns(rule):
             m = pattern.search(text)
             if m is None:
                 matched = False
@@ -876,6 +883,8 @@ def _pytest_call(message: str) -> tuple[Call | None, str | None]:
     if not c:
         return None, m.group("value")
     shown = text if len(text) <= 80 else text[:79] + "…"
+    from greenloop.hint_source import Call
+
     return Call(c.group(1).rstrip("."), c.group(2), shown), m.group("value")
 
 
@@ -884,6 +893,8 @@ def _shown(text: str | None, node: bool) -> str:
     strings quoted (node:test prints them without quotes), long values shortened."""
     if text is None:
         return ""
+    from greenloop import hint_values
+
     value = hint_values.parse_value(text)
     if hint_values.is_parsed(value) and (
         "\n" in text.strip() or (node and isinstance(value, str) and value == text.strip())
@@ -938,6 +949,8 @@ def _value_hint(
         if a and "..." not in a.group(0):
             got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
     words = " ".join(x for x in (call.text if call else "", failure.test) if x)
+    from greenloop import hint_values
+
     finding = hint_values.compare_texts(got, exp, words) or hint_values.diff_from_message(message, words)
     origin: str | None = _place(ev)
     definition: tuple[str, int] | None = None
@@ -1095,6 +1108,8 @@ def apply(
     """Copies of `failures` whose empty hints are filled (a hint already written is kept).
     `root`: the folder the runner ran in, whose files the hints may read (once each)."""
     _check_language(language)
+    from greenloop.hint_source import Sources
+
     sources = Sources(root) if root else None
     return tuple(
         f
