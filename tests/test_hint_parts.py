@@ -139,3 +139,23 @@ def test_sources_read_nothing_outside_the_root(tmp_path: Path) -> None:
     assert src.lines("link.py") is None
     assert src.lines(str(tmp_path / "secret.py")) is None
     assert Sources(None).line("a.py", 1) is None
+
+
+def test_unittest_assertions_are_not_the_call_under_test() -> None:
+    assert call_in("self.assertEqual(invoice([1]), {'a': 1})") == Call("", "invoice", "invoice([1])")
+
+
+def test_frames_of_every_stack_shape_and_only_the_workspace_counts() -> None:
+    from greenloop.hints import top_user_frame
+    from greenloop.model import Failure
+
+    def place(stack: str) -> str | None:
+        return top_user_frame(Failure(test="t", file="tests/a.test.js", line=5, stack=stack))
+
+    assert place("❯ titleLength code/service.js:3:21\n❯ tests/a.test.js:5:3") == "code/service.js:3"
+    assert place("TestContext.<anonymous> (tests/a.test.js:5:3)") == "tests/a.test.js:5"
+    # an absolute path beside relative ones lies outside the workspace (the parsers relativize)
+    assert place("at f (/usr/lib/node/x.js:1:1)\nat g (src/a.js:3:1)\nat tests/a.test.js:5:3") == "src/a.js:3"
+    assert place('File "/srv/app/tests/a.py", line 2, in t\nFile "/srv/app/code/b.py", line 9, in f') == (
+        "/srv/app/code/b.py:9"
+    )

@@ -124,7 +124,8 @@ def call_in(line: str) -> Call | None:
         qual = m.group(1).rstrip(".")
         # a matcher is chained on a call's result: `expect(x).toBe(`, `expect(p).resolves.toEqual(`
         chained = m.start() > 0 and line[m.start() - 1] == "."
-        if name in _NOT_CALLED or chained or qual.split(".")[0] in _NOT_RECEIVERS:
+        unittest = qual == "self" and name.startswith("assert")  # self.assertEqual(…)
+        if name in _NOT_CALLED or chained or unittest or qual.split(".")[0] in _NOT_RECEIVERS:
             continue
         end = _balanced(line, m.end() - 1)
         text = line[m.start() : end]

@@ -516,6 +516,10 @@ _TEST_FILE = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]*\.py$|_test\.py$|\.(?:test|spec)\.[cm]?[jt]sx?$"
 )
 _FN_PREFIX = re.compile(r"^(?:async\s+)?(?:new\s+)?(?:Object|Module|TestContext|Test|Context|Function)\.")
+# vitest's text reporter: `❯ titleLength code/service.js:3:21`
+_VITEST_FRAME = re.compile(
+    r"^❯\s+(?P<fn>[\w$.<>\[\]]+)\s+(?P<path>[^\s()]+?\.[A-Za-z0-9]+):(?P<line>\d+)(?::\d+)?\s*$"
+)
 _FN_ALIAS = re.compile(r"\[as ([\w$]+)\]")
 _MAX_STACK_LINES = 60
 _MAX_MESSAGE = 8000  # characters of a message the rules look at (a long diff ends well before)
@@ -548,7 +552,7 @@ def _frames(stack: str) -> list[Frame]:
                 )
             )
             continue
-        m = _JS_FRAME.match(line)
+        m = _JS_FRAME.match(line) or _VITEST_FRAME.match(line)
         if m:
             fn = _FN_PREFIX.sub("", m.group("fn") or "").strip() or None
             alias = _FN_ALIAS.search(fn or "")
@@ -573,8 +577,15 @@ def _test_file(failure: Failure, frames: list[Frame]) -> str | None:
 
 
 def _code_frame(frames: list[Frame], test_file: str | None) -> Frame | None:
-    """The deepest frame in the workspace that is not the test file (dependencies are dropped)."""
-    own = [f for f in frames if f.path != test_file and not f.path.startswith("../")]
+    """The deepest frame in the workspace that is not the test file (dependencies are dropped).
+    The parsers make paths in the workspace relative, so when the stack has relative paths an
+    absolute one lies outside the workspace (a global install, the interpreter's library)."""
+    relative = any(not f.path.startswith("/") for f in frames)
+    own = [
+        f
+        for f in frames
+        if f.path != test_file and not f.path.startswith("../") and not (relative and f.path.startswith("/"))
+    ]
     if not own:
         return None
     if frames[0].python:
