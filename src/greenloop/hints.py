@@ -858,9 +858,9 @@ def _db_parts(text: str, ev: _Evidence, error: str, zh: bool) -> dict[str, str]:
         where_value = f"(冲突的值是 {shown})" if zh else f": the value {shown} collides"
     elif ev.call is not None and ev.test_where:
         where_value = (
-            f"(值来自测试 {ev.test_where} 的调用 `{ev.call.text}`)"
+            f"(由测试 {ev.test_where} 的调用 `{ev.call.text}` 写入)"
             if zh
-            else f" (the value comes from the test's call at {ev.test_where}: `{ev.call.text}`)"
+            else f" (written by the test's call at {ev.test_where}: `{ev.call.text}`)"
         )
     else:
         where_value = ""
