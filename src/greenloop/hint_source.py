@@ -93,7 +93,7 @@ _NOT_CALLED_WORDS = (
     " isinstance type round abs sum min max Object Array Math raises approx then resolves rejects"
 )
 _NOT_CALLED = frozenset(_NOT_CALLED_WORDS.split())
-_NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console"))
+_NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console", "Promise"))
 
 
 def _balanced(text: str, start: int) -> int:
@@ -150,6 +150,8 @@ def failing_call(lines: list[str], lineno: int) -> Call | None:
     found = call_in(line)
     if found is not None:
         return found
+    if re.search(r"\braises\(.*:\s*$", line) and lineno < len(lines):
+        return call_in(lines[lineno])  # `with pytest.raises(…):` points at itself; the call is inside
     joined = line
     for back in range(1, 4):  # a statement broken over lines: the stack points at its last line
         if lineno - 1 - back < 0:
@@ -168,8 +170,15 @@ def failing_call(lines: list[str], lineno: int) -> Call | None:
     assign = re.compile(r"^\s*(?:const\s+|let\s+|var\s+)?" + re.escape(var) + r"\s*(?::[^=]+)?=(?!=)\s*(.+)$")
     for i in range(lineno - 2, max(-1, lineno - 32), -1):
         a = assign.match(lines[i])
-        if a:
-            return call_in(a.group(1))
+        if a:  # only a variable that holds the call's own result (not a comprehension over calls)
+            rhs = re.sub(r"^await\s+", "", a.group(1).strip())
+            found = call_in(rhs)
+            head = (
+                f"{found.qualifier}.{found.name}"
+                if found and found.qualifier
+                else (found.name if found else "")
+            )
+            return found if found is not None and rhs.startswith(head) else None
         if _PY_DEF.match(lines[i]) or re.match(r"\s*(?:it|test)\(", lines[i]):
             break  # the start of the test: the variable comes from elsewhere
     return None

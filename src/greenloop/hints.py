@@ -880,23 +880,33 @@ _PY_WORDS = re.compile(r"\b(True|False|None)\b")
 _TO_JS = {"True": "true", "False": "false", "None": "null"}
 
 
-def _pytest_call(message: str) -> tuple[Call | None, str | None]:
-    """The call and its value from pytest's first `where` line, with `<function f at 0x…>` named."""
-    m = _WHERE_LINE.search(message[:_MAX_MESSAGE])
-    if not m:
-        return None, None
-    text = m.group("call")
-    for sub in _WHERE_LINE.finditer(message[:_MAX_MESSAGE]):
+def _pytest_call(message: str) -> tuple[Call | None, str | None, bool]:
+    """(call, its value, counted) from pytest's `where` lines, `<function f at 0x…>` named.
+    `assert len(x) == 3` makes the first `where` a len(): the call is then the one that built
+    x, the value is the count, and counted is True."""
+    wheres = list(_WHERE_LINE.finditer(message[:_MAX_MESSAGE]))
+    if not wheres:
+        return None, None, False
+    first = wheres[0]
+    counted = first.group("call").startswith("len(")
+    target: re.Match[str] | None = first
+    if counted:
+        arg = first.group("call")[4:-1]
+        target = next((w for w in wheres[1:] if w.group("value") == arg), None)
+    if target is None:
+        return None, first.group("value"), counted
+    text = target.group("call")
+    for sub in wheres:
         if sub.group("value").startswith("<"):
             text = text.replace(sub.group("value"), sub.group("call"))
     text = _FUNC_REPR.sub(lambda f: f.group(1), text)
     c = _CALL_TEXT.match(text)
     if not c:
-        return None, m.group("value")
+        return None, first.group("value"), counted
     shown = text if len(text) <= 80 else text[:79] + "…"
     from greenloop.hint_source import Call
 
-    return Call(c.group(1).rstrip("."), c.group(2), shown), m.group("value")
+    return Call(c.group(1).rstrip("."), c.group(2), shown), first.group("value"), counted
 
 
 def _shown(text: str | None, node: bool) -> str:
@@ -945,12 +955,13 @@ def _body(call: str | None, tw: str, got: str, exp: str, detail: str, shortened:
 
 
 def _value_hint(
-    failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, framework: str | None
+    failure: Failure, ev: _Evidence, sources: Sources | None, zh: bool, framework: str | None, rule_id: str
 ) -> str | None:
     js = framework in _JS_FRAMEWORKS
     node = framework == "node:test"
     message = failure.message[:_MAX_MESSAGE]
-    call, where_value = _pytest_call(message)
+    call, where_value, counted = _pytest_call(message)
+    counted = counted or rule_id == "collection-length"
     call = call or ev.call
     exp, got = failure.expected, failure.got
     if got is None and where_value is not None:
@@ -977,7 +988,10 @@ def _value_hint(
     # ("0x..." is an address a stored record masked, not a value the runner shortened)
     shortened = finding is not None and not finding.detail_en and "..." in f"{got}{exp}".replace("0x...", "")
     detail = (finding.detail_zh if zh else finding.detail_en) if finding is not None else ""
-    body = _body(call.text if call else None, tw, _shown(got, node), _shown(exp, node), detail, shortened, zh)
+    g, e = _shown(got, node), _shown(exp, node)
+    if counted and g and e:  # the values are counts of items, not what the call returned
+        g, e = (f"{g} 个元素", f"{e} 个") if zh else (f"{g} item(s)", e)
+    body = _body(call.text if call else None, tw, g, e, detail, shortened, zh)
     if js and detail:  # the finding's values are Python data: say them as the runner does
         body = _PY_WORDS.sub(lambda w: _TO_JS[w.group(1)], body)
     if origin:
@@ -1030,7 +1044,7 @@ def hint_for(
     zh = language == "zh"
     fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     if rule.id in VALUE_RULES:
-        composed = _value_hint(failure, ev, sources, zh, fw)
+        composed = _value_hint(failure, ev, sources, zh, fw, rule.id)
         if composed is not None:
             return composed
     place = _place(ev)
