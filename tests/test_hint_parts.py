@@ -159,3 +159,74 @@ def test_frames_of_every_stack_shape_and_only_the_workspace_counts() -> None:
     assert place('File "/srv/app/tests/a.py", line 2, in t\nFile "/srv/app/code/b.py", line 9, in f') == (
         "/srv/app/code/b.py:9"
     )
+
+
+def test_hints_are_total_on_odd_input(tmp_path: Path) -> None:
+    """Any failure record gets a hint (a hint bug must never turn a red run into a crash)."""
+    import random
+
+    from greenloop.hints import hint_for
+    from greenloop.model import Failure
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "a.test.js").write_text("expect(f(\n")
+    pieces = [
+        "KeyError: ",
+        "'",
+        '"',
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        "\n",
+        " == ",
+        " !== ",
+        "where ",
+        "+  where ",
+        "None",
+        "undefined",
+        "NaN",
+        "Promise {",
+        "…(2)",
+        "...",
+        "0x...",
+        "at ",
+        "❯ ",
+        "tests/a.test.js:1:1",
+        "code/x.py:3: ",
+        'File "x.py", line 2, in f',
+        "\x00",
+        "é",
+        "中",
+        "1800",
+        "-3",
+        "1.5",
+        "[as x]",
+        "UNIQUE constraint failed: ",
+        "Differing items:",
+        "Right contains 1 more item:",
+        "assert ",
+        "expect(",
+    ]
+    rng = random.Random(7)
+    sources = Sources(str(tmp_path))
+
+    def junk() -> str:
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+
+    for i in range(400):
+        failure = Failure(
+            test=junk() or "t",
+            file=rng.choice([None, "tests/a.test.js", "tests/x.py", junk()]),
+            line=rng.choice([None, 0, 1, 5, 10**9]),
+            message=junk(),
+            expected=rng.choice([None, junk()]),
+            got=rng.choice([None, junk()]),
+            stack=junk(),
+            kind=rng.choice(["test", "load", "hook"]),
+        )
+        for language in ("en", "zh"):
+            hint = hint_for(failure, language=language, sources=sources if i % 2 else None)
+            assert hint.strip(), failure

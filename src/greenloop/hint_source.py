@@ -200,13 +200,16 @@ class Sources:
         if file in self._files:
             return self._files[file]
         lines: list[str] | None = None
-        path = os.path.realpath(os.path.join(self.root, file))
+        try:
+            path = os.path.realpath(os.path.join(self.root, file))
+        except (OSError, ValueError):
+            path = ""
         if len(self._files) < _MAX_FILES and path.startswith(self.root + os.sep):
             try:
                 if os.path.getsize(path) <= _MAX_FILE:
                     with open(path, encoding="utf-8", errors="replace") as fh:
                         lines = fh.read().splitlines()
-            except OSError:
+            except (OSError, ValueError):  # unreadable, or a path no file can have (a NUL)
                 lines = None
         self._files[file] = lines
         return lines
