@@ -6,9 +6,10 @@ HTTP status condition on (expected, got), and a message template in English and 
 first rule that matches wins; the last one always matches and still names the test, what it
 expected and the top frame in the user's code.
 
-A hint names three things (docs/architecture.md, "Hints"): the failing expression, the values
-that differ, and the place in the user's code that produced them. That place is the deepest frame
-of the stack in the workspace that is neither the test file nor a dependency, named
+A hint names three things (docs/architecture.md, "A hint says only what the evidence
+shows"): the failing expression, the values that differ, and the place in the user's code
+that produced them. That place is the deepest frame of the stack in the workspace that is
+neither the test file nor a dependency, named
 `function (file:line)`; when an assertion failed after the code under test returned, the stack
 holds only the test's line, and the place is the definition of the function the failing line
 called (found through the test file's imports, hint_source.py). Without either, the hint names
