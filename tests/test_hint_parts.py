@@ -70,7 +70,15 @@ def test_what_the_values_show(got: str, expected: str, words: str, kind: str, sa
 
 @pytest.mark.parametrize(
     ("got", "expected"),
-    [("7", "42"), ("'abc'", "'xyz'"), ("false", "'truthy'"), ("[1, 9]", "[4, 5]"), ("{'a': 1}", "{'a': 1}")],
+    [
+        ("7", "42"),
+        ("'abc'", "'xyz'"),
+        ("false", "'truthy'"),
+        ("[1, 9]", "[4, 5]"),
+        ("{'a': 1}", "{'a': 1}"),
+        ("[]", "[1, 2]"),  # empty: nothing says where the items went
+        ("0", "0.5"),  # zero: not evidently a dropped fraction
+    ],
 )
 def test_values_that_show_nothing_give_no_finding(got: str, expected: str) -> None:
     assert compare_texts(got, expected) is None

@@ -202,7 +202,7 @@ def _numbers(got: float, exp: float, words: str, got_raw: object, exp_raw: objec
     factor = _factor(got, exp, words)
     if factor is not None:
         return factor
-    if not exp.is_integer() and got.is_integer() and got == math.trunc(exp):
+    if not exp.is_integer() and got.is_integer() and got == math.trunc(exp) and got != 0:
         return Finding(
             "fraction-dropped",
             "the fraction is dropped: an integer division (// or Math.floor) or an int() cuts it off",
@@ -274,7 +274,7 @@ def _strings(got: str, exp: str) -> Finding | None:
 
 
 def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
-    if len(got) < len(exp) and exp[: len(got)] == got:
+    if got and len(got) < len(exp) and exp[: len(got)] == got:  # (an empty list shows no cut)
         missing = exp[len(got) :]
         n = len(missing)
         one = " (a slice or loop bound one short)" if n == 1 else ""
