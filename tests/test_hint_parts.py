@@ -107,6 +107,12 @@ def test_the_call_a_test_line_checks() -> None:
         "billing", "page_count", "billing.page_count(95, 10)"
     )
     assert call_in("expect(value).toBe(2);") is None
+    chained = "const res = await request(app).post('/login').send({ name: 'bob' }).expect(401);"
+    assert call_in(chained) == Call(
+        "", "request", "request(app).post('/login').send({ name: 'bob' }).expect(401)"
+    )
+    lines = ["const res = await request(app).get('/x');", "expect(res.status).toBe(200);"]
+    assert failing_call(lines, 2) == Call("", "request", "request(app).get('/x')")
     lines = ["def test_x():", "    result = invoice([1])", "    assert result == 3"]
     assert failing_call(lines, 3) == Call("", "invoice", "invoice([1])")
 

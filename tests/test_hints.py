@@ -439,6 +439,13 @@ WITH_SOURCES: dict[str, tuple[str, ...]] = {
     ),
     "pytest:tests-test-service-py-test-ratio-of-empty-list": ("ratio (code/service.py:39)", "done / total"),
     "pytest:tests-test-service-py-test-empty-title-is-rejected": ('service.validate_title("")',),
+    # an HTTP status names the request the test sent (read through `res = await call(…)`)
+    "vitest:auth-unknown-user-gets-401": ("call(app, 'POST', '/login'",),
+    "vitest:todos-health-answers-200": ("call(app, 'GET', '/api/health')",),
+    "jest:todos-invalid-item-gives-400": ("call(app, 'POST', '/items', { qty: -1 })",),
+    "node:test:todos-unknown-todo-gives-404": ("call(app, 'GET', '/todos/1')",),
+    "pytest:tests-test-api-py-test-unknown-user-gets-401": ('app("POST", "/login"',),
+    "pytest:tests-test-api-py-test-missing-title-gives-400": ('app("POST", "/todos", {})',),
 }
 
 

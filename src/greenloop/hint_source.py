@@ -85,6 +85,7 @@ def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
     return None
 
 
+_CHAINED = re.compile(r"\s*\.\s*(?!to[A-Z]|not\b|resolves\b|rejects\b)[A-Za-z_$][\w$]*\s*\(")
 _CALL = re.compile(r"((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\s*\(")
 # the assertion API and builtins around the call under test
 _NOT_CALLED_WORDS = (
@@ -128,15 +129,20 @@ def call_in(line: str) -> Call | None:
         if name in _NOT_CALLED or chained or unittest or qual.split(".")[0] in _NOT_RECEIVERS:
             continue
         end = _balanced(line, m.end() - 1)
+        for _ in range(6):  # a chain on the result: request(app).post('/login').send({…})
+            more = _CHAINED.match(line, end)
+            if more is None:
+                break
+            end = _balanced(line, more.end() - 1)
         text = line[m.start() : end]
         return Call(qual, name, text if len(text) <= 80 else text[:79] + "…")
     return None
 
 
 _SUBJECT_VAR = re.compile(
-    r"expect\(\s*([A-Za-z_$][\w$]*)\s*\)"  # expect(result).toBe(…)
-    r"|^\s*assert\s+([A-Za-z_]\w*)\s*(?:==|!=|is\b|in\b|<|>)"  # assert result == …
-    r"|assert\.\w+\(\s*([A-Za-z_$][\w$]*)\s*,"  # assert.strictEqual(result, …)
+    r"expect\(\s*([A-Za-z_$][\w$]*)(?:\.[\w$]+)*\s*\)"  # expect(result).toBe(…), expect(res.status)
+    r"|^\s*assert\s+([A-Za-z_]\w*)(?:\.\w+)*\s*(?:==|!=|is\b|in\b|<|>)"  # assert result == …
+    r"|assert\.\w+\(\s*([A-Za-z_$][\w$]*)(?:\.[\w$]+)*\s*,"  # assert.strictEqual(res.status, …)
 )
 
 
