@@ -323,7 +323,26 @@ def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_pa
     assert out["named_check"]["satisfied"] is False
     assert out["named_check"]["last_run"]["run_id"] == out["named"]["run_id"]
     assert out["own_check"]["session_id"] == "harness-42"
+    assert out["own_check"]["session_source"] == "env:GREENLOOP_SESSION"
+    assert out["named"]["session_source"] == "explicit"
     assert out["own_check"]["satisfied"] is True  # the run went to agent-7, not to this session
+
+
+def test_a_request_meta_can_name_the_session(tmp_path: Path, home: Path) -> None:
+    """A client that sends its session in a request's _meta gets its runs recorded there."""
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return {
+            "run": _ok(await s.call_tool("test_run", {}, meta={"sessionId": "meta-1"})),
+            "check": _ok(await s.call_tool("test_closure_check", {}, meta={"sessionId": "meta-1"})),
+            "plain": _ok(await s.call_tool("test_closure_check", {})),
+        }
+
+    out = _with_client(ws, home, body)
+    assert out["run"]["session_id"] == "meta-1" and out["run"]["session_source"] == "meta"
+    assert out["check"]["session_id"] == "meta-1" and out["check"]["satisfied"] is False
+    assert out["plain"]["session_id"] is None and out["plain"]["session_source"] == "none"
 
 
 def test_connections_of_two_sessions_keep_their_runs_apart(tmp_path: Path, home: Path) -> None:

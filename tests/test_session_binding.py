@@ -142,7 +142,7 @@ def test_an_mcp_tool_run_belongs_to_the_session_and_the_stop_is_held(ws: Path) -
         ],
     )
     _, (run, closure), stop1, stop2, stop3, check = out
-    assert run["ok"] is False and run["session_id"] == "s-mcp"
+    assert run["ok"] is False and run["session_id"] == "s-mcp" and run["session_source"] == "process-tree"
     assert closure["session_id"] == "s-mcp" and closure["satisfied"] is False
     assert json.loads(stop1["stdout"])["decision"] == "block"
     assert json.loads(stop2["stdout"])["decision"] == "block"

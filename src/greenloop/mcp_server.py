@@ -160,6 +160,10 @@ class RunOutput(_Out):
     session_id: str | None = Field(
         description="The session the run is recorded under (what the gate checks); null: the workspace."
     )
+    session_source: str | None = Field(
+        default=None,
+        description="How the session was found: explicit, env:NAME, meta, process-tree, run, or none.",
+    )
     background: bool = Field(default=False, description="True: the run continues as job `job_id`.")
     job_id: str | None = Field(default=None, description="Poll it with test_job.")
     run_id: str | None = None
@@ -186,6 +190,9 @@ class RunOutput(_Out):
     next_action: str | None = None
     retry: dict[str, Any] | None = Field(
         default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
+    )
+    resume_token: str | None = Field(
+        default=None, description="Continues this run (mode resume) if it is cut short."
     )
 
 
@@ -214,6 +221,7 @@ class LastRunOutput(_Out):
 
 class ClosureOutput(_Out):
     session_id: str | None
+    session_source: str | None = None
     satisfied: bool = Field(description="True when the session may end its turn (last run green, or none).")
     last_run: LastRunOutput | None = None
     intercepts_this_turn: int = 0
@@ -388,6 +396,7 @@ class ServerState:
     config: Config
     running: Running
     label: str = ""
+    session_source: str = "env"
 
     def resolve(self, named: str | None = None, ctx: Context | None = None) -> Any:
         """The call's session (greenloop.session.Resolved): named > environment > the request's
@@ -397,7 +406,7 @@ class ServerState:
         if named:
             return session_mod.Resolved(named, "explicit")
         if self.session_id:
-            return session_mod.Resolved(self.session_id, "env")
+            return session_mod.Resolved(self.session_id, self.session_source)
         return session_mod.resolve_with_source(
             None, env={}, mcp_context=session_mod.from_meta(_request_meta(ctx)), workspace=self.workspace
         )
@@ -664,16 +673,20 @@ def _tools(state: ServerState) -> list[Tool]:
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
         mode: Annotated[
-            Literal["test", "retry"],
+            Literal["test", "retry", "resume"],
             Field(description="test: run as asked. retry (after changing code): the previous run's "
-                  "failures first, then, if they pass, the whole suite; the result's notes and "
-                  "result_ref say which failures were fixed, remain or are new."),
+                  "failures first, then, if they pass, the whole suite; `retry` says which failures "
+                  "were fixed, remain or are new. resume: continue the run resume_token names."),
         ] = "test",
+        resume_token: Annotated[
+            str | None, Field(description="With mode resume: a result's resume_token.")
+        ] = None,
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
         The run is recorded for the session, so the closure gate sees it."""
-        sid = state.session(session_id, ctx)
+        resolved = state.resolve(session_id, ctx)
+        sid = resolved.session_id
         options: dict[str, Any] = {
             "framework": framework,
             "target": target,
@@ -684,12 +697,15 @@ def _tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
+        if resume_token is not None:
+            options["resume_token"] = resume_token
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)
             )
             return RunOutput(
                 session_id=sid,
+                session_source=resolved.source,
                 background=True,
                 job_id=str(job_id),
                 notes=[f"started in the background; poll test_job with job_id {job_id}"],
@@ -706,7 +722,10 @@ def _tools(state: ServerState) -> list[Tool]:
         bounded = await progress.around(
             watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
         )
-        return _run_output(bounded, sid)
+        out = _run_output(bounded, sid)
+        # A run that found its session itself (a hook bound the harness after the lookup).
+        out.session_source = resolved.source if sid or out.session_id is None else "run"
+        return out
 
     async def test_job(
         ctx: Context,
@@ -736,11 +755,14 @@ def _tools(state: ServerState) -> list[Tool]:
 
     async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
-        sid = state.session(session_id, ctx)
+        resolved = state.resolve(session_id, ctx)
+        sid = resolved.session_id
         closure = await _Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
             lambda: _lib("api").test_closure_check(ws, sid)
         )
-        return ClosureOutput.model_validate({**_plain(closure), "session_id": sid})
+        return ClosureOutput.model_validate(
+            {**_plain(closure), "session_id": sid, "session_source": resolved.source}
+        )
 
     def bug_log() -> Any:
         bugs = _lib("bugs")
@@ -974,13 +996,14 @@ def build_server(
     session_id: str | None,
     running: Running,
     label: str = "",
+    session_source: str = "env",
 ) -> MCPServer[Any]:
     """The MCP server for one workspace. `session_id`: the session the environment names (None:
     each call resolves its own, `ServerState.resolve`). With `enabled = false`: no tools.
 
     `running` is shared with `serve_stdio` so that a signal stops the calls in flight.
     """
-    state = ServerState(Path(workspace).resolve(), session_id, config, running, label)
+    state = ServerState(Path(workspace).resolve(), session_id, config, running, label, session_source)
     tools = _tools(state) if config.enabled else []
     if config.enabled:
         instructions = (

@@ -38,9 +38,14 @@ def serve(args: argparse.Namespace) -> int:
             # The session the environment names (GREENLOOP_SESSION, the harness's variable), if
             # any; otherwise each call resolves its own (the request's _meta, the process tree),
             # so runs land where the harness's hooks look. The connection id is only a label.
-            sid = session.resolve(None, env=os.environ)
+            sid, source = session.resolve_with_source(None, env=os.environ)
             server = mcp_server.build_server(
-                workspace, config=cfg, session_id=sid, running=running, label=mcp_server.new_session_id()
+                workspace,
+                config=cfg,
+                session_id=sid,
+                running=running,
+                label=mcp_server.new_session_id(),
+                session_source=source,
             )
             loaded.update(module=mcp_server, server=server, running=running)
         except BaseException as exc:
