@@ -921,3 +921,172 @@ def test_test_run_limit_follows_the_config_as_the_call_finds_it(
     assert run("default_timeout_ms = 9000\n") == 9.0  # changed between calls
     assert run("default_timeout_ms = 9000\n", timeout_ms=3000) == 3.0
     assert run("default_timeout_ms = 'soon'\n") == 1.0  # unloadable: the server's (the run reports it)
+
+
+# --------------------------------------------------------------------------- a strict wire
+
+
+class _RawServer:
+    """`greenloop mcp` as a subprocess driven line by line: write one raw line, read the
+    answers that come back within a time limit (an answer that never comes is a hang)."""
+
+    def __init__(self, ws: Path, home: Path) -> None:
+        params = _params(ws, home)
+        self.proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=params.env,
+            cwd=str(ws),
+        )
+        self.buffered = b""
+
+    def send(self, line: str | dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        text = line if isinstance(line, str) else json.dumps(line)
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def answers(self, count: int = 1, timeout: float = 60) -> list[dict[str, Any]]:
+        assert self.proc.stdout is not None
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            if b"\n" not in self.buffered:
+                ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+                if not ready:
+                    continue
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                self.buffered += chunk
+                continue
+            line, self.buffered = self.buffered.split(b"\n", 1)
+            if line.strip():
+                out.append(json.loads(line))  # anything else on stdout fails here
+        return out
+
+    def ask(self, line: str | dict[str, Any]) -> dict[str, Any]:
+        self.send(line)
+        got = self.answers(1)
+        assert got, f"no answer to {line!r}"
+        return got[0]
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def _call(rid: int, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def test_every_malformed_line_gets_its_json_rpc_error_and_the_server_goes_on(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    server = _RawServer(ws, home)
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        cases: list[tuple[str | dict[str, Any], int, Any, str]] = [
+            ('{"jsonrpc":"2.0","id":1,', -32700, None, "not valid JSON"),
+            ("hello world", -32700, None, "not valid JSON"),
+            ("[1,2,3]", -32600, None, "batch"),
+            ("[]", -32600, None, "batch"),
+            ("5", -32600, None, "JSON object"),
+            ({"id": 6, "method": "ping"}, -32600, 6, '"jsonrpc"'),
+            ({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": 5}, -32600, 7, '"params"'),
+            ({"jsonrpc": "2.0", "id": None, "method": "ping"}, -32600, None, '"id"'),
+            ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, -32600, None, '"id"'),
+            ({"jsonrpc": "2.0", "id": 8, "method": 5}, -32600, 8, '"method"'),
+            ({"jsonrpc": "2.0", "id": 9}, -32600, 9, '"method"'),
+            (_call(10, {}), -32602, 10, "params.name"),
+            (_call(11, {"name": "test_run", "arguments": "x"}), -32602, 11, "params.arguments"),
+            (_call(12, {"arguments": {}}), -32602, 12, "params.name"),
+        ]
+        for line, code, rid, words in cases:
+            reply = server.ask(line)
+            assert reply.get("error", {}).get("code") == code, (line, reply)
+            assert reply["id"] == rid, (line, reply)
+            assert words in reply["error"]["message"], (line, reply)
+        # a wrong type is refused strictly, naming the field, and nothing runs
+        strict = server.ask(_call(13, {"name": "test_run", "arguments": {"timeout_ms": "5"}}))
+        assert strict["result"]["isError"] is True
+        text = strict["result"]["content"][0]["text"]
+        assert "'timeout_ms'" in text and "integer" in text and '"5"' in text
+        flag = server.ask(_call(14, {"name": "test_job", "arguments": {"job_id": "j", "wait": "true"}}))
+        assert "'wait'" in flag["result"]["content"][0]["text"]
+        # the server still serves
+        pong = server.ask({"jsonrpc": "2.0", "id": 15, "method": "ping"})
+        assert pong == {"jsonrpc": "2.0", "id": 15, "result": {}}
+    finally:
+        assert server.close() == 0
+    assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
+
+
+def test_malformed_lines_are_answered_while_the_sdk_still_loads(tmp_path: Path, home: Path) -> None:
+    """The first lines of a conversation come before the SDK is up: they are answered too."""
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    server = _RawServer(ws, home)
+    try:
+        server.send("hello world")
+        server.send("[1,2,3]")
+        first = server.answers(2, timeout=10)  # well before the SDK's import would end here
+        assert [r["error"]["code"] for r in first] == [-32700, -32600]
+        assert "result" in server.ask(_INIT)
+    finally:
+        assert server.close() == 0
+
+
+def test_strict_arguments_and_annotations_through_the_sdk_client(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+
+    async def body(s: ClientSession) -> tuple[Any, list[CallToolResult]]:
+        listed = await s.list_tools()
+        calls = [
+            await s.call_tool("test_run", {"timeout_ms": "5"}),
+            await s.call_tool("test_run", {"last_failed": "yes"}),
+            await s.call_tool("test_job", {"job_id": "j", "wait_ms": "100"}),
+            await s.call_tool("bug_open", {"unit": "u", "test": "t", "title": "x", "affected_units": "u"}),
+        ]
+        return listed, calls
+
+    listed, calls = _with_client(ws, home, body)
+    for call, field in zip(calls, ("timeout_ms", "last_failed", "wait_ms", "affected_units"), strict=True):
+        assert call.is_error and f"'{field}'" in _text(call), _text(call)
+    tools = {t.name: t for t in listed.tools}
+    for tool in tools.values():
+        ann = tool.annotations
+        assert ann is not None, tool.name
+        assert ann.read_only_hint is not None and ann.idempotent_hint is not None, tool.name
+        assert ann.open_world_hint is False, tool.name
+        if not ann.read_only_hint:
+            assert ann.destructive_hint is not None, tool.name
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+    # test_job(cancel=true) kills a run's processes: not read-only, destructive
+    assert tools["test_job"].annotations.read_only_hint is False  # type: ignore[union-attr]
+    assert tools["test_job"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["test_run"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    for name in ("test_probe", "test_closure_check", "bug_list"):
+        assert tools[name].annotations.read_only_hint is True, name  # type: ignore[union-attr]
+    assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())

@@ -42,6 +42,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -49,11 +50,13 @@ from greenloop import __version__
 from greenloop import config as config_mod
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
+from greenloop.mcp_args import INVALID_PARAMS, tool_call_problem
 
 if TYPE_CHECKING:
     from greenloop.model import Progress
 
 __all__ = [
+    "ANNOTATIONS",
     "RUN_MARGIN_S",
     "SERVER_NAME",
     "TOOL_NAMES",
@@ -502,26 +505,32 @@ def _progress_of(progress: Progress) -> tuple[float, str]:
 
 
 def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """A message naming every bad argument of a call, or None when the arguments are fine."""
-    known = list(tool.parameters.get("properties", {}))
-    problems: list[str] = []
-    for name in arguments:
-        if name not in known:
-            problems.append(f"unknown argument '{name}'")
-    try:
-        tool.fn_metadata.validate_arguments(dict(arguments))
-    except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "arguments"
-            got = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
-            problems.append(f"'{where}': {err['msg']}{got}")
+    """A message naming every bad argument of a call, or None when the arguments are fine.
+
+    Strict: the arguments are checked against the tool's published input schema as JSON
+    (greenloop.mcp_args), so "5" is no integer and "true" no boolean; pydantic, which
+    validates them next, would coerce both silently."""
+    from greenloop.mcp_args import argument_problems
+
+    problems = argument_problems(tool.parameters, arguments)
     if not problems:
         return None
+    known = list(tool.parameters.get("properties", {}))
     return (
         f"{tool.name}: bad arguments: "
         + "; ".join(problems)
         + f". Accepted arguments: {', '.join(known) or 'none'}. Fix them and call {tool.name} again."
     )
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "params"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"'{where}': {first['msg']}{more}"
 
 
 def _tool_error(message: str) -> CallToolResult:
@@ -532,7 +541,13 @@ def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
     """Middleware: refuse a tools/call with unknown or ill-typed arguments as a tool error."""
 
     async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call" and ctx.params is not None:
+        if ctx.method == "tools/call":
+            # No tool name, or arguments that are no object: not a call at all, a protocol
+            # error (-32602) naming what is wrong, not a tool result.
+            problem = tool_call_problem(ctx.params, list(tools))
+            if problem is not None:
+                raise MCPError(INVALID_PARAMS, problem)
+            assert ctx.params is not None
             name = str(ctx.params.get("name"))
             tool = tools.get(name)
             if tool is None:
@@ -542,18 +557,67 @@ def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
                     else "greenloop is disabled for this workspace (enabled = false in its config), "
                     "so it offers no tools; set enabled = true to use them."
                 )
-            arguments = ctx.params.get("arguments") or {}
-            if isinstance(arguments, Mapping):
-                message = _bad_arguments(tool, arguments)
-                if message is not None:
-                    log.info("refused %s: %s", tool.name, message)
-                    return _tool_error(message)
-        return await call_next(ctx)
+            message = _bad_arguments(tool, ctx.params.get("arguments") or {})
+            if message is not None:
+                log.info("refused %s: %s", tool.name, message)
+                return _tool_error(message)
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            # The SDK answers ill-formed params with an empty -32602; name what is wrong.
+            raise MCPError(INVALID_PARAMS, f"{ctx.method}: invalid params: {_first_error(exc)}") from None
+        except MCPError as exc:
+            if exc.code == INVALID_PARAMS and exc.message == "Invalid request parameters" and not exc.data:
+                # the SDK's answer to a request before the handshake, with the same empty text
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{ctx.method} before the handshake: send initialize (then "
+                    "notifications/initialized) first",
+                ) from None
+            raise
 
     return check
 
 
 # --------------------------------------------------------------------------- the tools
+
+# What each tool may do to the machine, for clients that ask before calling (MCP tool
+# annotations). None is meant to reach beyond the machine: sandboxed runs see only their own
+# loopback network, integration runs use loopback ports, so openWorld is false throughout
+# (a run with sandbox="full-access" reaches whatever its tests reach).
+ANNOTATIONS: dict[str, ToolAnnotations] = {
+    # reads the workspace's files, starts nothing
+    "test_probe": ToolAnnotations(
+        read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    # runs the project's tests, or a verbatim shell `command`: code that may change or delete
+    # files (inside the sandbox's writable roots); each call records a new run
+    "test_run": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    ),
+    # `cancel=true` kills a background run's whole process tree; asking again changes nothing
+    "test_job": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    # reads the state database
+    "test_closure_check": ToolAnnotations(
+        read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    "bug_list": ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    # appends to bugs.ndjson; the same unit and test again returns the open bug, no new one
+    "bug_open": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # appends a status change (history is kept); the same move again is refused, changing nothing
+    "bug_transition": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # starts the project's services and a browser on loopback, runs their code, opens bugs,
+    # writes artifacts; tears everything down
+    "integration_run": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    ),
+}
 
 
 def _tools(state: ServerState) -> list[Tool]:
@@ -757,19 +821,21 @@ def _tools(state: ServerState) -> list[Tool]:
             {**bounded_integration(_plain(result)), "session_id": state.session_id}
         )
 
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     table: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-        (test_probe, read_only),
-        (test_run, writes),
-        (test_job, read_only),
-        (test_closure_check, read_only),
-        (bug_list, read_only),
-        (bug_open, writes),
-        (bug_transition, writes),
-        (integration_run, writes),
+        (test_probe, ANNOTATIONS["test_probe"]),
+        (test_run, ANNOTATIONS["test_run"]),
+        (test_job, ANNOTATIONS["test_job"]),
+        (test_closure_check, ANNOTATIONS["test_closure_check"]),
+        (bug_list, ANNOTATIONS["bug_list"]),
+        (bug_open, ANNOTATIONS["bug_open"]),
+        (bug_transition, ANNOTATIONS["bug_transition"]),
+        (integration_run, ANNOTATIONS["integration_run"]),
     ]
-    return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+    tools = [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+    for tool in tools:
+        # Unknown argument names are refused (_bad_arguments): the schema says so too.
+        tool.parameters["additionalProperties"] = False
+    return tools
 
 
 def _cut(value: Any, limit: int) -> Any:

@@ -152,10 +152,19 @@ class Wire:
         return cls(read_fd, write_fd)
 
     def _read(self) -> None:
+        from greenloop.mcp_args import check_message
+
         try:
             for line in self._in:
-                if line.strip():
-                    self.lines.put(line)
+                if not line.strip():
+                    continue
+                # A line that is no MCP message is answered here, in every phase (warm
+                # handshake, fast lane, SDK): the SDK would only log it, and the client hang.
+                _, error = check_message(line)
+                if error is not None:
+                    self.send(error)
+                    continue
+                self.lines.put(line)
         except (OSError, ValueError):
             pass
         self.lines.put(EOF_MARK)
@@ -188,19 +197,47 @@ class Input:
     async def __anext__(self) -> str:
         import anyio.to_thread
 
-        if self.replay:
-            line: bytes | None = self.replay.pop(0)
-        else:
-            # abandon_on_cancel: a shutdown never waits on a client that says nothing
-            line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
-        if line is None:  # EOF_MARK
-            self.wire.lines.put(EOF_MARK)  # later readers see the end too
-            raise StopAsyncIteration
-        text = line.decode("utf-8", "replace")
-        msg = _message(text)
-        if msg is not None:
-            self.watch(msg)
-        return text
+        while True:
+            if self.replay:
+                line: bytes | None = self.replay.pop(0)
+            else:
+                # abandon_on_cancel: a shutdown never waits on a client that says nothing
+                line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
+            if line is None:  # EOF_MARK
+                self.wire.lines.put(EOF_MARK)  # later readers see the end too
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            refused = _sdk_refusal(text)
+            if refused is not None:  # the SDK would log it and answer nothing
+                self.wire.send(refused)
+                continue
+            msg = _message(text)
+            if msg is not None:
+                self.watch(msg)
+            return text
+
+
+def _sdk_refusal(text: str) -> dict[str, Any] | None:
+    """The -32600 answer to a message the SDK's own message model refuses (the stdlib check
+    in `Wire` lets through what JSON-RPC allows; the SDK's model is the final word)."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    try:
+        jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        from greenloop.mcp_args import INVALID_REQUEST, error_reply
+
+        msg = _message(text) or {}
+        rid = msg.get("id")
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+        where = ".".join(str(p) for p in first["loc"]) or "message"
+        return error_reply(
+            rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None,
+            INVALID_REQUEST,
+            f"invalid request: {where}: {first['msg']}",
+        )
+    return None
 
 
 class Output:
