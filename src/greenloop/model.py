@@ -189,6 +189,9 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
+    # NDJSON lines, one per finished test, that greenloop's reporter for the runner appends
+    # while it runs (live progress per test); None: progress counts the text output's lines.
+    progress_file: str | None = None
 
     @property
     def command_text(self) -> str:

@@ -15,6 +15,12 @@ writes beside its human output (DESIGN §3, Run):
   node:test  node --test --test-reporter=spec …stdout --test-reporter=tap …<dir>/report.tap
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
+
+Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
+(frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
+finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
+destination), which run.py tails. Text output is no good for this: pytest prints a file's
+dots on one line, vitest's and jest's default reporters print a file's tests when it ends.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from greenloop.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
+    "PROGRESS_REPORTERS",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
     "Dialect",
@@ -87,6 +94,16 @@ DIALECTS: dict[str, Dialect] = {
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
 PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
 PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
+
+# greenloop's live-progress reporters for the JavaScript runners (one NDJSON line per test)
+_REPORTERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "reporters")
+PROGRESS_REPORTERS = {
+    "vitest": os.path.join(_REPORTERS_DIR, "greenloop-vitest-progress.mjs"),
+    "jest": os.path.join(_REPORTERS_DIR, "greenloop-jest-progress.cjs"),
+    "node:test": os.path.join(_REPORTERS_DIR, "greenloop-node-progress.mjs"),
+}
+PROGRESS_NAME = "progress.ndjson"
+PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -334,16 +351,22 @@ def plan(
     argv: list[str]
     child_env: tuple[tuple[str, str], ...] = ()
     fallback: tuple[str | None, str | None] = (None, None)
+    progress_file = os.path.join(report_dir, PROGRESS_NAME)
 
     if framework in ("vitest", "jest"):
         tool = js_runner(root, framework, manager)
         notes += tool.notes
         unavailable = tool.unavailable
+        reporter = PROGRESS_REPORTERS[framework]
         if framework == "vitest":
-            argv = [*tool.argv, "run", "--reporter=default", "--reporter=json"]
+            argv = [*tool.argv, "run", "--reporter=default", "--reporter=json", f"--reporter={reporter}"]
             argv.append(f"--outputFile.json={report_file}")
         else:
+            # --reporters replaces the configured ones for this run: default keeps jest's own
+            # output (the text fallback), greenloop's adds per-test progress
             argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+            argv += ["--reporters=default", f"--reporters={reporter}"]
+        child_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "pytest":
         prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
         notes += py_notes
@@ -354,6 +377,7 @@ def plan(
             ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
+            (PROGRESS_VAR, progress_file),
         )
     elif framework == "node:test":
         node = which("node")
@@ -366,8 +390,11 @@ def plan(
             "--test-reporter-destination=stdout",
             "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
+            f"--test-reporter={PROGRESS_REPORTERS['node:test']}",
+            f"--test-reporter-destination={progress_file}",
         ]
     else:  # npm-test
+        progress_file = ""
         pm = manager or "npm"
         if which(pm) is None:
             unavailable = f"{pm} is not on PATH: install it to run the package.json test script"
@@ -401,5 +428,6 @@ def plan(
         fallback_report_format=fallback[1],
         notes=tuple(notes),
         unavailable=unavailable,
+        progress_file=progress_file or None,
     )
 
