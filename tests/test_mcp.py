@@ -1090,3 +1090,137 @@ def test_strict_arguments_and_annotations_through_the_sdk_client(tmp_path: Path,
     for name in ("test_probe", "test_closure_check", "bug_list"):
         assert tools[name].annotations.read_only_hint is True, name  # type: ignore[union-attr]
     assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
+
+
+# --------------------------------------------------------------------------- cold start, fast lane
+
+
+def _keys(value: Any) -> Any:
+    """The shape of a JSON value: dict keys (recursively), lists of objects by their first."""
+    if isinstance(value, dict):
+        return {k: _keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keys(value[0])] if value and isinstance(value[0], dict) else "list"
+    return None
+
+
+def test_the_shipped_handshake_snapshot_is_fresh() -> None:
+    """The snapshot a first start answers from must be the SDK's for this very code: after
+    changing mcp_server.py (or upgrading the SDK), run `python scripts/mcp_handshake`."""
+    from greenloop.mcp_wire import SNAPSHOT_PATH, snapshot_key
+
+    snapshot = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
+    assert snapshot["key"] == snapshot_key(), "stale: run python scripts/mcp_handshake"
+    tools = snapshot["enabled"]["tools_list"]["2025-06-18"]
+    if isinstance(tools, str):
+        tools = snapshot["enabled"]["tools_list"][tools]
+    assert [t["name"] for t in tools["tools"]] == list(TOOL_NAMES)
+
+
+def test_a_first_start_answers_the_handshake_without_the_sdk(tmp_path: Path, home: Path) -> None:
+    """No cache yet: initialize and tools/list come from the shipped snapshot, as the SDK
+    answers them, long before the SDK could (a client like Codex gives up after ~1.5 s)."""
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    handshake = [
+        _INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    ]
+
+    def first_start(env: dict[str, str]) -> tuple[float, dict[int, Any]]:
+        params = _params(ws, home, env)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=params.env,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in handshake).encode())
+        proc.stdin.flush()
+        by_id: dict[int, Any] = {}
+        while len(by_id) < 2:
+            msg = json.loads(proc.stdout.readline())
+            by_id[msg["id"]] = msg["result"]
+        elapsed = time.monotonic() - started
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        return elapsed, by_id
+
+    fast, answers = first_start({"XDG_CACHE_HOME": str(tmp_path / "cache-a")})
+    slow, sdk = first_start({"XDG_CACHE_HOME": str(tmp_path / "cache-b"), "GREENLOOP_MCP_HANDSHAKE": "sdk"})
+    assert answers == sdk  # exactly the SDK's answers
+    assert [t["name"] for t in answers[1]["tools"]] == list(TOOL_NAMES)
+    assert fast < slow / 2, (fast, slow)  # the SDK's import is not in the first figure
+
+
+def test_the_first_test_run_is_served_while_the_sdk_loads_as_the_sdk_serves_it(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+    server = _RawServer(ws, home)
+    run = {"name": "test_run", "arguments": {}, "_meta": {"progressToken": "first"}}
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.send(_call(1, run))
+        got = server.answers(10, timeout=120)
+        while not any(m.get("id") == 1 for m in got):
+            more = server.answers(1, timeout=120)
+            assert more, got
+            got += more
+        first = next(m for m in got if m.get("id") == 1)["result"]
+        notes = [m for m in got if m.get("method") == "notifications/progress"]
+        # an SDK-only tool answers once the SDK is up; the next test_run is the SDK's
+        assert server.ask(_call(2, {"name": "test_probe", "arguments": {}}))["result"]["isError"] is False
+        second = server.ask(_call(3, {"name": "test_run", "arguments": {}}))["result"]
+    finally:
+        assert server.close() == 0
+    assert first.get("_meta") == {"greenloop/lane": "fast"}, first
+    assert "_meta" not in second or "greenloop/lane" not in second["_meta"]
+    a, b = first["structuredContent"], second["structuredContent"]
+    assert _keys(a) == _keys(b)  # the same shape, every default filled
+    for key in ("session_id", "outcome", "summary", "framework", "ok"):
+        assert a[key] == b[key], key  # the same connection's session, the same run
+    assert a["outcome"] == "red" and a["summary"]["failed"] == 2
+    assert json.loads(first["content"][0]["text"]) == a
+    assert first["isError"] is False
+    assert notes and notes[-1]["params"]["progress"] == 3 and notes[-1]["params"]["progressToken"] == "first"
+
+
+def test_cancelling_a_run_on_the_fast_lane_kills_its_tree_and_answers_nothing(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-lane-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    time.sleep(300)\n"
+    )
+    server = _RawServer(ws, home)
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.send(_call(1, {"name": "test_run", "arguments": {"timeout_ms": 600_000}}))
+        deadline = time.monotonic() + 120
+        while not _marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _marked_pids(marker)
+        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+        deadline = time.monotonic() + 60
+        while _marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _marked_pids(marker) == []
+        pong = server.ask({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert pong["id"] == 2  # no answer to the cancelled call came before it
+        server.send(_call(3, {"name": "test_closure_check", "arguments": {}}))
+        later = server.answers(1, timeout=120)
+        assert [m.get("id") for m in later] == [3]
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+        assert server.close() == 0

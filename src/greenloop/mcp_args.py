@@ -27,6 +27,7 @@ __all__ = [
     "INVALID_REQUEST",
     "PARSE_ERROR",
     "argument_problems",
+    "bad_arguments",
     "check_message",
     "error_reply",
     "tool_call_problem",
@@ -129,6 +130,19 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
             if why is not None:
                 problems.append(f"'{name}': {why}")
     return problems
+
+
+def bad_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """The tool error a model reads for bad arguments (every problem, the accepted names), or None."""
+    problems = argument_problems(schema, arguments)
+    if not problems:
+        return None
+    known = list(schema.get("properties") or {})
+    return (
+        f"{tool}: bad arguments: "
+        + "; ".join(problems)
+        + f". Accepted arguments: {', '.join(known) or 'none'}. Fix them and call {tool} again."
+    )
 
 
 def _kind(value: Any) -> str:

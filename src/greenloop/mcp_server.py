@@ -27,8 +27,6 @@ import os
 import signal
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +45,19 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from greenloop import __version__
-from greenloop import config as config_mod
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
-from greenloop.mcp_args import INVALID_PARAMS, tool_call_problem
+from greenloop.mcp_args import INVALID_PARAMS, bad_arguments, tool_call_problem
+from greenloop.mcp_fast import (
+    RUN_MARGIN_S,
+    STOP_WAIT_S,
+    TOOL_TIMEOUT_S,
+    Running,
+    default_timeout_ms,
+    limit_message,
+    new_session_id,
+    progress_of,
+)
 
 if TYPE_CHECKING:
     from greenloop.model import Progress
@@ -89,10 +96,7 @@ TOOL_NAMES = (
     "bug_transition",
     "integration_run",
 )
-TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
-RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
 JOB_WAIT_DEFAULT_MS = 50_000  # test_job(wait=true) answers "running" after this, below common client limits
-STOP_WAIT_S = 30.0  # after a cancel, how long the tool waits for the library to stop the run
 
 log = logging.getLogger("greenloop.mcp")
 
@@ -107,11 +111,6 @@ SessionArg = Annotated[
     str | None,
     Field(min_length=1, description="Use this agent session instead of this connection's own session."),
 ]
-
-
-def new_session_id() -> str:
-    """A fresh session id for one MCP connection."""
-    return f"mcp-{uuid.uuid4().hex[:16]}"
 
 
 # --------------------------------------------------------------------------- output models
@@ -319,36 +318,6 @@ class IntegrationOutput(_Out):
 # --------------------------------------------------------------------------- plumbing
 
 
-class Running:
-    """The cancellable calls in flight, so that a shutdown can stop their process trees
-    before the server exits: each call's cancel event and its finished event."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
-
-    def add(self, cancel: threading.Event, finished: threading.Event) -> int:
-        with self._lock:
-            key = id(cancel)
-            self._calls[key] = (cancel, finished)
-            return key
-
-    def discard(self, key: int) -> None:
-        with self._lock:
-            self._calls.pop(key, None)
-
-    def stop_all(self, wait_s: float) -> int:
-        """Cancel every call, then wait up to `wait_s` in all for them to end."""
-        with self._lock:
-            calls = list(self._calls.values())
-        for cancel, _ in calls:
-            cancel.set()
-        deadline = time.monotonic() + wait_s
-        for _, finished in calls:
-            finished.wait(max(0.0, deadline - time.monotonic()))
-        return len(calls)
-
-
 @dataclass(frozen=True)
 class ServerState:
     """What every tool of one server needs: where, for whom, under which config."""
@@ -411,11 +380,7 @@ class _Stopwatch:
                 return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except TimeoutError:
             await self._stop(finished)
-            raise ToolError(
-                f"{self.tool} did not finish within its limit of {self.limit_s:g} s and was stopped"
-                + ("; its processes were killed" if self.cancel is not None else "")
-                + ". Retry with a narrower target, a larger timeout_ms, or run_in_background=true."
-            ) from None
+            raise ToolError(limit_message(self.tool, self.limit_s, self.cancel is not None)) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._stop(finished)
@@ -455,7 +420,7 @@ class _Progress:
 
     def callback(self, progress: Progress) -> None:
         """Called from the worker thread with the run's Progress (tests finished so far)."""
-        done, message = _progress_of(progress)
+        done, message = progress_of(progress)
         if done <= self.last:
             return
         self.last = done
@@ -496,31 +461,13 @@ class _Progress:
                     log.debug("progress notification failed", exc_info=True)
 
 
-def _progress_of(progress: Progress) -> tuple[float, str]:
-    """(tests done so far, a one-line message) from the run's Progress record."""
-    counts = {"passed": progress.passed, "failed": progress.failed, "skipped": progress.skipped}
-    parts = [f"{n} {k}" for k, n in counts.items() if n]
-    done = progress.done
-    return float(done), f"{done} test(s) done" + (f": {', '.join(parts)}" if parts else "")
-
-
 def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """A message naming every bad argument of a call, or None when the arguments are fine.
 
     Strict: the arguments are checked against the tool's published input schema as JSON
-    (greenloop.mcp_args), so "5" is no integer and "true" no boolean; pydantic, which
-    validates them next, would coerce both silently."""
-    from greenloop.mcp_args import argument_problems
-
-    problems = argument_problems(tool.parameters, arguments)
-    if not problems:
-        return None
-    known = list(tool.parameters.get("properties", {}))
-    return (
-        f"{tool.name}: bad arguments: "
-        + "; ".join(problems)
-        + f". Accepted arguments: {', '.join(known) or 'none'}. Fix them and call {tool.name} again."
-    )
+    (greenloop.mcp_args, as the fast lane does), so "5" is no integer and "true" no boolean;
+    pydantic, which validates them next, would coerce both silently."""
+    return bad_arguments(tool.name, tool.parameters, arguments)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -681,7 +628,7 @@ def _tools(state: ServerState) -> list[Tool]:
         run_ms = timeout_ms
         if run_ms is None:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
-                lambda: _default_timeout_ms(ws, state.config)
+                lambda: default_timeout_ms(ws, state.config)
             )
         limit_s = run_ms / 1000 + RUN_MARGIN_S
         cancel = threading.Event()
@@ -872,16 +819,6 @@ def bounded_integration(
     out["notes"] = [_cut(str(n), 500) for n in list(data.get("notes") or ())[:20]]
     out["surviving_processes"] = list(data.get("surviving_processes") or ())[:20]
     return out
-
-
-def _default_timeout_ms(ws: Path, started_with: Config) -> int:
-    """The run timeout api.test_run will use without timeout_ms: the config as it is now, which
-    it loads for each call. A config that no longer loads leaves the server's value (the run
-    then stops at once, reporting the config's error)."""
-    try:
-        return config_mod.load(ws).default_timeout_ms
-    except GreenloopError:
-        return started_with.default_timeout_ms
 
 
 def _bounded_run(

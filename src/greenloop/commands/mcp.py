@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,36 +25,71 @@ def serve(args: argparse.Namespace) -> int:
             f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools work in"
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
-    from greenloop import mcp_wire, session
+    from greenloop import mcp_fast, mcp_wire, session
 
     # Own the wire first, then answer the handshake from the cache while the SDK loads.
     wire = mcp_wire.Wire.claim()
-    cache = mcp_wire.HandshakeCache(mcp_wire.cache_dir(os.environ), enabled=cfg.enabled)
+    cache = mcp_wire.HandshakeCache(mcp_wire.cache_dir(os.environ), enabled=cfg.enabled, env=os.environ)
+    running = mcp_fast.Running()  # the calls in flight, the fast lane's and the SDK's
+    # One connection is one session, unless the environment names the agent's session
+    # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
+    # Resolved before the SDK loads: the fast lane records runs under it too.
+    own = mcp_fast.new_session_id()
+    sid = session.resolve(None, env=os.environ, mcp_context=own) or own
     loaded: dict[str, Any] = {}
     ready = threading.Event()
 
     def load() -> None:
         try:
+            # the library first: the fast lane's first run needs it, and it is what the
+            # shell's `greenloop run` loads too
+            import greenloop.api  # noqa: F401
             from greenloop import mcp_server
 
-            running = mcp_server.Running()
-            # One connection is one session, unless the environment names the agent's session
-            # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
-            own = mcp_server.new_session_id()
-            sid = session.resolve(None, env=os.environ, mcp_context=own) or own
             server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
-            loaded.update(module=mcp_server, server=server, running=running)
+            loaded.update(module=mcp_server, server=server)
         except BaseException as exc:
             loaded["error"] = exc
         finally:
             ready.set()
 
     threading.Thread(target=load, name="mcp-load", daemon=True).start()
-    replay, swallow = mcp_wire.warm_handshake(wire, cache, ready)
-    ready.wait()
+    lane = mcp_fast.FastLane(
+        wire, workspace=workspace, config=cfg, session_for=lambda named: named or sid, running=running
+    )
+    with _stop_runs_on_signals(running):
+        replay, swallow = mcp_wire.warm_handshake(wire, cache, ready, lane if cfg.enabled else None)
+        ready.wait()
     if "error" in loaded:
+        running.stop_all(mcp_fast.STOP_WAIT_S)
         raise loaded["error"]
     output = mcp_wire.Output(wire, cache, swallow)
-    stdin = mcp_wire.Input(wire, replay, output.watch)
-    loaded["module"].serve_stdio(loaded["server"], loaded["running"], stdin=stdin, stdout=output)
+
+    def watch(msg: dict[str, Any]) -> None:
+        output.watch(msg)
+        lane.see(msg)  # a cancellation of a call still on the fast lane
+
+    stdin = mcp_wire.Input(wire, replay, watch)
+    try:
+        loaded["module"].serve_stdio(loaded["server"], running, stdin=stdin, stdout=output)
+    finally:
+        running.stop_all(mcp_fast.STOP_WAIT_S)  # the client went away: so do the lane's runs
     return 0
+
+
+@contextlib.contextmanager
+def _stop_runs_on_signals(running: Any) -> Iterator[None]:
+    """Until the SDK serves (it then watches SIGTERM/SIGHUP itself): a signal stops the fast
+    lane's runs and their process trees, then the process exits, as it will later."""
+    from greenloop.mcp_fast import STOP_WAIT_S
+
+    def stop(signum: int, frame: Any) -> None:
+        running.stop_all(STOP_WAIT_S)
+        os._exit(0)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

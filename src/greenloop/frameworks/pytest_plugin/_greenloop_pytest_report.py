@@ -124,6 +124,8 @@ class _Progress:
             os.write(self.fd, line.encode("utf-8"))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed:
+            return  # a passing setup or teardown is no test outcome (and most reports are)
         status = _PROGRESS_STATUS.get(_category(self.config, report))
         if status is not None:
             self._write(status, report.nodeid)
