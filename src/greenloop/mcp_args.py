@@ -210,8 +210,12 @@ def _expected(schema: Mapping[str, Any]) -> str:
 def _value_problem(schema: Mapping[str, Any], value: Any) -> str | None:
     """None when `value` fits `schema`, else what it should be and what it was."""
     if "anyOf" in schema:
-        if any(_value_problem(s, value) is None for s in schema["anyOf"]):
+        options = schema["anyOf"]
+        if any(_value_problem(s, value) is None for s in options):
             return None
+        typed = [s for s in options if isinstance(s.get("type"), str) and _is(value, s["type"])]
+        if len(typed) == 1 and ("items" in typed[0] or "minimum" in typed[0] or "enum" in typed[0]):
+            return _value_problem(typed[0], value)  # the right type, a wrong value: say which
         return f"expected {_expected(schema)}, got {_shown(value)}"
     if "enum" in schema and value not in schema["enum"]:
         return f"expected {_expected(schema)}, got {_shown(value)}"
