@@ -172,6 +172,13 @@ class FastLane:
         self.offer(tools or [])
         self._lock = threading.Lock()
         self._calls: dict[Any, tuple[threading.Event, threading.Event]] = {}  # id -> (cancel, by client)
+        self.served = 0  # calls taken so far
+
+    @property
+    def busy(self) -> bool:
+        """A call is on the lane now."""
+        with self._lock:
+            return bool(self._calls)
 
     def offer(self, tools: list[Mapping[str, Any]]) -> None:
         """The tools as the SDK lists them (its schemas are the lane's contract)."""
@@ -202,6 +209,7 @@ class FastLane:
         cancel, by_client = threading.Event(), threading.Event()
         with self._lock:
             self._calls[rid] = (cancel, by_client)
+            self.served += 1
         threading.Thread(
             target=self._serve, args=(rid, tool, args, token, cancel, by_client), name="mcp-fast", daemon=True
         ).start()

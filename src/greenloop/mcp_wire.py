@@ -38,6 +38,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from greenloop.mcp_fast import FastLane
 
 __all__ = [
+    "SDK_GRACE_S",
     "SNAPSHOT_PATH",
     "HandshakeCache",
     "Input",
@@ -158,6 +160,12 @@ class HandshakeCache:
                 section = data.get("enabled" if self.enabled else "disabled")
                 self._shipped = section if isinstance(section, dict) else {}
         return self._shipped
+
+    def can_answer(self) -> bool:
+        """Could `initialize` be answered without the SDK (a cache file, a matching snapshot)?"""
+        if self.off:
+            return False
+        return self.path.is_file() or bool(self._snapshot().get("initialize"))
 
     def _find(self, kind: str, protocol_version: str) -> dict[str, Any] | None:
         if self.off:
@@ -373,16 +381,41 @@ class Output:
         return None
 
 
+SDK_GRACE_S = 0.5  # after the handshake, how long the SDK's import waits for a first test_run
+
+
 def warm_handshake(
-    wire: Wire, cache: HandshakeCache, ready: threading.Event, lane: FastLane | None = None
+    wire: Wire,
+    cache: HandshakeCache,
+    ready: threading.Event,
+    lane: FastLane | None = None,
+    go: threading.Event | None = None,
 ) -> tuple[list[bytes], set[Any]]:
     """Answer `initialize`, `tools/list` and `ping` from the cache, and hand `tools/call` to
     the fast `lane`, until `ready` is set.
+
+    `go` tells the loader to start importing the SDK. A model's first call is nearly always
+    a run, served on the lane; the SDK's import (seconds of CPU) would compete with that run
+    for the machine, so it waits while the lane runs: `go` is set once the lane's calls are
+    done, when a request needs the SDK, when no call came SDK_GRACE_S after the handshake,
+    or when the cache cannot answer at all.
 
     Returns the lines read (to replay to the SDK, in order) and the request ids already
     answered (whose SDK answers are swallowed). Reads nothing when the cache cannot answer
     the first message, so the SDK then sees the conversation exactly as it came.
     """
+    go = go if go is not None else threading.Event()
+    try:
+        return _warm(wire, cache, ready, lane, go)
+    finally:
+        go.set()
+
+
+def _warm(
+    wire: Wire, cache: HandshakeCache, ready: threading.Event, lane: FastLane | None, go: threading.Event
+) -> tuple[list[bytes], set[Any]]:
+    if not cache.can_answer():
+        go.set()  # the SDK answers the handshake: load it at once
     first = wire.lines.get()
     if first is None:
         wire.lines.put(EOF_MARK)
@@ -396,11 +429,17 @@ def warm_handshake(
     if answer is None:
         return replay, set()
     wire.send({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+    answered_at = time.monotonic()
     swallow = {msg["id"]}
     tools = cache.tools(version)
     if lane is not None and tools is not None:
         lane.offer(tools.get("tools") or [])
+    else:
+        go.set()  # no lane: nothing to wait for
     while not ready.is_set():
+        idle = not go.is_set() and lane is not None and not lane.busy
+        if idle and lane is not None and (lane.served or time.monotonic() - answered_at >= SDK_GRACE_S):
+            go.set()
         try:
             line = wire.lines.get(timeout=0.005)
         except queue.Empty:
@@ -420,6 +459,8 @@ def warm_handshake(
                 continue
             if lane is not None and lane.take(m):
                 continue  # the lane answers it, the SDK never sees it
+            if method is not None:
+                go.set()  # a request only the SDK answers
         if m is not None and lane is not None:
             lane.see(m)  # a cancellation of a call on the lane
         replay.append(line)

@@ -38,12 +38,15 @@ def serve(args: argparse.Namespace) -> int:
     sid = session.resolve(None, env=os.environ, mcp_context=own) or own
     loaded: dict[str, Any] = {}
     ready = threading.Event()
+    go = threading.Event()  # warm_handshake's word to start importing the SDK
 
     def load() -> None:
         try:
             # the library first: the fast lane's first run needs it, and it is what the
-            # shell's `greenloop run` loads too
+            # shell's `greenloop run` loads too; the SDK once the lane lets it
             import greenloop.api  # noqa: F401
+
+            go.wait()
             from greenloop import mcp_server
 
             server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
@@ -58,7 +61,7 @@ def serve(args: argparse.Namespace) -> int:
         wire, workspace=workspace, config=cfg, session_for=lambda named: named or sid, running=running
     )
     with _stop_runs_on_signals(running):
-        replay, swallow = mcp_wire.warm_handshake(wire, cache, ready, lane if cfg.enabled else None)
+        replay, swallow = mcp_wire.warm_handshake(wire, cache, ready, lane if cfg.enabled else None, go)
         ready.wait()
     if "error" in loaded:
         running.stop_all(mcp_fast.STOP_WAIT_S)
