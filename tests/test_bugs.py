@@ -36,7 +36,7 @@ def test_record_round_trip_and_contract_keys() -> None:
     d = b.to_json()
     assert list(d) == ["id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category",
                        "severity", "title", "detail", "affected_units", "status", "fix_refs",
-                       "created_at", "updated_at", "by"]
+                       "created_at", "updated_at", "by", "closed_by", "evidence"]
     assert d["dedup_key"] == "todo-be:t"
     assert Bug.from_json(d) == b
     assert Bug.from_json(json.loads(json.dumps(d))) == b

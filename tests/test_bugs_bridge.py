@@ -70,8 +70,8 @@ def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
     log.transition(b_list.id, "fixing", by="coder")
     done = bugs.bridge_unit_run(ws, green("run-3"))
     assert sorted(done.bugs_transitioned, key=lambda t: t["id"]) == sorted(
-        [{"id": b_title.id, "from": "open", "to": "fixed"},
-         {"id": b_list.id, "from": "fixing", "to": "fixed"}],
+        [{"id": b_title.id, "from": "open", "to": "fixed", "evidence": "suite_passed"},
+         {"id": b_list.id, "from": "fixing", "to": "fixed", "evidence": "suite_passed"}],
         key=lambda t: t["id"])
     assert log.get(b_title.id).fix_refs == ("run-3",)
     assert log.get(other.bugs_opened[0]).status == "open"
@@ -103,7 +103,8 @@ def test_broken_runs(tmp_path: Path) -> None:
     assert len(log.fold().bugs) == 1
     # the suite runs again (red): the infra bug is fixed, the failure opens its own bug
     after = bugs.bridge_unit_run(ws, red("run-5", F_LIST))
-    assert after.bugs_transitioned == ({"id": infra.id, "from": "open", "to": "fixed"},)
+    assert after.bugs_transitioned == (
+        {"id": infra.id, "from": "open", "to": "fixed", "evidence": "suite_ran"},)
     assert len(after.bugs_opened) == 1
 
 
@@ -178,11 +179,19 @@ def test_integration_bridge(tmp_path: Path) -> None:
     assert log.get(case_bug.id).status == "verified" and "run-int-3" in log.get(unit_bug).fix_refs
     assert log.get(auth_bug).status == "fixed"
     assert log.get(red_run.bug_ids["auth-login"]).status == "open"
-    # without passed_cases, a green run answers the integration bugs whose units it covered
+    # without passed_cases, a green run has no evidence about any case: integration bugs stay;
+    # the fixed unit bug of a covered unit is verified
     ok2 = bugs.bridge_integration_run(str(root), [], run_id="run-int-4", ok=True, covered_units=["auth-be"])
-    assert {(t["id"], t["to"]) for t in ok2.bugs_transitioned} == {
-        (red_run.bug_ids["auth-login"], "fixed"), (red_run.bug_ids["auth-login"], "verified"),
-        (auth_bug, "verified")}
+    assert {(t["id"], t["to"], t["evidence"]) for t in ok2.bugs_transitioned} == {
+        (auth_bug, "verified", "integration_passed")}
+    assert log.get(red_run.bug_ids["auth-login"]).status == "open"
+    # the case itself passing answers its bug: fixed and, the run being green, verified
+    ok3 = bugs.bridge_integration_run(str(root), [], run_id="run-int-5", ok=True, covered_units=["auth-be"],
+                                      passed_cases=["auth-login"])
+    assert [(t["to"], t["evidence"]) for t in ok3.bugs_transitioned] == [
+        ("fixed", "case_passed"), ("verified", "case_passed")]
+    closed = log.get(red_run.bug_ids["auth-login"])
+    assert (closed.closed_by, closed.evidence) == ("run-int-5", "case_passed")
     assert {b.status for b in log.fold().bugs} == {"verified"}
     with pytest.raises(bugs.UsageError, match="case_id"):
         bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
@@ -198,7 +207,8 @@ def test_integration_red_run_fixes_the_cases_that_passed(tmp_path: Path) -> None
     # case one passes now, case two still fails: one's bug is fixed (not verified), two's stays open
     second = bugs.bridge_integration_run(str(root), fail[1:], run_id="r2", ok=False,
                                          covered_units=["a", "b"], passed_cases=["one"])
-    assert second.bugs_transitioned == ({"id": first.bug_ids["one"], "from": "open", "to": "fixed"},)
+    assert second.bugs_transitioned == (
+        {"id": first.bug_ids["one"], "from": "open", "to": "fixed", "evidence": "case_passed"},)
     assert log.get(first.bug_ids["one"]).fix_refs == ("r2",)
     assert log.get(first.bug_ids["two"]).status == "open"
     # a case both failed and passed (a retried case) is not fixed by its pass
@@ -242,6 +252,114 @@ def test_real_runs_red_then_green(tmp_path: Path) -> None:
     test_file.write_text(PYTEST_CASES.replace("a - b  # the bug", "a + b"))
     second = api.test_run(unit, timeout_ms=60_000)
     assert second.outcome == "green", second.notes
-    assert second.bugs_transitioned == ({"id": bug.id, "from": "open", "to": "fixed"},)
+    assert second.bugs_transitioned == (
+        {"id": bug.id, "from": "open", "to": "fixed", "evidence": "test_passed"},)
     assert BugLog(root / "bugs.ndjson").get(bug.id).fix_refs == (second.run_id,)
     assert sys.executable  # the suite ran under this interpreter's pytest
+
+
+# --- evidence: a bug moves to fixed only on a run that executed its own test -------------------
+
+
+def named_green(run_id: str, *passed: str, selection: str | None = None) -> RunResult:
+    return green(run_id)._replace(passed_tests=passed, selection=selection)
+
+
+def test_a_narrowed_green_run_closes_only_the_bugs_whose_tests_it_ran(tmp_path: Path) -> None:
+    root = project(tmp_path, "todo-be")
+    ws = str(root / "units" / "todo-be")
+    first = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
+    b_title, b_list = first.bugs_opened
+    log = BugLog(root / "bugs.ndjson")
+    # a targeted run of another test: green, yet it says nothing about either bug
+    other = bugs.bridge_unit_run(ws, named_green("run-2", "GET /api/todos > empty list", selection="target"))
+    assert other.bugs_transitioned == ()
+    assert {log.get(b).status for b in (b_title, b_list)} == {"open"}
+    # a narrowed run without names (a text fallback) has no evidence either
+    assert bugs.bridge_unit_run(ws, named_green("run-3", selection="last_failed")).bugs_transitioned == ()
+    # the run that executed F_TITLE's test and saw it pass closes that bug, and only that one
+    done = bugs.bridge_unit_run(ws, named_green("run-4", F_TITLE.test, selection="target"))
+    assert done.bugs_transitioned == (
+        {"id": b_title, "from": "open", "to": "fixed", "evidence": "test_passed"},)
+    closed = log.get(b_title)
+    assert (closed.status, closed.closed_by, closed.evidence, closed.fix_refs) == (
+        "fixed", "run-4", "test_passed", ("run-4",))
+    assert log.get(b_list).status == "open" and log.get(b_list).closed_by is None
+    # the line in bugs.ndjson says which run closed it
+    last = json.loads((root / "bugs.ndjson").read_text().splitlines()[-1])
+    assert (last["id"], last["closed_by"], last["evidence"]) == (b_title, "run-4", "test_passed")
+
+
+def test_a_red_run_closes_the_bugs_whose_tests_passed_in_it(tmp_path: Path) -> None:
+    root = project(tmp_path, "todo-be")
+    ws = str(root / "units" / "todo-be")
+    b_title, b_list = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
+    mixed = red("run-2", F_LIST)._replace(passed_tests=(F_TITLE.test, "something else"))
+    out = bugs.bridge_unit_run(ws, mixed)
+    assert out.bugs_transitioned == (
+        {"id": b_title, "from": "open", "to": "fixed", "evidence": "test_passed"},)
+    assert out.failures[0].bug_id == b_list and BugLog(root / "bugs.ndjson").get(b_list).status == "open"
+
+
+def test_a_whole_suite_green_run_that_names_its_tests_keeps_a_bug_whose_test_is_gone(tmp_path: Path) -> None:
+    root = project(tmp_path, "todo-be")
+    ws = str(root / "units" / "todo-be")
+    b_title, b_list = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
+    out = bugs.bridge_unit_run(ws, named_green("run-2", F_LIST.test, "a renamed test"))
+    assert [t["id"] for t in out.bugs_transitioned] == [b_list]
+    assert BugLog(root / "bugs.ndjson").get(b_title).status == "open"
+    assert any(b_title in n and "did not run their tests" in n for n in out.notes)
+
+
+def test_old_log_lines_without_closing_keys_still_fold(tmp_path: Path) -> None:
+    """Lines written before `closed_by`/`evidence` existed read back on the fast path."""
+    old = {"id": "bug-20260101-0000-aaaa", "source": "unit_test", "unit_id": "u", "run_id": "r",
+           "test_name": "t", "dedup_key": "u:t", "category": "unknown", "severity": "medium",
+           "title": "T", "detail": "", "affected_units": ["u"], "status": "open", "fix_refs": [],
+           "created_at": "x", "updated_at": "x", "by": None}
+    path = tmp_path / "bugs.ndjson"
+    path.write_text(json.dumps(old) + "\n")
+    log = BugLog(path)
+    bug = log.get(old["id"])
+    assert (bug.status, bug.closed_by, bug.evidence) == ("open", None, None) and log.warnings == ()
+    moved = log.transition(bug.id, "fixed", by="me").bug
+    assert (moved.closed_by, moved.evidence) == (None, "by hand")
+
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo"
+
+
+@pytest.mark.e2e
+def test_demo_a_green_run_of_one_other_test_leaves_the_discount_bug_open(tmp_path: Path) -> None:
+    """examples/demo through api.test_run: the full run opens the discount bug; a green run
+    targeting only another test leaves it open; a run of its own test after the fix closes it."""
+    import shutil
+    import subprocess
+
+    from greenloop import api
+
+    ws = tmp_path / "demo"
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".greenloop", ".venv", "__pycache__"))
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    full = api.test_run(ws, timeout_ms=60_000)
+    assert full.outcome == "red" and len(full.bugs_opened) == 1
+    discount = full.failures[0]
+    assert discount.test.endswith("test_discount_code_takes_ten_percent_off")
+    one = api.test_run(ws, target="tests/test_cart.py::test_empty_cart_costs_nothing", timeout_ms=60_000)
+    assert one.outcome == "green" and one.selection == "target"
+    assert one.passed_tests == ("tests/test_cart.py::test_empty_cart_costs_nothing",)
+    assert one.bugs_transitioned == ()
+    log = BugLog(ws / "bugs.ndjson")
+    assert log.get(full.bugs_opened[0]).status == "open"
+    cart = ws / "cart.py"
+    cart.write_text(cart.read_text().replace("total * 10 // 100", "total * 90 // 100"))
+    own = api.test_run(ws, target=discount.test, timeout_ms=60_000)
+    assert own.outcome == "green", own.output_tail
+    assert own.bugs_transitioned == (
+        {"id": full.bugs_opened[0], "from": "open", "to": "fixed", "evidence": "test_passed"},)
+    assert log.get(full.bugs_opened[0]).closed_by == own.run_id
+    # greenloop's state folder ignores itself: git status shows only the user's own files
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ws,
+                            capture_output=True, text=True, check=True).stdout
+    assert ".greenloop" not in status
+    assert (ws / ".greenloop" / ".gitignore").read_text().splitlines()[-1] == "*"

@@ -27,6 +27,9 @@ CALLS = [
     ["bugs", "transition", "bug-1", "--to", "fixing", "--fix-ref", "r1"],
     ["integrate", "proj", "--case", "c1", "--case", "c2"],
     ["audit", "units/u", "--json"],
+    ["timeline", "proj", "--follow", "--kind", "bug_opened", "--last", "5"],
+    ["units", "proj", "--json"],
+    ["serve", "ws", "--port", "0", "--host", "127.0.0.1", "--open"],
     ["mcp", "--workspace", "ws"],
 ]
 

@@ -129,7 +129,7 @@ def test_validation_names_every_violating_field_and_why() -> None:
     assert "'summary_tail_chars' must be zero or more" in msg
     assert "'enabled' must be true or false" in msg
     assert "'hint_language' must be one of en, zh" in msg
-    assert "'sandbox' must be one of read-only, workspace-write, full-access" in msg
+    assert "'sandbox' must be one of auto, read-only, workspace-write, full-access" in msg
     assert "unknown key 'max_rounds'" in msg
     assert "did you mean" in msg
 

@@ -161,6 +161,42 @@ def test_gate_turn_ids_start_new_turns(tmp_path: Path) -> None:
     assert gate.on_turn_stopping("s1", "turn-2").kind == "release"
 
 
+def test_on_prompt_skips_the_gates_own_steer_coming_back(tmp_path: Path) -> None:
+    """Gemini CLI and Cursor feed the steer message back as the next prompt: not a new turn.
+    A user prompt is one, even when its words repeat the last one."""
+    clock = Clock()
+    gate = Gate(tmp_path, config=Config(), clock=clock)
+    assert gate.on_prompt("s1", "fix it", "k") == 1
+    with Store(tmp_path, clock=clock) as store:
+        store.record_run(red_run(at=clock()))
+    first = gate.on_turn_stopping("s1", "k")
+    assert first.kind == "steer"
+    assert gate.on_prompt("s1", first.message + "\n", "k") == 1  # our own words: the same turn
+    second = gate.on_turn_stopping("s1", "k")
+    assert second.kind == "steer"
+    assert gate.on_turn_stopping("s1", "k").kind == "release"
+    assert gate.on_prompt("s1", "fix it", "k") == 2  # the user again, the same words: a new turn
+    assert gate.on_turn_stopping("s1", "k").intercepts_this_turn == 1
+    assert gate.on_prompt("s1", second.message, "k") == 3  # only this turn's steer is ours
+
+
+def test_attach_run_gives_a_workspace_run_to_a_session(tmp_path: Path) -> None:
+    clock = Clock()
+    with Store(tmp_path, clock=clock) as store:
+        store.record_run(red_run("run-a", session=None, at=clock()))
+        store.record_run(red_run("run-b", session="other", at=clock()))
+        store.mark_released("s1", 0, "run-a")
+        assert store.attach_run("run-a", "s1").session_id == "s1"  # type: ignore[union-attr]
+        assert store.attach_run("run-a", "s1") is not None  # already its own: unchanged
+        assert store.attach_run("run-b", "s1") is None  # another session's run stays there
+        assert store.attach_run("run-missing", "s1") is None
+        assert store.latest_run(session_id="s1").run_id == "run-a"  # type: ignore[union-attr]
+        store.record_run(RunRecord("run-c", ok=True, at=clock(), outcome="green", session_id=None))
+        assert store.unresolved_records("s1")  # a workspace run: s1 has a run of its own now
+        store.attach_run("run-c", "s1")
+        assert store.unresolved_records("s1") == []  # a green run given to s1 clears its record
+
+
 def test_gate_sessions_are_independent(tmp_path: Path) -> None:
     clock = Clock()
     gate = Gate(tmp_path, config=Config(), clock=clock)

@@ -179,9 +179,10 @@ def test_gemini_after_agent_deny_then_release(tmp_path: Path) -> None:
     assert json.loads(p.stdout)["decision"] == "deny"
     p = hook("gemini", gemini_after_agent("g1", tmp_path, True), cwd=tmp_path)
     assert "unresolved" in json.loads(p.stdout)["systemMessage"]
-    # A fresh user turn (not a hook-driven continuation) gets a new budget.
+    # The budget is per user turn, whatever stop_hook_active says: Gemini reports false on a
+    # corrective round in which the model called a tool (tests/test_hooks_gemini.py).
     p = hook("gemini", gemini_after_agent("g1", tmp_path, False), cwd=tmp_path)
-    assert json.loads(p.stdout)["decision"] == "deny"
+    assert "unresolved" in json.loads(p.stdout)["systemMessage"]
     record(tmp_path, "g1", True, "run-green")
     p = hook("gemini", gemini_after_agent("g1", tmp_path, True), cwd=tmp_path)
     assert json.loads(p.stdout) == {}
@@ -479,7 +480,7 @@ def test_claude_code_plan_mode_makes_the_sessions_runs_read_only_until_it_ends(t
     assert p.returncode == 0 and p.stdout == ""  # UserPromptSubmit stdout would reach the model
     assert "sandbox read-only" in p.stderr
     assert _policy(tmp_path, "s1") == ("read-only", "session")
-    assert _policy(tmp_path, "other") == ("workspace-write", "config")  # per session
+    assert _policy(tmp_path, "other") == ("auto", "config")  # per session
     # the same mode again writes nothing
     hook("claude-code", claude("Stop", "s1", tmp_path, permission_mode="plan"), cwd=tmp_path)
     assert _mode_rows(tmp_path, "s1") == ["claude-code:plan", "read-only"]
@@ -487,10 +488,10 @@ def test_claude_code_plan_mode_makes_the_sessions_runs_read_only_until_it_ends(t
     edits = claude("UserPromptSubmit", "s1", tmp_path, permission_mode="acceptEdits")
     p = hook("claude-code", edits, cwd=tmp_path)
     assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
-    assert _policy(tmp_path, "s1") == ("workspace-write", "config")
+    assert _policy(tmp_path, "s1") == ("auto", "config")
     bypass = claude("UserPromptSubmit", "s1", tmp_path, permission_mode="bypassPermissions")
     hook("claude-code", bypass, cwd=tmp_path)
-    assert _policy(tmp_path, "s1") == ("workspace-write", "config")  # never loosened by a hook
+    assert _policy(tmp_path, "s1") == ("auto", "config")  # never loosened by a hook
     assert _mode_rows(tmp_path, "s1")[-1] == "claude-code:bypassPermissions"
 
 
@@ -518,7 +519,7 @@ def test_codex_permission_mode_keeps_the_stop_answer_exact(tmp_path: Path) -> No
     hook("codex", {**codex_stop("c1", "t2", tmp_path), "permission_mode": "danger-full-access"}, cwd=tmp_path)
     assert _policy(tmp_path, "c1") == ("full-access", "session")
     hook("codex", {**codex_stop("c1", "t3", tmp_path), "permission_mode": "default"}, cwd=tmp_path)
-    assert _policy(tmp_path, "c1") == ("workspace-write", "config")
+    assert _policy(tmp_path, "c1") == ("auto", "config")
 
 
 def test_permission_mode_is_never_written_without_state_or_from_garbage(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.init import init
+from greenloop.init import hook_command, init
 
 try:
     import tomllib
@@ -27,8 +28,8 @@ def test_claude_code_fresh(tmp_path: Path) -> None:
     assert [c.action for c in report.files] == ["created", "created"]
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     hooks = settings["hooks"]
-    for event in ("Stop", "SubagentStop", "UserPromptSubmit", "PostToolUse"):
-        assert commands(hooks[event]) == ["greenloop hook claude-code"], event
+    for event in ("SessionStart", "Stop", "SubagentStop", "UserPromptSubmit", "PostToolUse"):
+        assert commands(hooks[event]) == [hook_command("claude-code")], event
     assert hooks["PostToolUse"][0]["matcher"] == "Bash"
     assert hooks["Stop"][0]["hooks"][0]["type"] == "command"
     mcp = json.loads((tmp_path / ".mcp.json").read_text())
@@ -50,7 +51,7 @@ def test_claude_code_merge_keeps_user_hooks_and_is_idempotent(tmp_path: Path) ->
     first = (tmp_path / ".claude" / "settings.json").read_text()
     settings = json.loads(first)
     assert settings["permissions"] == user["permissions"]
-    assert commands(settings["hooks"]["Stop"]) == ["notify-send done", "greenloop hook claude-code"]
+    assert commands(settings["hooks"]["Stop"]) == ["notify-send done", hook_command("claude-code")]
     assert commands(settings["hooks"]["PreToolUse"]) == ["lint.sh"]
     mcp = json.loads((tmp_path / ".mcp.json").read_text())
     assert set(mcp["mcpServers"]) == {"db", "greenloop"}
@@ -80,7 +81,7 @@ def test_claude_code_refreshes_an_old_entry_in_place(tmp_path: Path) -> None:
     (tmp_path / ".claude" / "settings.json").write_text(json.dumps(old))
     init("claude-code", tmp_path)
     stop = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]["Stop"]
-    assert commands(stop) == ["greenloop hook claude-code"]  # replaced in place, the duplicate dropped
+    assert commands(stop) == [hook_command("claude-code")]  # replaced in place, the duplicate dropped
 
 
 def test_codex_hooks_and_toml(tmp_path: Path) -> None:
@@ -90,15 +91,22 @@ def test_codex_hooks_and_toml(tmp_path: Path) -> None:
     report = init("codex", tmp_path)
     assert [c.action for c in report.files] == ["created", "updated"]
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
-    assert commands(hooks["Stop"]) == ["greenloop hook codex"]
-    assert commands(hooks["UserPromptSubmit"]) == ["greenloop hook codex"]
+    assert commands(hooks["Stop"]) == [hook_command("codex")]
+    assert commands(hooks["UserPromptSubmit"]) == [hook_command("codex")]
     assert hooks["PostToolUse"][0]["matcher"] == "Bash"
     text = (tmp_path / ".codex" / "config.toml").read_text()
-    assert text.startswith(toml_text)  # the user's lines are kept byte for byte
+    assert toml_text in text  # the user's lines are kept byte for byte, after the top-level grace
     config = tomllib.loads(text)
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
+    # `codex exec` leaves out an optional MCP server still starting; this makes it wait
+    assert config["mcp_optional_startup_grace_ms"] == 15000
+    assert config["model"] == "gpt-5-codex"
     assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
+    notes = " ".join(report.notes)
+    assert "--trust" in notes and "/hooks" in notes and "allow_login_shell = false" in notes
+    assert f'[projects."{tmp_path}"] trust_level = "trusted"' in notes  # ready to paste
 
 
 def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
@@ -108,8 +116,29 @@ def test_codex_rewrites_a_stale_server_table_only(tmp_path: Path) -> None:
     )
     init("codex", tmp_path)
     config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"]["greenloop"] == {"command": "greenloop", "args": ["mcp"]}
+    expected = {"command": "greenloop", "args": ["mcp"], "startup_timeout_sec": 30}
+    assert config["mcp_servers"]["greenloop"] == expected
     assert config["profiles"]["fast"] == {"model": "o4-mini"}
+
+
+def test_codex_keeps_the_users_server_settings_and_grace(tmp_path: Path) -> None:
+    (tmp_path / ".codex").mkdir()
+    path = tmp_path / ".codex" / "config.toml"
+    path.write_text(
+        "mcp_optional_startup_grace_ms = 4000\n\n"
+        '[mcp_servers.greenloop]\ncommand = "old"\nargs = [\n  "x",\n]\n'
+        'startup_timeout_sec = 90\nenv = { GREENLOOP_CONFIG_HOME = "/etc/gl" }\n'
+    )
+    init("codex", tmp_path)
+    config = tomllib.loads(path.read_text())
+    assert config["mcp_optional_startup_grace_ms"] == 4000  # the user's choice stands
+    assert config["mcp_servers"]["greenloop"] == {
+        "command": "greenloop",
+        "args": ["mcp"],  # the multi-line array was replaced whole
+        "startup_timeout_sec": 90,
+        "env": {"GREENLOOP_CONFIG_HOME": "/etc/gl"},
+    }
+    assert [c.action for c in init("codex", tmp_path).files] == ["unchanged", "unchanged"]
 
 
 def test_gemini_settings(tmp_path: Path) -> None:
@@ -118,10 +147,32 @@ def test_gemini_settings(tmp_path: Path) -> None:
     init("gemini", tmp_path)
     settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
     assert settings["theme"] == "dark"
-    assert commands(settings["hooks"]["AfterAgent"]) == ["greenloop hook gemini"]
-    assert settings["hooks"]["AfterTool"][0]["matcher"] == "run_shell_command"
+    for event in ("SessionStart", "BeforeAgent", "AfterAgent", "AfterTool"):
+        assert commands(settings["hooks"][event]) == [hook_command("gemini")]
+    matcher = re.compile(settings["hooks"]["AfterTool"][0]["matcher"])  # Gemini: a regex on the name
+    ours = ("run_shell_command", "mcp_greenloop_test_run", "mcp_greenloop_test_job")
+    assert all(matcher.search(tool) for tool in ours)
+    assert not any(matcher.search(t) for t in ("read_file", "mcp_greenloop_test_probe", "mcp_other_test_run"))
     assert settings["mcpServers"]["greenloop"]["args"] == ["mcp"]
     assert [c.action for c in init("gemini", tmp_path).files] == ["unchanged"]
+
+
+def test_gemini_refreshes_an_older_init_and_says_what_trust_it_needs(tmp_path: Path) -> None:
+    old = {"type": "command", "command": "greenloop hook gemini", "name": "greenloop", "timeout": 30000}
+    before = {
+        "hooks": {
+            "AfterAgent": [{"hooks": [old]}],
+            "AfterTool": [{"matcher": "run_shell_command", "hooks": [old]}],
+        }
+    }
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps(before))
+    report = init("gemini", tmp_path)
+    settings = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert commands(settings["hooks"]["BeforeAgent"]) == [hook_command("gemini")]
+    assert len(settings["hooks"]["AfterTool"]) == 1
+    assert "mcp_greenloop_test_run" in settings["hooks"]["AfterTool"][0]["matcher"]
+    assert any("trusted folder" in note and "trustedFolders.json" in note for note in report.notes)
 
 
 def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
@@ -132,8 +183,9 @@ def test_cursor_hooks_and_mcp(tmp_path: Path) -> None:
     init("cursor", tmp_path)
     data = json.loads((tmp_path / ".cursor" / "hooks.json").read_text())
     assert data["version"] == 1
-    assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": "greenloop hook cursor"}]
-    assert data["hooks"]["afterShellExecution"] == [{"command": "greenloop hook cursor"}]
+    assert data["hooks"]["stop"] == [{"command": "./audit.sh"}, {"command": hook_command("cursor")}]
+    for event in ("beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution"):
+        assert data["hooks"][event] == [{"command": hook_command("cursor")}]
     assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["greenloop"]
     assert [c.action for c in init("cursor", tmp_path).files] == ["unchanged", "unchanged"]
 
@@ -174,3 +226,48 @@ def test_cli_init_json_and_exit_codes(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 2 and "unknown harness" in p.stderr
+
+
+def test_the_written_hook_command_runs_without_site_and_ignores_the_project_folder(tmp_path: Path) -> None:
+    """The command init writes, run as a harness runs it (`sh -c`), from a project whose own
+    modules are named like standard ones: it steers on a red run and records a pytest run."""
+    import os
+    import time
+
+    from greenloop.closure import Counts, RunRecord
+    from greenloop.store import Store
+
+    init("claude-code", tmp_path)
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    command = commands(settings["hooks"]["Stop"])[0]
+    assert " -I -S -c " in command and command.endswith(" hook claude-code")
+    for shadow in ("json.py", "sqlite3.py", "typing.py", "greenloop.py"):
+        (tmp_path / shadow).write_text("raise SystemExit('the project folder was on sys.path')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_PROJECT_DIR", "PYTHONPATH")}
+    env["GREENLOOP_CONFIG_HOME"] = str(tmp_path / "no-user-config")
+    with Store(tmp_path) as store:
+        store.record_run(
+            RunRecord("run-red", ok=False, at=time.time(), session_id="s1", summary=Counts(2, 1, 1, 0),
+                      failing=("test_a.py::test_one",))
+        )  # fmt: skip
+
+    def run(payload: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", "-c", command], input=json.dumps(payload), capture_output=True, text=True,
+            cwd=tmp_path, env=env, timeout=60, check=False,
+        )  # fmt: skip
+
+    stop = run({"session_id": "s1", "cwd": str(tmp_path), "hook_event_name": "Stop"})
+    assert stop.returncode == 0, stop.stderr
+    assert json.loads(stop.stdout)["decision"] == "block" and "test_one" in stop.stdout
+    output = "test_a.py::test_one PASSED\ntest_a.py::test_two PASSED\n==== 2 passed in 0.01s ====\n"
+    post = run(
+        {
+            "session_id": "s1", "cwd": str(tmp_path), "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "python -m pytest -q"},
+            "tool_response": {"stdout": output, "stderr": "", "interrupted": False},
+        }
+    )  # fmt: skip
+    assert post.returncode == 0 and "recorded" in post.stderr, post.stderr
+    with Store(tmp_path) as store:
+        assert store.state("s1").last_run.ok is True  # type: ignore[union-attr]

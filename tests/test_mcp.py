@@ -279,9 +279,10 @@ def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, 
     probe, red, green = out["probe"], out["red"], out["green"]
     assert probe["framework"] == "pytest"
     assert any(f.endswith("test_calc.py") for f in probe["test_files"])
-    session = probe["session_id"]
-    assert session.startswith("mcp-")
-    assert {red["session_id"], green["session_id"], out["closure2"]["session_id"]} == {session}
+    # No hook, no session variable: the runs belong to the workspace (never to a private
+    # session of the connection that no gate reads), and every result says so.
+    sessions = {probe["session_id"], red["session_id"], green["session_id"], out["closure2"]["session_id"]}
+    assert sessions == {None}
 
     assert out["closure0"]["satisfied"] is True  # nothing recorded yet: allow
 
@@ -322,10 +323,29 @@ def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_pa
     assert out["named_check"]["satisfied"] is False
     assert out["named_check"]["last_run"]["run_id"] == out["named"]["run_id"]
     assert out["own_check"]["session_id"] == "harness-42"
+    assert out["own_check"]["session_source"] == "env:GREENLOOP_SESSION"
+    assert out["named"]["session_source"] == "explicit"
     assert out["own_check"]["satisfied"] is True  # the run went to agent-7, not to this session
 
 
-def test_two_connections_are_two_sessions(tmp_path: Path, home: Path) -> None:
+def test_a_request_meta_can_name_the_session(tmp_path: Path, home: Path) -> None:
+    """A client that sends its session in a request's _meta gets its runs recorded there."""
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return {
+            "run": _ok(await s.call_tool("test_run", {}, meta={"sessionId": "meta-1"})),
+            "check": _ok(await s.call_tool("test_closure_check", {}, meta={"sessionId": "meta-1"})),
+            "plain": _ok(await s.call_tool("test_closure_check", {})),
+        }
+
+    out = _with_client(ws, home, body)
+    assert out["run"]["session_id"] == "meta-1" and out["run"]["session_source"] == "meta"
+    assert out["check"]["session_id"] == "meta-1" and out["check"]["satisfied"] is False
+    assert out["plain"]["session_id"] is None and out["plain"]["session_source"] == "none"
+
+
+def test_connections_of_two_sessions_keep_their_runs_apart(tmp_path: Path, home: Path) -> None:
     ws = _pytest_workspace(tmp_path / "ws", red=True)
 
     async def run(s: ClientSession) -> dict[str, Any]:
@@ -334,10 +354,12 @@ def test_two_connections_are_two_sessions(tmp_path: Path, home: Path) -> None:
     async def check(s: ClientSession) -> dict[str, Any]:
         return _ok(await s.call_tool("test_closure_check", {}))
 
-    first = _with_client(ws, home, run)
-    second = _with_client(ws, home, check)
-    assert first["session_id"] != second["session_id"]
-    assert second["satisfied"] is True
+    first = _with_client(ws, home, run, env={"CODEX_THREAD_ID": "thread-a"})
+    second = _with_client(ws, home, check, env={"CLAUDE_CODE_SESSION_ID": "claude-b"})
+    anyone = _with_client(ws, home, check)
+    assert first["session_id"] == "thread-a" and second["session_id"] == "claude-b"
+    assert second["satisfied"] is True  # thread-a's red run is not claude-b's
+    assert anyone["session_id"] is None and anyone["satisfied"] is False  # the workspace's latest is red
 
 
 # --------------------------------------------------------------------------- background jobs
@@ -474,8 +496,8 @@ def test_open_list_and_transition_bugs(tmp_path: Path, home: Path) -> None:
     assert out["again"]["bug"]["id"] == opened["id"]  # same unit and test: the open bug is reused
     assert out["again"]["created"] is False
     assert out["fixing"]["bug"]["status"] == "fixing" and out["fixing"]["from"] == "open"
-    assert out["fixing"]["bug"]["by"] == out["fixing"]["session_id"]
-    assert out["fixing"]["session_id"].startswith("mcp-")
+    assert out["fixing"]["session_id"] is None  # no session: the connection's label names the mover
+    assert out["fixing"]["bug"]["by"].startswith("mcp-")
     assert out["illegal"].is_error and "verified" in _text(out["illegal"])
     assert out["missing"].is_error and "BUG-nope" in _text(out["missing"])
     assert out["fixed"]["bug"]["status"] == "fixed" and "abc123" in out["fixed"]["bug"]["fix_refs"]
@@ -679,7 +701,7 @@ def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
     out = _with_client(project, home, body)
     one, every = out["one"], out["all"]
     assert one["ok"] is True and one["cases_total"] == 1 and one["cases_passed"] == 1
-    assert one["session_id"].startswith("mcp-")
+    assert one["session_id"] is None
     assert every["ok"] is False and every["cases_total"] == 2 and every["cases_failed"] == 1
     failure = every["failures"][0]
     assert failure["case_id"] == "ping-created" and failure["expected"] == {"status": 201}
@@ -790,11 +812,9 @@ def test_a_warm_start_answers_the_handshake_exactly_as_the_sdk_did(tmp_path: Pat
     assert warm_by[1]["result"] == cold_by[1]["result"]
     assert warm_by[2]["result"] == cold_by[2]["result"]
     assert warm_by[3]["result"]["structuredContent"]["framework"] == "pytest"
-    # the warm start still serves a session of its own
-    assert (
-        warm_by[3]["result"]["structuredContent"]["session_id"]
-        != cold_by[3]["result"]["structuredContent"]["session_id"]
-    )
+    # the warm start resolves the session at the call, as the cold one does (here: none)
+    assert warm_by[3]["result"]["structuredContent"]["session_id"] is None
+    assert cold_by[3]["result"]["structuredContent"]["session_id"] is None
 
 
 def test_the_handshake_cache_follows_enabled(tmp_path: Path, home: Path) -> None:

@@ -61,7 +61,7 @@ def test_resolution_order_explicit_then_session_then_config(tmp_path: Path) -> N
     assert (r.mode, r.source) == ("read-only", "session")
     r = sandbox.resolve(tmp_path, explicit=None, session_mode=None, default="full-access")
     assert (r.mode, r.source) == ("full-access", "config")
-    assert sandbox.resolve(tmp_path).mode == "workspace-write"
+    assert sandbox.resolve(tmp_path).mode == "auto"  # the deployment default
     assert r.workspace_root == os.path.realpath(tmp_path)
 
 
@@ -94,7 +94,7 @@ def test_resolution_from_real_sources_with_all_three_present(ws: Path) -> None:
 
 def test_resolution_reads_no_state_into_existence(ws: Path) -> None:
     p = sandbox.resolve_for(ws, session_id="s1", env=dict(os.environ))
-    assert (p.mode, p.source) == ("workspace-write", "config")
+    assert (p.mode, p.source) == ("auto", "config")
     assert not (ws / ".greenloop").exists()
 
 
@@ -202,6 +202,29 @@ def test_tmp_roots_find_interpreters_and_path_entries_under_tmp(tmp_path: Path) 
     assert sandbox.tmp_roots("/usr/bin/env", {"PATH": "/usr/bin"}) == []
 
 
+def test_tmp_roots_find_a_venvs_base_interpreter_and_toolchain_managers(tmp_path: Path) -> None:
+    """A venv made from an interpreter that itself lives under /tmp (a CI-built or uv-managed
+    Python), and the folders of nvm/volta/asdf/fnm/pyenv/uv when they live under /tmp."""
+    base = tmp_path / "cpython"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3").write_text("")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\ninclude-system-site-packages = false\n")
+    volta, uv = tmp_path / "volta", tmp_path / "uv-pythons"
+    volta.mkdir()
+    uv.mkdir()
+    env = {"PATH": "/usr/bin", "VOLTA_HOME": str(volta), "UV_PYTHON_INSTALL_DIR": str(uv)}
+    roots = sandbox.tmp_roots(str(venv / "bin" / "python"), env)
+    assert {str(venv), str(base), str(volta), str(uv)} <= set(roots)
+    # wrap_argv binds the command's own toolchain even when its caller passes nothing
+    policy = sandbox.resolve(tmp_path / "ws", explicit="workspace-write")
+    argv = sandbox.wrap_argv([str(venv / "bin" / "python"), "-V"], policy, env={"PATH": "/usr/bin"})
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
+    assert {str(venv), str(base)} <= binds
+
+
 # --------------------------------------------------------------------------- environment
 
 
@@ -254,9 +277,10 @@ def test_launch_refuses_when_bwrap_is_unavailable(tmp_path: Path) -> None:
     status = sandbox.BwrapStatus(False, None, reason="bwrap was not found on PATH")
     p = sandbox.resolve(tmp_path, explicit="workspace-write")
     with pytest.raises(sandbox.SandboxUnavailable) as info:
-        sandbox.launch(plan, p, base_env={"PATH": "/usr/bin"}, status=status)
+        sandbox.launch(plan, p, base_env={"PATH": "/usr/bin", "GREENLOOP_LANDLOCK": "off"}, status=status)
     msg = str(info.value)
     assert "apt-get install bubblewrap" in msg and "full-access" in msg and "not found" in msg
+    assert "Landlock" in msg and "GREENLOOP_LANDLOCK" in msg
     assert info.value.exit_code == 3
     # full-access never needs bwrap, and says nothing enforced it
     full = sandbox.launch(plan, sandbox.resolve(tmp_path, explicit="full-access"), status=status)
@@ -271,7 +295,7 @@ def test_launch_runs_a_verbatim_command_through_sh_inside(tmp_path: Path) -> Non
     got = sandbox.launch(plan, sandbox.resolve(tmp_path), base_env={"PATH": "/usr/bin"}, status=status)
     assert got.shell is False
     assert got.argv[-3:] == ("/bin/sh", "-c", "pytest -q && echo hi")
-    assert got.info == SandboxInfo("workspace-write", "bubblewrap 0.8.0", os.path.realpath(tmp_path))
+    assert got.info == SandboxInfo("auto", "bubblewrap 0.8.0", os.path.realpath(tmp_path))
 
 
 # --------------------------------------------------------------------------- denial hints
@@ -371,7 +395,15 @@ def test_cli_sandbox_show_without_bwrap_says_how_to_install(
     ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, str(ws / "no-bwrap-here"))
-    assert main(["sandbox", "show", "--path", str(ws)]) == 3
+    # auto falls back to Landlock, and says why
+    assert main(["sandbox", "show", "--path", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "Landlock (landlock ABI" in out and "apt-get install bubblewrap" in out
+    # without Landlock either: auto runs unconfined (exit 0, said plainly), a named mode is refused
+    monkeypatch.setenv("GREENLOOP_LANDLOCK", "off")
+    assert main(["sandbox", "show", "--path", str(ws)]) == 0
+    assert "NOT ENFORCED" in capsys.readouterr().out
+    assert main(["sandbox", "show", "--path", str(ws), "--mode", "workspace-write"]) == 3
     err = capsys.readouterr().err
     assert "apt-get install bubblewrap" in err and "full-access" in err
     assert main(["sandbox", "show", "--path", str(ws), "--mode", "full-access"]) == 0
@@ -385,3 +417,23 @@ def test_playwright_browsers_stay_findable_when_the_xdg_cache_moves(tmp_path: Pa
     assert env["XDG_CACHE_HOME"] != base["XDG_CACHE_HOME"]
     env = sandbox.child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
     assert env["PLAYWRIGHT_BROWSERS_PATH"] == "/opt/pw"
+
+
+def test_available_enforcers_names_both_and_says_how_to_get_a_missing_one(tmp_path: Path) -> None:
+    checks = sandbox.available_enforcers()
+    assert [c.name for c in checks] == ["bwrap", "landlock"]
+    for c in checks:
+        assert isinstance(c, sandbox.EnforcerCheck) and c.detail
+        assert (c.fix is None) == c.available
+    hidden = {
+        "PATH": os.environ["PATH"],
+        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        "GREENLOOP_LANDLOCK": "off",
+    }
+    bwrap, landlock = sandbox.available_enforcers(hidden)
+    assert (
+        not bwrap.available
+        and "does not exist" in bwrap.detail
+        and "apt-get install bubblewrap" in (bwrap.fix or "")
+    )
+    assert not landlock.available and "GREENLOOP_LANDLOCK" in landlock.detail

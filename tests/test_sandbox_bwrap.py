@@ -433,3 +433,49 @@ def test_a_command_killed_inside_reads_as_killed_by_that_signal(ws: Path, tmp_pa
     assert sandbox.signal_exit(plain.raw) == plain.raw
     exited = run(ws, [sys.executable, "-c", "raise SystemExit(3)"], "workspace-write", logs=tmp_path / "logs")
     assert sandbox.signal_exit(exited.raw) == exited.raw and exited.raw.exit_code == 3
+
+
+def test_a_venv_linked_into_the_workspace_from_tmp_stays_visible(ws: Path, tmp_path: Path) -> None:
+    """A workspace's .venv that is a link to a virtualenv elsewhere under /tmp (a shared CI venv)."""
+    shared = tmp_path / "shared" / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(shared)], check=True
+    )
+    (ws / ".venv").symlink_to(shared)
+    py = str(ws / ".venv" / "bin" / "python")
+    code = "import sys, pytest; print(sys.prefix)"
+    r = run(ws, [py, "-c", code], "workspace-write", logs=tmp_path / "logs")
+    assert r.raw.exit_code == 0, r.text
+    assert os.path.realpath(r.out.strip()) == str(shared)
+    assert "--ro-bind" in r.launch.argv and str(shared) in r.launch.argv
+
+
+def test_a_node_install_under_tmp_runs_a_node_test_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """node from an install outside /usr (under /tmp, as nvm/volta/fnm or a CI cache put it)."""
+    from greenloop import api
+
+    system_node = shutil.which("node")
+    assert system_node, "node is needed for the JS runner tests"
+    install = tmp_path / "opt" / "node-install" / "bin"
+    install.mkdir(parents=True)
+    node = install / "node"
+    try:  # a hard link is a real file under /tmp (a symlink would resolve back to /usr)
+        os.link(os.path.realpath(system_node), node)
+    except OSError:
+        shutil.copy2(os.path.realpath(system_node), node)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    (ws / "package.json").write_text(json.dumps({"name": "n", "scripts": {"test": "node --test"}}))
+    (ws / "where.test.js").write_text(
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "test('runs the node under /tmp', () => {\n"
+        f"  assert.strictEqual(process.execPath, {str(node)!r});\n}});\n"
+    )
+    monkeypatch.setenv("PATH", f"{install}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "cfg"))
+    r = api.test_run(ws, sandbox="workspace-write", framework="node:test")
+    assert r.outcome == "green", (r.crash_reason, r.output_tail, r.notes)
+    assert (r.sandbox.enforced_by or "").startswith("bubblewrap") and r.summary.passed == 1

@@ -138,7 +138,7 @@ def test_units_are_confined_but_reach_each_other(project: Path, outside: Path) -
     result = integrate(project, record_bugs=False)
     assert result.cases_passed == 2, result.to_json()
     assert result.ok
-    assert any("sandbox mode workspace-write" in n for n in result.to_json().get("notes", []))
+    assert any("sandbox mode auto (bubblewrap" in n for n in result.to_json().get("notes", []))
     assert not (outside / "alpha.txt").exists()
     assert result.surviving_processes == [] or not result.surviving_processes
 
@@ -150,13 +150,30 @@ def test_full_access_units_are_not_confined(project: Path, outside: Path) -> Non
     assert (outside / "alpha.txt").exists()
 
 
-def test_integration_sandbox_refusals(project: Path, tmp_path: Path) -> None:
+def test_integration_sandbox_refusals(project: Path, tmp_path: Path, outside: Path) -> None:
     with pytest.raises(UsageError, match="'loose'"):
         integrate(project, record_bugs=False, sandbox="loose")
-    env = {**os.environ, sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap")}
+    env = {**os.environ, sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"), "GREENLOOP_LANDLOCK": "off"}
     with pytest.raises(sandbox.SandboxUnavailable, match="full-access"):
-        integrate(project, record_bugs=False, env=env)
+        integrate(project, record_bugs=False, env=env, sandbox="workspace-write")
     assert not (project / "integration" / "runs").exists()  # refused before anything started
+    # auto (the default) with neither enforcer runs the units unconfined, and says so
+    data = integrate(project, record_bugs=False, env=env).to_json()
+    assert any("NOT enforced" in n and "bubblewrap" in n for n in data["notes"]), data["notes"]
+    assert (outside / "alpha.txt").exists()
+
+
+def test_units_are_confined_by_landlock_without_bubblewrap(
+    project: Path, outside: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap")}
+    for mode in (None, "workspace-write"):  # auto, and a mode asked for by name
+        result = integrate(project, record_bugs=False, env=env, sandbox=mode)
+        data = result.to_json()
+        assert result.cases_passed == 2, data  # loopback between units works, the write is denied
+        assert any("(landlock ABI" in n for n in data["notes"]), data["notes"]
+        assert any("network was not confined" in n for n in data["notes"]), data["notes"]
+        assert not (outside / "alpha.txt").exists()
 
 
 def test_a_sandboxed_unit_killed_by_a_signal_reads_as_killed(

@@ -27,6 +27,7 @@ def _isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "user-config"))
     monkeypatch.delenv("GREENLOOP_CONFIG_PATCH", raising=False)
     monkeypatch.delenv("GREENLOOP_BWRAP", raising=False)
+    monkeypatch.delenv("GREENLOOP_LANDLOCK", raising=False)
 
 
 @pytest.fixture
@@ -67,13 +68,13 @@ def test_default_mode_stops_a_write_outside_and_full_access_allows_it(tmp_path: 
     ws = writes_outside(tmp_path, target)
     r = api.test_run(ws)
     assert r.outcome == "red", (r.crash_reason, r.output_tail)
-    assert r.sandbox.mode == "workspace-write"
+    assert r.sandbox.mode == "auto"  # the deployment default: bubblewrap here
     assert r.sandbox.enforced_by and r.sandbox.enforced_by.startswith("bubblewrap")
-    assert r.sandbox.workspace_root == str(ws.resolve())
+    assert r.sandbox.workspace_root == str(ws.resolve()) and r.sandbox.note is None
     assert r.summary.failed == 1 and r.summary.passed == 1
     [failure] = r.failures
     assert "test_writes_a_system_file" in failure.test
-    assert failure.hint.startswith("The sandbox (workspace-write) stopped a write")
+    assert failure.hint.startswith("The sandbox (auto: workspace-write) stopped a write")
     assert "--sandbox full-access" in failure.hint
     assert not target.exists()
 
@@ -109,12 +110,15 @@ def test_unknown_mode_is_bad_input_and_nothing_runs(
 
 
 def test_missing_bwrap_is_a_denial_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mode asked for by name, with neither bubblewrap nor Landlock here: refused, nothing runs."""
     ws = suite(tmp_path, "def test_ok():\n    pass\n")
     monkeypatch.setenv("GREENLOOP_BWRAP", str(tmp_path / "no-bwrap"))
-    r = api.test_run(ws)
+    monkeypatch.setenv("GREENLOOP_LANDLOCK", "off")
+    r = api.test_run(ws, sandbox="workspace-write")
     assert r.outcome == "broken" and not r.ok
     assert r.crash_reason is not None and r.crash_reason.startswith("sandbox_denied: ")
     assert "apt-get install bubblewrap" in r.crash_reason and "full-access" in r.crash_reason
+    assert "Landlock" in r.crash_reason
     assert r.summary.total == 0 and r.failures == ()
     # choosing full-access explicitly runs without bwrap, and says so
     r = api.test_run(ws, sandbox="full-access")
@@ -181,7 +185,7 @@ def test_verbatim_command_runs_inside_the_sandbox(tmp_path: Path, outside: Path)
     r = api.test_run(ws, command=cmd)
     assert not target.exists()
     assert "Read-only file system" in r.output_tail
-    assert r.sandbox.mode == "workspace-write"
+    assert r.sandbox.mode == "auto" and (r.sandbox.enforced_by or "").startswith("bubblewrap")
 
 
 def test_a_runner_killed_inside_the_sandbox_is_reported_as_killed(tmp_path: Path) -> None:

@@ -229,3 +229,18 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert conn.execute("SELECT COUNT(*) FROM interceptions").fetchone()[0] == 160
     assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 8
     conn.close()
+
+
+def test_a_later_red_workspace_run_outranks_the_sessions_own_green(tmp_path: Path) -> None:
+    """A red run whose session greenloop could not tell still holds the turn; a green one
+    does not clear the session's own red."""
+    clock = Clock()
+    with Store(tmp_path, clock=clock) as store:
+        with store.transaction():
+            store.touch_session("s1")
+        store.record_run(green("g1", "s1", at=clock.tick()))
+        store.record_run(red("w1", None, at=clock.tick()))
+        assert store.state("s1").last_run.run_id == "w1"  # type: ignore[union-attr]
+        store.record_run(red("r2", "s1", at=clock.tick()))
+        store.record_run(green("w2", None, at=clock.tick()))
+        assert store.state("s1").last_run.run_id == "r2"  # type: ignore[union-attr]

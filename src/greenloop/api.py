@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult
+from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult
 
 if TYPE_CHECKING:
     from greenloop.gate import ClosureCheck
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESULT_FILE",
     "bounded",
+    "dashboard_link",
     "latest_run",
     "list_runs",
     "load_run",
@@ -113,8 +114,20 @@ def test_run(
     sandbox: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    mode: str = "test",
 ) -> RunResult:
-    """Plan, execute and store one run; return its final RunResult (see the module docstring)."""
+    """Plan, execute and store one run; return its final RunResult (see the module docstring).
+
+    `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
+    run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
+    as one result whose `retry` says which failures were fixed, which remain and which are new."""
+    if mode not in RUN_MODES:
+        raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+    if mode == "retry":
+        if target is not None or last_failed or command is not None:
+            raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
+        return _retry(workspace, framework=framework, timeout_ms=timeout_ms, session_id=session_id,
+                      sandbox=sandbox, on_progress=on_progress, cancel=cancel)
     from greenloop import config as config_mod
     from greenloop.fingerprint import Pending
     from greenloop.plan import RunOptions, plan
@@ -122,18 +135,30 @@ def test_run(
     from greenloop.run import execute
 
     ws = _workspace(workspace)
-    mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    if session_id is None:
+        # The caller's session, resolved before the run so that its sandbox mode applies and
+        # the run is recorded under it (greenloop.session: variables, then the process tree).
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
     cfg = config_mod.load(ws)
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.sandbox import resolve_for
 
-    policy = resolve_for(ws, explicit=mode, session_id=session_id, default=cfg.sandbox)
+    policy = resolve_for(ws, explicit=sandbox_mode, session_id=session_id, default=cfg.sandbox)
     detection = probe(str(ws), files=False)  # plan needs no test file list
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()
+    layout.make_state_dir(layout.state_dir(detection.root))
     run_dir = layout.run_dir(detection.root, run_id)
-    previous = _previous_run(detection.root, ws, session_id) if last_failed and command is None else None
+    previous: RunResult | None = None
+    whose: str | None = None
+    if last_failed and command is None:
+        from greenloop import session as session_mod
+
+        previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms),
@@ -141,14 +166,22 @@ def test_run(
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
+    if whose is not None:
+        the_plan = the_plan._replace(notes=(*the_plan.notes, whose))
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.
-    preload = _Preload(
-        _REPORT_MODULES.get(the_plan.report_format or "", ()),
-        then=lambda: prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id),
-    )
+    dashboard: list[tuple[str, Any]] = []
+
+    def while_running() -> None:
+        _announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
+        prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
+
+    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
     fingerprint = Pending(str(ws))
+    unit = layout.unit_of(ws)
+    if unit is not None:  # a DevLoop unit: the registry says it is being tested
+        _unit_status(unit, "testing", run_id, write_back=cfg.write_unit_status)
     try:
         result = execute(
             the_plan,
@@ -162,14 +195,22 @@ def test_run(
             on_start=preload.start,
             on_exit=fingerprint.start,
         )
-        unit = layout.unit_of(ws)
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
+        if unit is not None:
+            status = "passed" if final.ok else "failed"
+            note = _unit_status(unit, status, run_id, write_back=cfg.write_unit_status)
+            if note:
+                final = final._replace(notes=(*final.notes, note))
         _store(final, run_dir, unit_dir)
     finally:
         preload.join()
         fingerprint.close()
+        for root, _ in dashboard:
+            from greenloop.dashboard import live
+
+            live.finished(root, run_id)
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
@@ -236,9 +277,103 @@ class _Preload:
             self._thread.join()
 
 
-def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResult | None:
-    """The run whose failures `last_failed` reruns: the session's latest run when a session is
-    given and the store knows one, else the workspace's latest stored run."""
+RUN_MODES = ("test", "retry")
+
+
+def _retry(workspace: str | os.PathLike[str], *, session_id: str | None, **options: Any) -> RunResult:
+    """mode retry: the previous run's failures alone, then (if they pass) the whole suite."""
+    ws = _workspace(workspace)
+    if session_id is None:
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
+    root = probe_root(ws)
+    previous, whose = _previous_run(root, ws, session_id)
+    if previous is None:
+        raise UsageError(f"mode retry needs a previous run in {ws}: run the tests once (mode test) first")
+    before = [f.test for f in previous.failures]
+    notes = [f"retry of {previous.run_id}"] + ([whose] if whose else [])
+    first: RunResult | None = None
+    if before:
+        first = test_run(ws, last_failed=True, session_id=session_id, **options)
+        if first.outcome != "green" or first.aborted:
+            final = first
+            notes.append(f"retry: the previous failures still fail in {first.run_id}; the rest of the "
+                         "suite did not run (fix these first)")
+        else:
+            notes.append(f"retry: the previous failures passed in {first.run_id}; then the whole suite ran")
+            final = test_run(ws, session_id=session_id, **options)
+    else:
+        notes.append(f"retry: {previous.run_id} had no failures; the whole suite ran")
+        final = test_run(ws, session_id=session_id, **options)
+    failing = [f.test for f in final.failures]
+    passed = set(final.passed_tests)
+    info = RetryInfo(
+        previous_run=previous.run_id,
+        first_pass_run=first.run_id if first is not None else None,
+        fixed=tuple(t for t in before if t not in failing and (not passed or t in passed)),
+        remain=tuple(t for t in before if t in failing),
+        new=tuple(t for t in failing if t not in before),
+        full_suite=final is not first,
+    )
+    final = final._replace(retry=info, notes=(*final.notes, *notes))
+    _rewrite(final, root)
+    return final
+
+
+def probe_root(ws: Path) -> str:
+    """Where a workspace's runs are stored (the root its probe answers for)."""
+    from greenloop.probe import probe
+
+    return probe(str(ws), files=False).root
+
+
+def _rewrite(result: RunResult, root: str) -> None:
+    """Store a result again after adding to it (its run folder and a DevLoop unit's copy)."""
+    data = result.to_json()
+    refs = {str(layout.run_dir(root, result.run_id) / RESULT_FILE)}
+    if result.result_ref:
+        refs.add(result.result_ref)
+    for ref in refs:
+        if os.path.exists(ref):
+            _write_json(Path(ref), data)
+
+
+def _unit_status(unit: tuple[Path, str], status: Any, run_id: str, *, write_back: bool) -> str | None:
+    """Record a DevLoop unit's status; a failure to record is a note, never a lost run."""
+    from greenloop import units
+
+    try:
+        return units.set_status(unit[0], unit[1], status, run_id, write_back=write_back)
+    except OSError as exc:
+        return f"unit status: could not record {unit[1]} as {status} ({exc.strerror or exc})"
+
+
+def _announce(workspace: str, run_id: str, run_dir: str, framework: str | None,
+              found: list[tuple[str, Any]]) -> None:
+    """Tell a running `greenloop serve` of this workspace that the run has started, so it can
+    stream it (the run's preload thread calls this; nothing is read when none runs)."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(workspace)
+    if serving is not None:
+        live.announce(serving[0], run_id, run_dir, framework)
+        found.append(serving)
+
+
+def dashboard_link(workspace: str | os.PathLike[str], path: str) -> str | None:
+    """The link to `path` on the dashboard serving this workspace, if one runs."""
+    from greenloop.dashboard import live
+
+    serving = live.find_serving(os.fspath(workspace))
+    return serving[1].link(path) if serving is not None else None
+
+
+def _previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[RunResult | None, str | None]:
+    """The run whose failures `last_failed` reruns, and a note when it is not the session's own.
+
+    The rule (README, docs/mcp.md): the session's own latest run; else (a new session, or no
+    session) the workspace's latest stored run, with a note naming whose run that was."""
     if session_id is not None:
         from greenloop.store import Store
 
@@ -252,10 +387,18 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> RunResu
                 if not path:
                     continue
                 try:
-                    return _read_result(path)
+                    return _read_result(path), None
                 except _UNREADABLE:
                     continue
-    return latest_run(root)
+    latest = latest_run(root)
+    if latest is None:
+        return None, None
+    owner = f"session {latest.session_id}" if latest.session_id else "no session"
+    mine = "this session has no run yet" if session_id is not None else "no session is known"
+    if session_id is not None and latest.session_id == session_id:
+        return latest, None
+    return latest, (f"last_failed: {mine}; used the workspace's latest run {latest.run_id} "
+                    f"({owner}, {latest.started_at or 'time unknown'})")
 
 
 def _note(result: RunResult, what: str, exc: Exception) -> RunResult:
@@ -273,7 +416,9 @@ def _after_run(
     from greenloop import session as session_mod
 
     try:
-        sid = result.session_id or session_mod.resolve()
+        # The caller's session: its environment, else the process tree (the harness whose
+        # hooks ran above this process), else none: a workspace-level run.
+        sid = result.session_id or session_mod.resolve(workspace=workspace)
     except Exception as exc:
         sid = result.session_id
         result = _note(result, "the session could not be resolved", exc)
@@ -286,6 +431,16 @@ def _after_run(
         result = bugs.bridge_unit_run(workspace, result)
     except Exception as exc:  # bookkeeping must never lose the result of a run that happened
         result = _note(result, "the run could not be recorded in the bug log", exc)
+    # timeline: what happened, in order, beside the bug log
+    try:
+        from greenloop import bugs, timeline
+
+        problem = timeline.append(timeline.timeline_path(workspace),
+                                  timeline.events_of_run(result, bugs.unit_id_of(workspace)))
+        if problem:
+            result = result._replace(notes=(*result.notes, problem))
+    except Exception as exc:
+        result = _note(result, "the run could not be added to the timeline", exc)
     # closure: record the final run for the session (or the workspace) so the gate sees it
     try:
         from greenloop import store
@@ -429,4 +584,5 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     data["more_failures"] = rest[:MAX_NAMES]
     data["more_failures_omitted"] = max(0, len(rest) - MAX_NAMES)
     data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
+    del data["passed_tests"]  # the bug bridge's evidence, as long as the suite: result_ref has it
     return data

@@ -163,13 +163,17 @@ def dedup_key(unit_id: str, test_name: str) -> str:
 
 
 _KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity", "title",
-         "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by")
+         "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by",
+         "closed_by", "evidence")
+# Lines written before a bug recorded what closed it lack the last two keys.
+_CLOSING_KEYS = ("closed_by", "evidence")
 _FIELD_VALUES = operator.itemgetter(*_KEYS)
-# The value types of a whole record, in _KEYS order: run_id and by may be null, the lists are
-# lists (of strings: checked apart), everything else a string.
+_NULLABLE = (str, type(None))
+# The value types of a whole record, in _KEYS order: run_id, by, closed_by and evidence may be
+# null, the lists are lists (of strings: checked apart), everything else a string.
 _RECORD_TYPES: frozenset[tuple[type, ...]] = frozenset(
-    (str, str, str, run_id, str, str, str, str, str, str, list, str, list, str, str, by)
-    for run_id in (str, type(None)) for by in (str, type(None))
+    (str, str, str, run_id, str, str, str, str, str, str, list, str, list, str, str, by, closed, why)
+    for run_id in _NULLABLE for by in _NULLABLE for closed in _NULLABLE for why in _NULLABLE
 )
 _STATUS_SET, _SOURCE_SET, _SEVERITY_SET = frozenset(STATUSES), frozenset(SOURCES), frozenset(SEVERITIES)
 
@@ -180,7 +184,9 @@ def _whole_record(d: dict[str, Any]) -> Bug | None:
 
     This is the fold's hot path: tens of thousands of calls on a big log, so the checks are
     done in bulk and the frozen __init__ is skipped."""
-    if len(d) != len(_KEYS):
+    if len(d) == len(_KEYS) - len(_CLOSING_KEYS):
+        d["closed_by"] = d["evidence"] = None  # a line from before these keys existed
+    elif len(d) != len(_KEYS):
         return None
     try:
         v = _FIELD_VALUES(d)
@@ -226,6 +232,12 @@ class Bug:
     updated_at: str = ""
     by: str | None = None
     dedup_key: str = ""
+    # The run that moved the bug to fixed or verified, and what it saw: "test_passed" (the
+    # run executed the bug's own test and it passed), "suite_passed" (a whole-suite green run
+    # whose output names no test), "case_passed" (an integration run passed the bug's case),
+    # "integration_passed" (a green integration run covering a unit bug's unit), or "by hand".
+    closed_by: str | None = None
+    evidence: str | None = None
 
     def __post_init__(self) -> None:
         if not self.dedup_key:
@@ -252,6 +264,8 @@ class Bug:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "by": self.by,
+            "closed_by": self.closed_by,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -291,6 +305,8 @@ class Bug:
             updated_at=_str(d, "updated_at", created),
             by=_opt(d, "by"),
             dedup_key=_str(d, "dedup_key", dedup_key(unit_id, test_name)),
+            closed_by=_opt(d, "closed_by"),
+            evidence=_opt(d, "evidence"),
         )
 
     def line(self) -> bytes:
@@ -933,8 +949,11 @@ class BugLog:
         *,
         by: str | None = None,
         fix_refs: Iterable[str] = (),
+        closed_by: str | None = None,
+        evidence: str | None = None,
     ) -> Transitioned:
-        """Move a bug along the state machine, recording `by` and adding `fix_refs`.
+        """Move a bug along the state machine, recording `by` and adding `fix_refs`; a move to
+        fixed or verified records the run that made it (`closed_by`) and what it saw (`evidence`).
 
         The status is checked under the lock, so two writers (two runs' bridges) never move a
         bug twice: the second finds it already moved, which ALLOWED_MOVES refuses.
@@ -951,7 +970,12 @@ class BugLog:
                     "(the states: open -> fixing -> fixed -> verified, or open -> fixed)"
                 )
             refs = tuple(dict.fromkeys((*cur.fix_refs, *(r for r in fix_refs if r))))
-            bug = replace(cur, status=to, fix_refs=refs, updated_at=_iso(self.clock()), by=by)  # type: ignore[arg-type]
+            closing = to in ("fixed", "verified")
+            bug = replace(
+                cur, status=to, fix_refs=refs, updated_at=_iso(self.clock()), by=by,  # type: ignore[arg-type]
+                closed_by=closed_by if closing else None,
+                evidence=(evidence or "by hand") if closing else None,
+            )
             self._append(fd, bug)
         return Transitioned(bug, cur.status, str(self.path), self.warnings)
 
@@ -1076,14 +1100,45 @@ def _is_no_tests(result: RunResult) -> bool:
 
 
 def _settle(
-    blog: BugLog, bugs: Iterable[Bug], to: Status, *, by: str, run_id: str, moved: list[dict[str, str]]
+    blog: BugLog, bugs: Iterable[Bug], to: Status, *, by: str, run_id: str, moved: list[dict[str, str]],
+    evidence: str,
 ) -> None:
     for b in bugs:
         try:
-            done = blog.transition(b.id, to, by=by, fix_refs=(run_id,))
+            done = blog.transition(b.id, to, by=by, fix_refs=(run_id,), closed_by=run_id, evidence=evidence)
         except TransitionRefused:
             continue  # another writer moved it first; nothing to add
-        moved.append({"id": b.id, "from": done.from_status, "to": to})
+        moved.append({"id": b.id, "from": done.from_status, "to": to, "evidence": evidence})
+
+
+def _answered_by(result: RunResult, bugs: Sequence[Bug]) -> tuple[list[Bug], list[Bug], list[str]]:
+    """Which of a unit's active test bugs this (not broken) run answers, and how.
+
+    A bug moves to fixed only on evidence about its own test: the run names the test among
+    those that ran and passed (`test_passed`). A runner whose output names no passed test
+    (a text fallback, some npm scripts) gives that evidence only as a whole: a green run of
+    the whole suite (`suite_passed`). A narrowed run (target, last_failed, a verbatim command)
+    never closes a bug whose test it did not name. Returns (by test, by suite, notes)."""
+    passed = frozenset(result.passed_tests)
+    whole_green = result.ok and result.selection is None
+    by_test: list[Bug] = []
+    by_suite: list[Bug] = []
+    missing: list[str] = []
+    for b in bugs:
+        if b.test_name in passed:
+            by_test.append(b)
+        elif whole_green and (not passed or b.test_name == UNRECOGNISED_TEST_NAME):
+            by_suite.append(b)
+        elif whole_green:
+            missing.append(b.id)
+    notes = []
+    if missing:
+        notes.append(
+            f"bugs: {len(missing)} open bug(s) ({', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}) "
+            "stay open: this green run of the whole suite did not run their tests (renamed or "
+            "removed?); close one by hand with `greenloop bugs transition ID --to fixed`"
+        )
+    return by_test, by_suite, notes
 
 
 def bridge_unit_run(
@@ -1130,13 +1185,23 @@ def bridge_unit_run(
                 if o.created:
                     opened.append(o.bug.id)
         else:
-            mine = [b for b in blog.fold().bugs if b.unit_id == unit and b.status in ACTIVE]
+            failing = {f.test for f in failures}
+            mine = [b for b in blog.fold().bugs
+                    if b.unit_id == unit and b.status in ACTIVE and b.test_name not in failing]
+            # The suite ran again: the runner works. A file that failed to load is answered by
+            # a run of the whole suite, or by a passed test named after the file (pytest ids).
             infra = [b for b in mine if b.source == "unit_test_infra"]
-            _settle(blog, infra, "fixed", by=by, run_id=result.run_id, moved=moved)
-            if result.ok:
-                fixed = [b for b in mine if b.source == "unit_test"]
-                _settle(blog, fixed, "fixed", by=by, run_id=result.run_id, moved=moved)
-            else:
+            ran = [b for b in infra if b.test_name == INFRA_TEST_NAME]
+            loaded = [b for b in infra if b.test_name != INFRA_TEST_NAME and (
+                result.selection is None
+                or any(t.startswith(b.test_name + "::") for t in result.passed_tests))]
+            _settle(blog, ran, "fixed", by=by, run_id=result.run_id, moved=moved, evidence="suite_ran")
+            _settle(blog, loaded, "fixed", by=by, run_id=result.run_id, moved=moved, evidence="file_loaded")
+            by_test, by_suite, skipped = _answered_by(result, [b for b in mine if b.source == "unit_test"])
+            for answered, evidence in ((by_test, "test_passed"), (by_suite, "suite_passed")):
+                _settle(blog, answered, "fixed", by=by, run_id=result.run_id, moved=moved, evidence=evidence)
+            notes.extend(skipped)
+            if not result.ok:
                 for i, f in enumerate(failures):
                     o = blog.open(
                         unit_id=unit, test_name=f.test,
@@ -1258,10 +1323,11 @@ def bridge_integration_run(
     - each failure opens an `integration_test` bug (unit_id `integration`, test_name the
       case id, affected_units the case's `involves`), or reuses the open one for that case;
     - the open/fixing integration bugs of `passed_cases` move to fixed, in any run (a case
-      that passes is fixed even while another case fails); without `passed_cases`, a green
-      run fixes those whose units are all covered;
-    - a green run (`ok`) then moves every fixed bug whose units are all in `covered_units`
-      to verified, with the run id in `fix_refs`. A red run verifies nothing.
+      that passes is fixed even while another case fails); a case the run did not execute
+      moves nothing (without `passed_cases`, no integration bug moves);
+    - a green run (`ok`) then verifies the fixed integration bugs of `passed_cases`, and the
+      fixed unit bugs whose units are all in `covered_units`, with the run id in `fix_refs`
+      and `closed_by`. A red run verifies nothing.
     """
     items = [IntegrationFailure.of(f) for f in failures]
     blog = _log_for(project, clock)
@@ -1281,24 +1347,23 @@ def bridge_integration_run(
             ids[f.case_id] = o.bug.id
             if o.created:
                 opened.append(o.bug.id)
-        passed = set(passed_cases) - set(ids) if passed_cases is not None else None
-
-        def answered(b: Bug) -> bool:
-            if b.source != "integration_test" or b.status not in ACTIVE:
-                return False
-            if passed is not None:
-                return b.test_name in passed
-            return ok and bool(b.affected_units) and set(b.affected_units) <= covered
-
+        # Only a case this run executed and saw pass is evidence about its bug.
+        passed = set(passed_cases or ()) - set(ids)
         # A case that passed answers its bug, even in a run where another case failed.
         current = blog.fold().bugs
-        _settle(blog, [b for b in current if answered(b)], "fixed", by=by,
-                run_id=run_id, moved=moved)
+        answered = [b for b in current
+                    if b.source == "integration_test" and b.status in ACTIVE and b.test_name in passed]
+        _settle(blog, answered, "fixed", by=by, run_id=run_id, moved=moved, evidence="case_passed")
         if ok:
             current = blog.fold().bugs
-            done = [b for b in current
-                    if b.status == "fixed" and set(b.affected_units or (b.unit_id,)) <= covered]
-            _settle(blog, done, "verified", by=by, run_id=run_id, moved=moved)
+            cases = [b for b in current
+                     if b.status == "fixed" and b.source == "integration_test" and b.test_name in passed]
+            units = [b for b in current
+                     if b.status == "fixed" and b.source != "integration_test"
+                     and set(b.affected_units or (b.unit_id,)) <= covered]
+            _settle(blog, cases, "verified", by=by, run_id=run_id, moved=moved, evidence="case_passed")
+            _settle(blog, units, "verified", by=by, run_id=run_id, moved=moved,
+                    evidence="integration_passed")
         notes.extend(blog.warnings)
     except OSError as exc:
         notes.append(f"bugs: could not update {blog.path}: {exc.strerror or exc}")

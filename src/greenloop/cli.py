@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "mcp",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp",
 )  # fmt: skip
 
 
@@ -74,8 +74,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
         p.add_argument("--framework", help=f"override detection: {', '.join(FRAMEWORKS)}")
         p.add_argument("--target", help="space-separated paths or node ids appended to the command")
-        p.add_argument("--last-failed", action="store_true", help="rerun only the previous run's failures")
+        p.add_argument("--last-failed", action="store_true",
+                       help="rerun only the failures of this session's previous run (else the "
+                            "workspace's latest, with a note naming whose)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
+        p.add_argument("--mode", default="test",
+                       help="test (default), or retry: the previous run's failures first, then, if they "
+                            "pass, the whole suite, as one result saying what was fixed, remains, is new")
         p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
@@ -198,6 +203,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("project", nargs="?", default=".", help="DevLoop project folder (default: .)")
         p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
         p.add_argument("--junit", help="also write JUnit XML to this file")
+        p.add_argument("--mode", default="run",
+                       help="run (default); retry: the previous run's failed cases first, then every case "
+                            "if they pass; resume: continue the run --resume-token names")
+        p.add_argument("--resume-token", help="with --mode resume: the resume_token of the run to continue")
         p.add_argument("--sandbox", help=f"sandbox mode for the units: {', '.join(SANDBOX_MODES)}")
         _json_flag(p)
         _handler(p, "integrate:integrate")
@@ -212,6 +221,30 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         _json_flag(p)
         _handler(p, "audit:audit")
+
+    if only in (None, "timeline"):
+        p = sub.add_parser("timeline", help="what happened in the project, in order (timeline.ndjson)")
+        p.add_argument("path", nargs="?", default=".", help="workspace or project folder (default: .)")
+        p.add_argument("--follow", action="store_true", help="keep printing events as they are appended")
+        p.add_argument("--unit", help="only this unit's events")
+        p.add_argument("--kind", action="append", help="only events of this kind (repeatable)")
+        p.add_argument("--last", help="only the last N events")
+        _json_flag(p)
+        _handler(p, "timeline:timeline")
+
+    if only in (None, "units"):
+        p = sub.add_parser("units", help="a DevLoop project's units and their status (testing/passed/failed)")
+        p.add_argument("path", nargs="?", default=".", help="project folder or a folder in it (default: .)")
+        _json_flag(p)
+        _handler(p, "units:units")
+
+    if only in (None, "serve"):
+        p = sub.add_parser("serve", help="the live dashboard in the browser: runs, failures, sessions, bugs")
+        p.add_argument("path", nargs="?", default=".", help="workspace or project folder (default: .)")
+        p.add_argument("--port", help="port to listen on (default 0: a free one)")
+        p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+        p.add_argument("--open", action="store_true", help="open the dashboard in the browser")
+        _handler(p, "serve:serve")
 
     if only in (None, "mcp"):
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")

@@ -9,7 +9,7 @@ interceptions, unresolved, runs), and the tests hold both to the same rules.
 
 The records here (and the gate's, config's and the hook adapters') are immutable typed
 NamedTuples rather than dataclasses: they sit on the Stop hook's import path, which must stay
-within 2x a bare interpreter start (issue 4, Speed), and `dataclasses` alone (with `inspect`)
+within 1.5x a bare interpreter start (docs/closure-gate.md, Speed), and `dataclasses` alone (with `inspect`)
 costs a noticeable share of that budget.
 """
 
@@ -107,16 +107,22 @@ class ClosureState(NamedTuple):
 def effective_run(
     session_run: RunRecord | None, workspace_run: RunRecord | None, first_seen: float | None
 ) -> RunRecord | None:
-    """The run a session's gate uses (issue 4 part 1).
+    """The run a session's gate uses: its own latest run; when there is none, or when a *red*
+    workspace-level run (one no session claimed) came after it, the latest workspace-level run
+    made since the session's first hook event.
 
-    The latest run recorded for the session; when there is none, the latest workspace-level
-    run made since the session's first hook event.
+    A red run the agent made where greenloop could not tell its session must still hold the
+    turn (the gate never fails open on a recorded red run); a green workspace run does not
+    outrank the session's own red, since nothing says it was this agent's.
     """
-    if session_run is not None:
+    if workspace_run is None or first_seen is None or workspace_run.at < first_seen:
         return session_run
-    if workspace_run is not None and first_seen is not None and workspace_run.at >= first_seen:
+    if session_run is None or (not workspace_run.ok and workspace_run.at > session_run.at):
         return workspace_run
-    return None
+    return session_run
+    if session_run is None or workspace_run.at > session_run.at:
+        return workspace_run
+    return session_run
 
 
 def new_turn(state: ClosureState, turn_id: str | None = None) -> ClosureState:

@@ -18,8 +18,8 @@ in any layer is the same as ``enabled = false``.
 
 Keys are snake_case; the seeds' camelCase spellings (``maxInterceptRounds``) are accepted.
 Validation collects every violation (unknown keys included) into one ConfigError that names
-the file, each field and why. ``tomllib`` is imported only when a config file exists, so the
-hook path stays light.
+the file, each field and why. ``tomllib`` is imported only when a config file exists and
+its parse is not cached (`parse_toml`), so the hook path stays light.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 HINT_LANGUAGES = ("en", "zh")
-SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+SANDBOX_MODES = ("auto", "read-only", "workspace-write", "full-access")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
@@ -60,7 +60,10 @@ class Config(NamedTuple):
     summary_tail_chars: int = 3000
     enabled: bool = True
     hint_language: str = "en"  # "en" | "zh"
-    sandbox: str = "workspace-write"  # deployment default sandbox mode
+    # deployment default sandbox mode; auto: the strongest enforcer here, or none, said plainly
+    sandbox: str = "auto"
+    # DevLoop projects: also write each unit's status (testing, passed, failed) into units.json
+    write_unit_status: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dict(self._asdict())
@@ -77,6 +80,7 @@ _ALIASES = {
     "defaultTimeoutMs": "default_timeout_ms",
     "summaryTailChars": "summary_tail_chars",
     "hintLanguage": "hint_language",
+    "writeUnitStatus": "write_unit_status",
 }
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
@@ -128,7 +132,7 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
             else:
                 out[name] = int(value)
-        elif name == "enabled":
+        elif name in ("enabled", "write_unit_status"):
             if not isinstance(value, bool):
                 problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
             else:
@@ -167,9 +171,62 @@ def read_toml(path: str) -> tuple[dict[str, Any], bytes]:
     return data, raw
 
 
+CACHE_FILE = "toml-cache.json"
+CACHE_ENTRIES = 64
+
+
+def _cache_path() -> str:
+    """`$XDG_CACHE_HOME/greenloop/toml-cache.json`, else under `~/.cache`."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.environ.get("HOME") or os.path.expanduser("~"), ".cache"
+    )
+    return os.path.join(base, "greenloop", CACHE_FILE)
+
+
 def parse_toml(path: str) -> dict[str, Any]:
-    """Read a TOML file (read_toml without the bytes)."""
-    return read_toml(path)[0]
+    """Read a TOML file (read_toml without the bytes), through a parse cache.
+
+    The cache keeps each config file's text beside its parsed data, and a file whose text is
+    exactly the cached one is not parsed again (the text, not the file's times: two edits
+    within one tick of the file system's clock must not be mistaken for one). It exists for
+    the hooks: importing `tomllib` (which compiles its regular expressions at import) costs
+    more than the rest of a hook run. Data that TOML gives as dates is not cached (JSON cannot
+    hold it); a cache that cannot be read or written is skipped, never an error.
+    """
+    import json
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", "surrogateescape")
+    except OSError:
+        return read_toml(path)[0]  # reports the error
+    key = os.path.abspath(path)
+    cache_path = _cache_path()
+    entries: dict[str, Any] = {}
+    try:
+        with open(cache_path, encoding="utf-8") as fh:
+            loaded = json.load(fh)
+        if isinstance(loaded, dict):
+            entries = loaded
+    except (OSError, ValueError):
+        pass
+    hit = entries.get(key)
+    if isinstance(hit, dict) and hit.get("text") == text and isinstance(hit.get("data"), dict):
+        cached: dict[str, Any] = hit["data"]
+        return cached
+    data = read_toml(path)[0]
+    try:
+        entries.pop(key, None)
+        entries[key] = {"text": text, "data": data}
+        dumped = json.dumps(dict(list(entries.items())[-CACHE_ENTRIES:]))
+        os.makedirs(os.path.dirname(cache_path), exist_ok=True)
+        tmp = f"{cache_path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(dumped)
+        os.replace(tmp, cache_path)
+    except (OSError, TypeError, ValueError):
+        pass  # a date in the data, a read-only home: parse again next time
+    return data
 
 
 class Layer(NamedTuple):

@@ -18,6 +18,7 @@ runs a test and never watches files.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -226,6 +227,31 @@ class Gate:
 
         return self._with_store(go)
 
+    def on_prompt(self, session_id: str, prompt: str, turn_id: str | None = None) -> int:
+        """A prompt reaches the agent: a new turn (a new budget), unless the prompt is the steer
+        message the gate sent in the current turn coming back.
+
+        Some harnesses (Gemini CLI's AfterAgent `deny`, Cursor's `followup_message`) feed the
+        gate's reason to the agent as the next prompt, and announce it through the same event
+        as a user's prompt; counting it as a new turn would reset the budget on every
+        corrective round and the loop would never end. A user prompt always starts a turn,
+        even with the same text as the last one; `turn_id` is kept on the turn (it is what
+        `on_turn_stopping` compares). Returns the current turn's number.
+        """
+        if not self.config.enabled:
+            return 0
+        said = prompt.strip()
+
+        def go(store: Store) -> int:
+            with store.transaction():
+                store.touch_session(session_id, self.harness)
+                seq, _, _ = store.current_turn(session_id)
+                if seq > 0 and said and said == store.last_steer(session_id, seq).strip():
+                    return seq  # our own steer message, re-entering the agent: the same turn
+                return store.begin_turn(session_id, turn_id)
+
+        return self._with_store(go)
+
     def on_turn_stopping(self, session_id: str, turn_id: str | None = None) -> Decision:
         """The agent wants to end its turn: allow, steer back, or release as unresolved.
 
@@ -294,6 +320,19 @@ class ClosureCheck(NamedTuple):
         }
 
 
+def _sandbox_note(result_ref: str | None) -> str | None:
+    """The note of a run whose sandbox was asked for (auto) but not enforced, from its result.json."""
+    if not result_ref:
+        return None
+    try:
+        with open(result_ref, encoding="utf-8") as fh:
+            data = json.load(fh)
+        note = data.get("sandbox", {}).get("note")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(note) if note else None
+
+
 def closure_check(
     workspace: str | os.PathLike[str],
     session_id: str | None,
@@ -340,6 +379,9 @@ def closure_check(
         if not run.ok:
             failing = ", ".join(run.failing[:MAX_NAMED]) or run.reason or "see the run's result"
             notes.append(f"the last run is {run.outcome}: {failing}")
+        unenforced = _sandbox_note(run.result_ref)
+        if unenforced:
+            notes.append(f"run {run.run_id}: {unenforced}")
         now = fingerprint(ws) if run.fingerprint else None
         if run.fingerprint and now and now != run.fingerprint:
             notes.append(

@@ -2,18 +2,27 @@
 
 | harness     | hooks                                                  | MCP server                         |
 |-------------|--------------------------------------------------------|------------------------------------|
-| claude-code | `.claude/settings.json`: Stop, SubagentStop,           | `.mcp.json` `mcpServers.greenloop` |
-|             | UserPromptSubmit, PostToolUse (Bash)                   |                                    |
-| codex       | `.codex/hooks.json`: Stop, UserPromptSubmit,           | `.codex/config.toml`               |
-|             | PostToolUse (Bash)                                     | `[mcp_servers.greenloop]`          |
-| gemini      | `.gemini/settings.json`: AfterAgent, AfterTool         | `.gemini/settings.json`            |
-|             | (run_shell_command)                                    | `mcpServers.greenloop`             |
-| cursor      | `.cursor/hooks.json`: stop, afterShellExecution        | `.cursor/mcp.json`                 |
+| claude-code | `.claude/settings.json`: SessionStart, Stop,           | `.mcp.json` `mcpServers.greenloop` |
+|             | SubagentStop, UserPromptSubmit, PostToolUse (Bash)     |                                    |
+| codex       | `.codex/hooks.json`: SessionStart, Stop,               | `.codex/config.toml`               |
+|             | UserPromptSubmit, PostToolUse (Bash)                   | `[mcp_servers.greenloop]`,         |
+|             |                                                        | `mcp_optional_startup_grace_ms`    |
+| gemini      | `.gemini/settings.json`: SessionStart, BeforeAgent,    | `.gemini/settings.json`            |
+|             | AfterAgent, AfterTool (run_shell_command, greenloop's  | `mcpServers.greenloop`             |
+|             | MCP test_run / test_job)                               |                                    |
+| cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
+|             | afterShellExecution, afterMCPExecution                 |                                    |
 
-Idempotent: greenloop's own entries are recognised by their command (`greenloop hook …`) and
-replaced in place, never duplicated; every other hook, server and key is kept as it was.
-A file that is not valid JSON (or TOML) is refused with a message naming it, and nothing is
-written. Writes are atomic.
+The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
+BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
+its harness process before the agent's first `greenloop run` or `test_run` (greenloop.session).
+
+Each hook runs `hook_command(harness)`: this interpreter without `site`, greenloop's install
+folder on sys.path, then `greenloop hook HARNESS` (the hooks' start-up time is most of their
+cost). Idempotent: greenloop's own entries are recognised by their command (`greenloop hook
+HARNESS` or that interpreter form, `_is_ours`) and replaced in place, never duplicated; every
+other hook, server and key is kept as it was. A file that is not valid JSON (or TOML) is
+refused with a message naming it, and nothing is written. Writes are atomic.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +40,7 @@ from typing import Any
 
 from greenloop.errors import UsageError
 
-__all__ = ["HARNESSES", "FileChange", "InitReport", "init"]
+__all__ = ["HARNESSES", "FileChange", "InitReport", "hook_command", "init"]
 
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
@@ -62,13 +73,31 @@ class InitReport:
         }
 
 
-def _hook_command(harness: str) -> str:
-    return f"greenloop hook {harness}"
+def hook_command(harness: str) -> str:
+    """The hook command: this interpreter, started without `site` and isolated (`-I -S`), with
+    greenloop's install folder put on sys.path by hand, then `greenloop hook HARNESS`.
+
+    The hooks run on every agent turn and every shell call. Processing site-packages (its
+    .pth files, which may import whole packages) costs more than the hook's own work, and
+    the hook needs only the standard library and greenloop. `-I` also keeps the project
+    folder (the hook's cwd) off sys.path, so a project module named like a standard one
+    cannot shadow it. The paths are this installation's, taken at init time: run init again
+    after moving or reinstalling greenloop elsewhere.
+    """
+    import greenloop
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(greenloop.__file__)))
+    code = f"import sys;sys.path.insert(0,{json.dumps(root)});from greenloop.cli import entry;entry()"
+    return f"{shlex.quote(sys.executable)} -I -S -c {shlex.quote(code)} hook {harness}"
 
 
 def _is_ours(command: Any, harness: str) -> bool:
-    return isinstance(command, str) and bool(
-        re.search(rf"greenloop\S*\s+hook\s+{re.escape(harness)}\b", command)
+    """greenloop's own hook entry for `harness`: `greenloop hook HARNESS` (any path to the
+    script), or the interpreter form `hook_command` writes."""
+    return (
+        isinstance(command, str)
+        and "greenloop" in command
+        and bool(re.search(rf"(^|\s)hook\s+{re.escape(harness)}(\s|$)", command))
     )
 
 
@@ -132,7 +161,7 @@ def _merge_matcher_hooks(
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command(harness)
+    command = hook_command(harness)
     for event, matcher in events.items():
         groups = _section(hooks, event, path)
         placed = False
@@ -190,12 +219,13 @@ def _mcp_json(path: str) -> Pending:
 def _claude(root: str) -> list[Pending]:
     settings = os.path.join(root, ".claude", "settings.json")
     events: dict[str, str | None] = {
-        "Stop": None, "SubagentStop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
-    }
+        "SessionStart": None, "Stop": None, "SubagentStop": None, "UserPromptSubmit": None,
+        "PostToolUse": "Bash",
+    }  # fmt: skip
     return [
         _edit_json(
             settings,
-            "hooks: Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, SubagentStop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, settings, "claude-code", events, {"timeout": 30}),
         ),
         _mcp_json(os.path.join(root, ".mcp.json")),
@@ -204,11 +234,13 @@ def _claude(root: str) -> list[Pending]:
 
 def _codex(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".codex", "hooks.json")
-    events: dict[str, str | None] = {"Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"}
+    events: dict[str, str | None] = {
+        "SessionStart": None, "Stop": None, "UserPromptSubmit": None, "PostToolUse": "Bash"
+    }  # fmt: skip
     return [
         _edit_json(
             hooks_path,
-            "hooks: Stop, UserPromptSubmit, PostToolUse(Bash)",
+            "hooks: SessionStart, Stop, UserPromptSubmit, PostToolUse(Bash)",
             lambda data: _merge_matcher_hooks(data, hooks_path, "codex", events, {"timeout": 30}),
         ),
         _codex_mcp(os.path.join(root, ".codex", "config.toml")),
@@ -216,53 +248,99 @@ def _codex(root: str) -> list[Pending]:
 
 
 _TOML_TABLE = f"[mcp_servers.{SERVER_NAME}]"
-_TOML_BODY = f'command = "{MCP_COMMAND}"\nargs = [{", ".join(json.dumps(a) for a in MCP_ARGS)}]\n'
+_TOML_OWNED = {"command": MCP_COMMAND, "args": list(MCP_ARGS)}  # always ours: refreshed on every init
+# Written when absent, then the user's to change. Codex gives an MCP server 10 s to answer its
+# handshake by default; a Python server on a loaded machine can need more.
+_TOML_DEFAULTS: dict[str, Any] = {"startup_timeout_sec": 30}
+# A top-level key, written when absent. `codex exec` starts the model's first turn without any
+# optional MCP server still starting (it logs "omitting pending optional MCP server"), so the
+# agent would have no test_run at all; this grace makes it wait for them, at most this long.
+# (`required = true` in the server's table waits too, but then Codex refuses to start at all
+# when `greenloop` is missing or broken, and a broken gate must never lock the user out.)
+_GRACE_KEY = "mcp_optional_startup_grace_ms"
+_GRACE_MS = 15000
+_GRACE_LINES = (
+    "# greenloop: let `codex exec` wait for MCP servers that are still starting before its first\n"
+    "# turn (otherwise it leaves them out, and the agent has no test_run tool).\n"
+    f"{_GRACE_KEY} = {_GRACE_MS}\n"
+)
+_KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
+
+
+def _toml_line(key: str, value: Any) -> str:
+    # Strings, integers and lists of strings: JSON spells them as TOML does.
+    return f"{key} = {json.dumps(value)}\n"
+
+
+def _server_table(text: str, keep: dict[str, Any]) -> str | None:
+    """`text` with greenloop's server table rewritten: our keys first, then the user's other
+    lines of the table as they were (None when the table is not a `[header]` table)."""
+    body = "".join(_toml_line(k, v) for k, v in {**_TOML_OWNED, **keep}.items())
+    out: list[str] = []
+    inside = found = False
+    skipping_array = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("[") and not skipping_array:
+            inside = stripped.replace(" ", "") == _TOML_TABLE
+            if inside:
+                found = True
+                out.append(_TOML_TABLE + "\n" + body)
+                continue
+        if inside:
+            if skipping_array:  # the rest of a multi-line `args = [` … `]` we replace
+                skipping_array = "]" not in stripped
+                continue
+            match = _KEY_LINE.match(line)
+            if match and match.group(1).strip('"') in {*_TOML_OWNED, *keep}:
+                skipping_array = "[" in line and "]" not in line
+                continue
+        out.append(line)
+    return "".join(out) if found else None
 
 
 def _codex_mcp(path: str) -> Pending:
-    """Add or refresh `[mcp_servers.greenloop]` in config.toml, leaving every other line as it is."""
+    """Add or refresh `[mcp_servers.greenloop]` in config.toml (and the start-up grace that makes
+    `codex exec` wait for it), leaving every other line as it is."""
     from greenloop.config import read_toml
 
-    what = "MCP server 'greenloop' ([mcp_servers.greenloop])"
+    what = f"MCP server 'greenloop' ([mcp_servers.greenloop], {_GRACE_KEY})"
     text = ""
+    data: dict[str, Any] = {}
     if os.path.exists(path):
         try:
             data, raw = read_toml(path)
         except Exception as exc:
             raise UsageError(f"{exc}; fix {path} by hand, then run init again") from None
         text = raw.decode().replace("\r\n", "\n").replace("\r", "\n")  # as open(path).read() reads it
-        server = (data.get("mcp_servers") or {}).get(SERVER_NAME)
-        if (
-            isinstance(server, dict)
-            and server.get("command") == MCP_COMMAND
-            and server.get("args") == list(MCP_ARGS)
-        ):
+    servers = data.get("mcp_servers")
+    server = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    has_grace = _GRACE_KEY in data
+    if isinstance(server, dict):
+        keep = {k: server.get(k, v) for k, v in _TOML_DEFAULTS.items()}
+        if has_grace and all(server.get(k) == v for k, v in {**_TOML_OWNED, **keep}.items()):
             return FileChange(path, "unchanged", what), None
-        if isinstance(server, dict):
-            # Replace our table's own lines (header to the next header), keep everything else.
-            lines = text.splitlines(keepends=True)
-            out: list[str] = []
-            inside = False
-            for line in lines:
-                stripped = line.strip()
-                if stripped.startswith("["):
-                    inside = stripped.replace(" ", "") == _TOML_TABLE
-                    if inside:
-                        out.append(_TOML_TABLE + "\n" + _TOML_BODY)
-                        continue
-                if not inside:
-                    out.append(line)
-            new_text = "".join(out)
-            if _TOML_TABLE not in new_text:
-                raise UsageError(
-                    f"{path} defines mcp_servers.{SERVER_NAME} inline; replace it with a "
-                    f"{_TOML_TABLE} table by hand, then run init again"
-                )
-            return FileChange(path, "updated", what), new_text
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return FileChange(
-        path, "updated" if text else "created", what
-    ), text + sep + _TOML_TABLE + "\n" + _TOML_BODY
+        new_text = _server_table(text, keep)
+        if new_text is None:
+            raise UsageError(
+                f"{path} defines mcp_servers.{SERVER_NAME} inline; replace it with a "
+                f"{_TOML_TABLE} table by hand, then run init again"
+            )
+    else:
+        body = "".join(_toml_line(k, v) for k, v in {**_TOML_OWNED, **_TOML_DEFAULTS}.items())
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        new_text = text + sep + _TOML_TABLE + "\n" + body
+    if not has_grace:
+        # A top-level key must come before the first table, so it goes first; the user's
+        # lines follow as they were.
+        new_text = _GRACE_LINES + ("\n" if new_text and not new_text.startswith("\n") else "") + new_text
+    return FileChange(path, "updated" if text else "created", what), new_text
+
+
+# Gemini matches a tool hook's `matcher` as a regular expression against the tool's name; MCP
+# tools are named mcp_<server>_<tool>. The shell records runs the agent made itself; the two
+# MCP tools name the runs the hook gives to the session (hooks/gemini.py).
+GEMINI_AFTER_TOOL = "^(run_shell_command|mcp_greenloop_test_run|mcp_greenloop_test_job)$"
 
 
 def _gemini(root: str) -> list[Pending]:
@@ -273,12 +351,13 @@ def _gemini(root: str) -> list[Pending]:
             data,
             settings,
             "gemini",
-            {"AfterAgent": None, "AfterTool": "run_shell_command"},
+            {"SessionStart": None, "BeforeAgent": None, "AfterAgent": None, "AfterTool": GEMINI_AFTER_TOOL},
             {"name": "greenloop", "timeout": 30000},
         )
         _merge_mcp_json(data, settings)
 
-    return [_edit_json(settings, "hooks: AfterAgent, AfterTool(run_shell_command); MCP server", edit)]
+    what = "hooks: SessionStart, BeforeAgent, AfterAgent, AfterTool(shell, greenloop MCP runs); MCP server"
+    return [_edit_json(settings, what, edit)]
 
 
 def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
@@ -286,8 +365,8 @@ def _merge_cursor_hooks(data: dict[str, Any], path: str) -> None:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
-    command = _hook_command("cursor")
-    for event in ("stop", "afterShellExecution"):
+    command = hook_command("cursor")
+    for event in ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"):
         entries = _section(hooks, event, path)
         ours = [
             i for i, e in enumerate(entries) if isinstance(e, dict) and _is_ours(e.get("command"), "cursor")
@@ -304,7 +383,9 @@ def _cursor(root: str) -> list[Pending]:
     hooks_path = os.path.join(root, ".cursor", "hooks.json")
     return [
         _edit_json(
-            hooks_path, "hooks: stop, afterShellExecution", lambda data: _merge_cursor_hooks(data, hooks_path)
+            hooks_path,
+            "hooks: beforeSubmitPrompt, stop, afterShellExecution, afterMCPExecution",
+            lambda data: _merge_cursor_hooks(data, hooks_path)
         ),
         _mcp_json(os.path.join(root, ".cursor", "mcp.json")),
     ]
@@ -314,8 +395,25 @@ _WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor"
 HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
-    "codex": ("Codex asks you to review and trust new hooks (/hooks) before they run",),
-    "gemini": ("restart Gemini CLI so it loads the new hooks and the MCP server",),
+    "codex": (
+        "Codex reads .codex/ only in a trusted project: accept its trust prompt, or run "
+        "`codex exec --trust` once (trust is user config: ~/.codex/config.toml "
+        '[projects.<root>] trust_level = "trusted"; init does not edit it)',
+        "review and trust the new hooks with /hooks in the Codex TUI: `codex exec` silently skips "
+        "hooks that are not trusted, so nothing is gated (automation that vets hooks itself can "
+        "pass --dangerously-bypass-hook-trust)",
+        "Codex runs the agent's commands in a login shell, whose profile resets PATH: if `greenloop` "
+        "is found only through your interactive PATH (a virtualenv, ~/.local/bin), the agent's "
+        "`greenloop run` fails; set allow_login_shell = false in ~/.codex/config.toml or install it "
+        "where /etc/profile looks",
+    ),
+    "gemini": (
+        "restart Gemini CLI so it loads the new hooks and the MCP server",
+        "Gemini CLI runs a project's hooks and starts its stdio MCP servers only in a trusted folder: "
+        "trust this one (`/permissions trust` in the CLI, or `\"<folder>\": \"TRUST_FOLDER\"` in "
+        "~/.gemini/trustedFolders.json; `gemini -p` also takes --skip-trust or "
+        "GEMINI_CLI_TRUST_WORKSPACE=true)",
+    ),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
 }
 
@@ -331,10 +429,12 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
     for change, text in pending:
         if text is not None:
             _write_atomic(change.path, text)
-    notes: tuple[str, ...] = _NOTES[harness]
+    # <root>: the project folder as a TOML key, so the trust note can be pasted as it is.
+    notes: tuple[str, ...] = tuple(note.replace("<root>", json.dumps(root)) for note in _NOTES[harness])
     if shutil.which(MCP_COMMAND) is None:
         notes += (
-            f"`{MCP_COMMAND}` is not on PATH here: the hooks and the MCP server call it by name, so "
-            "install greenloop where the harness runs (e.g. `pipx install greenloop`)",
+            f"`{MCP_COMMAND}` is not on PATH here: the MCP server is called by name, so install "
+            "greenloop where the harness runs (e.g. `pipx install greenloop`); the hooks call "
+            f"{sys.executable} directly",
         )
     return InitReport(harness, root, tuple(change for change, _ in pending), notes)

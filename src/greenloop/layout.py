@@ -1,6 +1,7 @@
 """Where things live on disk: the state folder, run folders, run ids, project roots.
 
-Only paths are computed here; reading and writing the files is the job of the module
+Only paths are computed here (and the state folder made, with the `.gitignore` that keeps
+it out of the user's `git status`); reading and writing the files is the job of the module
 that knows each format (store.py, bugs.py, run.py, integration/).
 """
 
@@ -15,6 +16,7 @@ __all__ = [
     "STATE_DIR",
     "find_project_root",
     "git_root",
+    "make_state_dir",
     "new_run_id",
     "run_dir",
     "state_dir",
@@ -50,6 +52,26 @@ NOT_CODE_DIRS = frozenset(
 def state_dir(workspace: str | os.PathLike[str]) -> Path:
     """The workspace's private state folder (`.greenloop/`)."""
     return Path(workspace) / STATE_DIR
+
+
+# Everything under .greenloop/ is greenloop's own (state database, run folders, caches):
+# never the user's to commit, so the folder ignores itself as tools such as pytest's cache do.
+_IGNORE_ALL = "# Created by greenloop: its state, runs and caches are never committed.\n*\n"
+
+
+def make_state_dir(folder: str | os.PathLike[str]) -> None:
+    """Make a `.greenloop/` folder (and its parents) holding a `.gitignore` that ignores it all."""
+    os.makedirs(folder, exist_ok=True)
+    ignore = os.path.join(folder, ".gitignore")
+    if os.path.exists(ignore):
+        return
+    tmp = f"{ignore}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(_IGNORE_ALL)
+        os.replace(tmp, ignore)  # whole or absent, whoever of two racing writers wins
+    except OSError:
+        pass  # a read-only folder still runs; only `git status` shows the folder
 
 
 def new_run_id(now: float | None = None, prefix: str = "run") -> str:

@@ -45,10 +45,13 @@ __all__ = [
     "TOOL_TIMEOUT_S",
     "FastLane",
     "Running",
+    "call_session",
     "default_timeout_ms",
     "limit_message",
     "new_session_id",
     "progress_of",
+    "run_limit_s",
+    "run_record",
 ]
 
 TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
@@ -60,7 +63,8 @@ log = logging.getLogger("greenloop.mcp")
 
 
 def new_session_id() -> str:
-    """A fresh session id for one MCP connection."""
+    """A fresh id for one MCP connection: a label (who moved a bug), never a session a run is
+    recorded under."""
     return f"mcp-{uuid.uuid4().hex[:16]}"
 
 
@@ -123,6 +127,38 @@ def default_timeout_ms(ws: Path, started_with: Config) -> int:
         return started_with.default_timeout_ms
 
 
+def call_session(
+    workspace: Path, env_session: str | None, env_source: str, named: str | None, meta: Any
+) -> Any:
+    """The session a call records under (greenloop.session.Resolved): the call's `session_id` >
+    the one the server's environment names > the request's `_meta` > the process tree > none
+    (the workspace). The SDK path (ServerState.resolve) and the fast lane both ask here."""
+    from greenloop import session as session_mod
+
+    if named:
+        return session_mod.Resolved(named, "explicit")
+    if env_session:
+        return session_mod.Resolved(env_session, env_source)
+    return session_mod.resolve_with_source(
+        None, env={}, mcp_context=session_mod.from_meta(meta), workspace=workspace
+    )
+
+
+def run_limit_s(run_ms: int, mode: str) -> float:
+    """test_run's limit: its own timeout (twice for mode retry: up to two runs) plus the margin."""
+    return run_ms / 1000 * (2 if mode == "retry" else 1) + RUN_MARGIN_S
+
+
+def run_record(bounded: Mapping[str, Any], sid: str | None, source: str) -> dict[str, Any]:
+    """A bounded run as test_run reports it: the session it was recorded under (the one the
+    call resolved, or, when it resolved none, the one the run itself found: a hook may have
+    bound the harness in between) and where that session came from."""
+    data = dict(bounded)
+    data["session_id"] = sid or data.get("session_id")
+    data["session_source"] = source if sid or data["session_id"] is None else "run"
+    return data
+
+
 def _filled(schema: Mapping[str, Any], defs: Mapping[str, Any], value: Any) -> Any:
     """`value` as pydantic dumps the model `schema` describes: every property present (its
     default where the value lacks it), nested models alike, extra keys kept after them."""
@@ -159,14 +195,14 @@ class FastLane:
         *,
         workspace: Path,
         config: Config,
-        session_for: Callable[[str | None], str],
+        resolve: Callable[[str | None, Any], Any],
         running: Running,
         tools: list[Mapping[str, Any]] | None = None,
     ) -> None:
         self.wire = wire
         self.workspace = workspace.resolve()
         self.config = config
-        self.session_for = session_for
+        self.resolve = resolve  # (named session, the request's _meta) -> session.Resolved
         self.running = running
         self.tools: dict[str, Mapping[str, Any]] = {}
         self.offer(tools or [])
@@ -205,13 +241,17 @@ class FastLane:
             self._answer(rid, self._error(refused))
             return True
         meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else None
+        token = meta.get("progressToken") if meta is not None else None
         cancel, by_client = threading.Event(), threading.Event()
         with self._lock:
             self._calls[rid] = (cancel, by_client)
             self.served += 1
         threading.Thread(
-            target=self._serve, args=(rid, tool, args, token, cancel, by_client), name="mcp-fast", daemon=True
+            target=self._serve,
+            args=(rid, tool, args, meta, token, cancel, by_client),
+            name="mcp-fast",
+            daemon=True,
         ).start()
         return True
 
@@ -234,12 +274,13 @@ class FastLane:
         rid: Any,
         tool: Mapping[str, Any],
         args: dict[str, Any],
+        meta: Mapping[str, Any] | None,
         token: Any,
         cancel: threading.Event,
         by_client: threading.Event,
     ) -> None:
         try:
-            result = self._call(tool, args, token, cancel)
+            result = self._call(tool, args, meta, token, cancel)
         except Exception as exc:  # the lane's own bug: reported as such, never a test failure
             log.exception("test_run failed unexpectedly")
             result = self._error(
@@ -253,11 +294,18 @@ class FastLane:
             self._answer(rid, result)
 
     def _call(
-        self, tool: Mapping[str, Any], args: dict[str, Any], token: Any, cancel: threading.Event
+        self,
+        tool: Mapping[str, Any],
+        args: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        token: Any,
+        cancel: threading.Event,
     ) -> dict[str, Any]:
         from greenloop.errors import GreenloopError
 
-        sid = self.session_for(args.get("session_id"))
+        resolved = self.resolve(args.get("session_id"), meta)
+        sid = resolved.session_id
+        mode = str(args.get("mode") or "test")
         options: dict[str, Any] = {
             "framework": args.get("framework"),
             "target": args.get("target"),
@@ -266,6 +314,8 @@ class FastLane:
             "timeout_ms": args.get("timeout_ms"),
             "sandbox": args.get("sandbox"),
         }
+        if mode != "test":
+            options["mode"] = mode
         ws = self.workspace
         try:
             if args.get("run_in_background"):
@@ -274,13 +324,14 @@ class FastLane:
                 job_id = jobs.start(ws, session_id=sid, **options)
                 data: dict[str, Any] = {
                     "session_id": sid,
+                    "session_source": resolved.source,
                     "background": True,
                     "job_id": str(job_id),
                     "notes": [f"started in the background; poll test_job with job_id {job_id}"],
                 }
                 return self._structured(tool, data)
             run_ms = options["timeout_ms"] or default_timeout_ms(ws, self.config)
-            limit_s = run_ms / 1000 + RUN_MARGIN_S
+            limit_s = run_limit_s(run_ms, mode)
             box: dict[str, Any] = {}
             finished = threading.Event()
             key = self.running.add(cancel, finished)
@@ -319,9 +370,7 @@ class FastLane:
                 return self._error(limit_message("test_run", limit_s, killed=True))
             if "error" in box:
                 raise box["error"]
-            data = dict(box["result"])
-            data["session_id"] = sid
-            return self._structured(tool, data)
+            return self._structured(tool, run_record(box["result"], sid, resolved.source))
         except GreenloopError as exc:
             return self._error(exc.message)
 

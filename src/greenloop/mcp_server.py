@@ -6,9 +6,12 @@ record into that model. Nothing is decided here that the CLI would decide differ
 
 What this module adds is the plumbing a long-lived tool server needs:
 
-- one session per server process (one stdio connection), `mcp-<hex>` unless the
-  environment names one (`greenloop.session.resolve`) or a call names `session_id`; every
-  result reports the session id it was recorded under, so the gate sees the model's runs;
+- the agent's session, resolved at every call as a shell run resolves it: the call's
+  `session_id`, else a session variable in the server's environment, else the request's
+  `_meta`, else the process tree (the harness that spawned this server is the one whose
+  hooks recorded the session), else none (a workspace-level run, which every session's gate
+  started before it sees). Never a private session no gate reads; every result reports the
+  session id it was recorded under (greenloop.session);
 - blocking library calls run in a worker thread under a per-tool time limit; a client's
   cancellation (or the limit) sets the run's cancel event, so its process tree dies, and
   the tool waits for that before it answers;
@@ -30,7 +33,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -53,10 +56,13 @@ from greenloop.mcp_fast import (
     STOP_WAIT_S,
     TOOL_TIMEOUT_S,
     Running,
+    call_session,
     default_timeout_ms,
     limit_message,
     new_session_id,
     progress_of,
+    run_limit_s,
+    run_record,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +101,7 @@ TOOL_NAMES = (
     "bug_open",
     "bug_transition",
     "integration_run",
+    "timeline",
 )
 JOB_WAIT_DEFAULT_MS = 50_000  # test_job(wait=true) answers "running" after this, below common client limits
 
@@ -103,13 +110,13 @@ log = logging.getLogger("greenloop.mcp")
 T = TypeVar("T")
 
 FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
-SandboxArg = Literal["read-only", "workspace-write", "full-access"]
+SandboxArg = Literal["auto", "read-only", "workspace-write", "full-access"]
 SeverityArg = Literal["low", "medium", "high", "critical"]
 SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]
 StatusArg = Literal["open", "fixing", "fixed", "verified"]
 SessionArg = Annotated[
     str | None,
-    Field(min_length=1, description="Use this agent session instead of this connection's own session."),
+    Field(min_length=1, description="Record under this agent session instead of the one greenloop resolves."),
 ]
 
 
@@ -143,15 +150,24 @@ class FailureOutput(_Out):
 
 
 class SandboxOutput(_Out):
-    mode: str = Field(default="full-access", description="read-only | workspace-write | full-access")
-    enforced_by: str | None = Field(default=None, description="e.g. 'bubblewrap 0.8.0'; null: no sandbox")
+    mode: str = Field(default="full-access", description="auto | read-only | workspace-write | full-access")
+    enforced_by: str | None = Field(
+        default=None, description="e.g. 'bubblewrap 0.8.0' or 'landlock ABI 7'; null: NOT enforced"
+    )
     workspace_root: str | None = None
+    note: str | None = Field(default=None, description="Set when the sandbox was asked for but not enforced.")
 
 
 class RunOutput(_Out):
     """A run's bounded result (or, in the background, the job that will produce it)."""
 
-    session_id: str = Field(description="The session the run is recorded under (what the gate checks).")
+    session_id: str | None = Field(
+        description="The session the run is recorded under (what the gate checks); null: the workspace."
+    )
+    session_source: str | None = Field(
+        default=None,
+        description="How the session was found: explicit, env:NAME, meta, process-tree, run, or none.",
+    )
     background: bool = Field(default=False, description="True: the run continues as job `job_id`.")
     job_id: str | None = Field(default=None, description="Poll it with test_job.")
     run_id: str | None = None
@@ -176,10 +192,13 @@ class RunOutput(_Out):
     sandbox: SandboxOutput | None = None
     result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
     next_action: str | None = None
+    retry: dict[str, Any] | None = Field(
+        default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
+    )
 
 
 class ProbeOutput(_Out):
-    session_id: str
+    session_id: str | None
     framework: str | None = Field(description="Detected framework id, or null when none was found.")
     root: str
     config_path: str | None = None
@@ -202,7 +221,8 @@ class LastRunOutput(_Out):
 
 
 class ClosureOutput(_Out):
-    session_id: str
+    session_id: str | None
+    session_source: str | None = None
     satisfied: bool = Field(description="True when the session may end its turn (last run green, or none).")
     last_run: LastRunOutput | None = None
     intercepts_this_turn: int = 0
@@ -212,7 +232,7 @@ class ClosureOutput(_Out):
 
 
 class JobOutput(_Out):
-    session_id: str
+    session_id: str | None
     job_id: str
     status: Literal["starting", "running", "done", "failed", "lost", "cancelled"]
     finished: bool = Field(default=False, description="True once the job has ended, however it ended.")
@@ -243,7 +263,7 @@ class BugOutput(_Out):
 
 
 class BugOpenOutput(_Out):
-    session_id: str
+    session_id: str | None
     bug: BugOutput
     created: bool = Field(description="False: the open bug for the same unit and test was reused.")
     log: str | None = Field(default=None, description="Path of bugs.ndjson.")
@@ -251,7 +271,7 @@ class BugOpenOutput(_Out):
 
 
 class BugTransitionOutput(_Out):
-    session_id: str
+    session_id: str | None
     bug: BugOutput
     from_status: str | None = Field(default=None, alias="from")
     to: str | None = None
@@ -260,10 +280,26 @@ class BugTransitionOutput(_Out):
 
 
 class BugListOutput(_Out):
-    session_id: str
+    session_id: str | None
     count: int
     bugs: list[BugOutput]
     log: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TimelineEventOutput(_Out):
+    at: str = Field(description="UTC time, ISO 8601.")
+    kind: str = Field(description="unit_tested, test_passed, test_failed, integration_started, "
+                      "integration_done, integration_failed, bug_opened or bug_closed.")
+    unit_id: str
+    ref: str = Field(description="The run, integration run or bug the event is about.")
+    summary: str
+
+
+class TimelineOutput(_Out):
+    session_id: str
+    timeline: str = Field(description="Path of timeline.ndjson.")
+    events: list[TimelineEventOutput]
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -290,7 +326,7 @@ class CaseFailureOutput(_Out):
 
 
 class IntegrationOutput(_Out):
-    session_id: str
+    session_id: str | None
     ok: bool
     run_id: str | None = None
     result_ref: str | None = Field(default=None, description="Path of the full result.json on disk.")
@@ -320,15 +356,50 @@ class IntegrationOutput(_Out):
 
 @dataclass(frozen=True)
 class ServerState:
-    """What every tool of one server needs: where, for whom, under which config."""
+    """What every tool of one server needs: where, for whom, under which config.
+
+    `session_id` is the session the server's environment names (None: resolved at each call,
+    `resolve`); `label` names this connection where a name is needed and no session applies
+    (who moved a bug)."""
 
     workspace: Path
-    session_id: str
+    session_id: str | None
     config: Config
     running: Running
+    label: str = ""
+    session_source: str = "env"
 
-    def session(self, named: str | None) -> str:
-        return named if named else self.session_id
+    def resolve(self, named: str | None = None, ctx: Context | None = None) -> Any:
+        """The call's session (greenloop.session.Resolved): named > environment > the request's
+        `_meta` > the process tree > none (the workspace)."""
+        # (in greenloop.mcp_fast, which the fast lane shares while the SDK loads)
+        return call_session(self.workspace, self.session_id, self.session_source, named, _request_meta(ctx))
+
+    def session(self, named: str | None = None, ctx: Context | None = None) -> str | None:
+        return cast("str | None", self.resolve(named, ctx).session_id)
+
+    def who(self, named: str | None = None, ctx: Context | None = None) -> str:
+        """A name for this caller: its session, else the connection's label."""
+        return self.session(named, ctx) or self.label or "mcp"
+
+
+def _request_meta(ctx: Context | None) -> Mapping[str, Any] | None:
+    """The `_meta` of the request a tool answers, as a mapping (None when there is none)."""
+    if ctx is None:
+        return None
+    try:
+        meta = ctx.request_context.meta
+    except Exception:  # no request context (a direct call in a test)
+        return None
+    if meta is None:
+        return None
+    if isinstance(meta, Mapping):
+        return meta
+    dump = getattr(meta, "model_dump", None)
+    if callable(dump):
+        data = dump(by_alias=True, exclude_none=True)
+        return data if isinstance(data, Mapping) else None
+    return None
 
 
 def _lib(name: str) -> Any:
@@ -551,6 +622,8 @@ ANNOTATIONS: dict[str, ToolAnnotations] = {
         read_only_hint=True, idempotent_hint=True, open_world_hint=False
     ),
     "bug_list": ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    # reads timeline.ndjson
+    "timeline": ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
     # appends to bugs.ndjson; the same unit and test again returns the open bug, no new one
     "bug_open": ToolAnnotations(
         read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -573,7 +646,7 @@ def _tools(state: ServerState) -> list[Tool]:
     async def test_probe(ctx: Context) -> ProbeOutput:
         """Detect the workspace's test framework and the command test_run would use, running nothing."""
         detection = await _Stopwatch("test_probe", TOOL_TIMEOUT_S).call(lambda: _lib("api").test_probe(ws))
-        return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session_id})
+        return ProbeOutput.model_validate({**_plain(detection), "session_id": state.session(None, ctx)})
 
     async def test_run(
         ctx: Context,
@@ -585,7 +658,9 @@ def _tools(state: ServerState) -> list[Tool]:
             Field(description="Space-separated test files or node ids appended to the command."),
         ] = None,
         last_failed: Annotated[
-            bool, Field(description="Rerun only the tests that failed in this session's previous run.")
+            bool,
+            Field(description="Rerun only the tests that failed in this session's previous run; a "
+                  "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
         command: Annotated[
             str | None,
@@ -602,11 +677,18 @@ def _tools(state: ServerState) -> list[Tool]:
         sandbox: Annotated[
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
+        mode: Annotated[
+            Literal["test", "retry"],
+            Field(description="test: run as asked. retry (after changing code): the previous run's "
+                  "failures first, then, if they pass, the whole suite; the result's notes and "
+                  "result_ref say which failures were fixed, remain or are new."),
+        ] = "test",
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
         The run is recorded for the session, so the closure gate sees it."""
-        sid = state.session(session_id)
+        resolved = state.resolve(session_id, ctx)
+        sid = resolved.session_id
         options: dict[str, Any] = {
             "framework": framework,
             "target": target,
@@ -615,12 +697,15 @@ def _tools(state: ServerState) -> list[Tool]:
             "timeout_ms": timeout_ms,
             "sandbox": sandbox,
         }
+        if mode != "test":
+            options["mode"] = mode
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)
             )
             return RunOutput(
                 session_id=sid,
+                session_source=resolved.source,
                 background=True,
                 job_id=str(job_id),
                 notes=[f"started in the background; poll test_job with job_id {job_id}"],
@@ -630,14 +715,15 @@ def _tools(state: ServerState) -> list[Tool]:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: default_timeout_ms(ws, state.config)
             )
-        limit_s = run_ms / 1000 + RUN_MARGIN_S
+        limit_s = run_limit_s(run_ms, mode)  # retry: up to two runs
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)
         bounded = await progress.around(
             watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
         )
-        return _run_output(bounded, sid)
+        # (the same record the fast lane answers with: greenloop.mcp_fast.run_record)
+        return RunOutput.model_validate(run_record(_plain(bounded), sid, resolved.source))
 
     async def test_job(
         ctx: Context,
@@ -662,16 +748,19 @@ def _tools(state: ServerState) -> list[Tool]:
                 lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
             )
         return await _Stopwatch("test_job", TOOL_TIMEOUT_S).call(
-            lambda: _job_output(status, state.session_id)
+            lambda: _job_output(status, state.session(None, ctx))
         )
 
     async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
-        sid = state.session(session_id)
+        resolved = state.resolve(session_id, ctx)
+        sid = resolved.session_id
         closure = await _Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
             lambda: _lib("api").test_closure_check(ws, sid)
         )
-        return ClosureOutput.model_validate({**_plain(closure), "session_id": sid})
+        return ClosureOutput.model_validate(
+            {**_plain(closure), "session_id": sid, "session_source": resolved.source}
+        )
 
     def bug_log() -> Any:
         bugs = _lib("bugs")
@@ -690,7 +779,23 @@ def _tools(state: ServerState) -> list[Tool]:
         fold = await _Stopwatch("bug_list", TOOL_TIMEOUT_S).call(
             lambda: bug_log().list(unit=unit, status=status, source=source, severity=severity)
         )
-        return BugListOutput.model_validate({**_plain(fold), "session_id": state.session_id})
+        return BugListOutput.model_validate({**_plain(fold), "session_id": state.session(None, ctx)})
+
+    async def timeline(
+        ctx: Context,
+        unit: Annotated[str | None, Field(description="Only this unit's events.")] = None,
+        last: Annotated[int, Field(ge=1, le=1000, description="The last N events (default 50).")] = 50,
+    ) -> TimelineOutput:
+        """What happened in the project, in order: unit runs, integration runs, bugs opened and closed."""
+        tl = _lib("timeline")
+        path = tl.timeline_path(ws)
+        events, warnings = await _Stopwatch("timeline", TOOL_TIMEOUT_S).call(
+            lambda: tl.read(path, unit=unit, last=last)
+        )
+        return TimelineOutput.model_validate({
+            "session_id": state.session_id, "timeline": str(path),
+            "events": [e.to_json() for e in events], "warnings": warnings,
+        })
 
     async def bug_open(
         ctx: Context,
@@ -718,10 +823,10 @@ def _tools(state: ServerState) -> list[Tool]:
                 run_id=run_id,
                 category=category,
                 affected_units=affected_units,
-                by=state.session_id,
+                by=state.who(None, ctx),
             )
         )
-        return BugOpenOutput.model_validate({**_plain(opened), "session_id": state.session_id})
+        return BugOpenOutput.model_validate({**_plain(opened), "session_id": state.session(None, ctx)})
 
     async def bug_transition(
         ctx: Context,
@@ -733,15 +838,24 @@ def _tools(state: ServerState) -> list[Tool]:
         """Move a bug to another status. Illegal moves are refused, naming the allowed ones."""
         moved = await _Stopwatch("bug_transition", TOOL_TIMEOUT_S).call(
             lambda: bug_log().transition(
-                bug_id, to, by=by or state.session_id, fix_refs=(fix_ref,) if fix_ref else ()
+                bug_id, to, by=by or state.who(None, ctx), fix_refs=(fix_ref,) if fix_ref else ()
             )
         )
-        return BugTransitionOutput.model_validate({**_plain(moved), "session_id": state.session_id})
+        return BugTransitionOutput.model_validate({**_plain(moved), "session_id": state.session(None, ctx)})
 
     async def integration_run(
         ctx: Context,
         case: Annotated[
             list[str] | None, Field(description="Run only these case ids (default: all).")
+        ] = None,
+        mode: Annotated[
+            Literal["run", "retry", "resume"],
+            Field(description="run: a new run. retry (after a fix): the previous run's failed cases "
+                  "first, then, if they pass, every case. resume: continue the interrupted run that "
+                  "resume_token names, running only its unfinished cases."),
+        ] = "run",
+        resume_token: Annotated[
+            str | None, Field(description="With mode resume: the resume_token of the run to continue.")
         ] = None,
     ) -> IntegrationOutput:
         """Start the project's services on loopback ports, run the integration cases (HTTP steps
@@ -757,15 +871,21 @@ def _tools(state: ServerState) -> list[Tool]:
         cancel = threading.Event()
         progress = _Progress(ctx)
 
+        if (mode == "resume") != (resume_token is not None):
+            raise ValueError("resume_token goes with mode resume, and mode resume needs one")
+
         def run() -> Any:
+            if mode == "retry":
+                return integration.retry(project, on_event=progress.event, cancel=cancel)
             return integration.integrate(
-                project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel
+                project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel,
+                resume_token=resume_token,
             )
 
         watch = _Stopwatch("integration_run", limit_s, cancel, state.running)
         result = await progress.around(watch.call(run))
         return IntegrationOutput.model_validate(
-            {**bounded_integration(_plain(result)), "session_id": state.session_id}
+            {**bounded_integration(_plain(result)), "session_id": state.session(None, ctx)}
         )
 
     table: list[tuple[Callable[..., Any], ToolAnnotations]] = [
@@ -777,6 +897,7 @@ def _tools(state: ServerState) -> list[Tool]:
         (bug_open, ANNOTATIONS["bug_open"]),
         (bug_transition, ANNOTATIONS["bug_transition"]),
         (integration_run, ANNOTATIONS["integration_run"]),
+        (timeline, ANNOTATIONS["timeline"]),
     ]
     tools = [Tool.from_function(fn, annotations=ann) for fn, ann in table]
     for tool in tools:
@@ -823,7 +944,7 @@ def bounded_integration(
 
 def _bounded_run(
     ws: Path,
-    sid: str,
+    sid: str | None,
     on_progress: Callable[..., None],
     cancel: threading.Event,
     options: Mapping[str, Any],
@@ -833,13 +954,15 @@ def _bounded_run(
     return api.bounded(result)
 
 
-def _run_output(bounded: Any, session_id: str) -> RunOutput:
+def _run_output(bounded: Any, session_id: str | None) -> RunOutput:
     data = dict(_plain(bounded))
-    data["session_id"] = session_id
+    # The session the run was recorded under: the one the call resolved, or, when it resolved
+    # none, the one the run itself found (a hook may have bound the harness in between).
+    data["session_id"] = session_id or data.get("session_id")
     return RunOutput.model_validate(data)
 
 
-def _job_output(status: Any, session_id: str) -> JobOutput:
+def _job_output(status: Any, session_id: str | None) -> JobOutput:
     data = dict(_plain(status))
     data["session_id"] = data.get("session_id") or session_id
     result = data.get("result")
@@ -860,14 +983,17 @@ def build_server(
     workspace: str | os.PathLike[str],
     *,
     config: Config,
-    session_id: str,
+    session_id: str | None,
     running: Running,
+    label: str = "",
+    session_source: str = "env",
 ) -> MCPServer[Any]:
-    """The MCP server for one workspace and one session. With `enabled = false`: no tools.
+    """The MCP server for one workspace. `session_id`: the session the environment names (None:
+    each call resolves its own, `ServerState.resolve`). With `enabled = false`: no tools.
 
     `running` is shared with `serve_stdio` so that a signal stops the calls in flight.
     """
-    state = ServerState(Path(workspace).resolve(), session_id, config, running)
+    state = ServerState(Path(workspace).resolve(), session_id, config, running, label, session_source)
     tools = _tools(state) if config.enabled else []
     if config.enabled:
         instructions = (

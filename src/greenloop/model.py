@@ -23,6 +23,7 @@ __all__ = [
     "Plan",
     "Progress",
     "RawRun",
+    "RetryInfo",
     "RunResult",
     "SandboxInfo",
     "Suite",
@@ -122,6 +123,9 @@ class ParseResult(NamedTuple):
     duration_ms: int | None = None
     # Set when the suite could not even load the code under test (SyntaxError, missing module).
     load_error: str | None = None
+    # The tests the runner reported as run and passed, named as failures are named (the
+    # evidence that lets a bug move to fixed). Empty where the output does not name them.
+    passed_tests: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +135,7 @@ class ParseResult(NamedTuple):
             "recognized": self.recognized,
             "duration_ms": self.duration_ms,
             "load_error": self.load_error,
+            "passed_tests": list(self.passed_tests),
         }
 
 
@@ -189,6 +194,9 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
+    # How the run is narrowed: None runs the whole suite; "target", "last_failed" or "command"
+    # (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
+    selection: str | None = None
     # NDJSON lines, one per finished test, that greenloop's reporter for the runner appends
     # while it runs (live progress per test); None: progress counts the text output's lines.
     progress_file: str | None = None
@@ -238,11 +246,17 @@ class RawRun(NamedTuple):
 
 class SandboxInfo(NamedTuple):
     mode: str = "full-access"
-    enforced_by: str | None = None
+    enforced_by: str | None = None  # "bubblewrap 0.8.0" | "landlock ABI 7" | None: not enforced
     workspace_root: str | None = None
+    note: str | None = None  # why a sandbox that was asked for is not enforced, and how to get one
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "enforced_by": self.enforced_by, "workspace_root": self.workspace_root}
+        return {
+            "mode": self.mode,
+            "enforced_by": self.enforced_by,
+            "workspace_root": self.workspace_root,
+            "note": self.note,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "SandboxInfo":
@@ -250,6 +264,35 @@ class SandboxInfo(NamedTuple):
             mode=str(d.get("mode", "full-access")),
             enforced_by=_opt_str(d.get("enforced_by")),
             workspace_root=_opt_str(d.get("workspace_root")),
+            note=_opt_str(d.get("note")),
+        )
+
+
+class RetryInfo(NamedTuple):
+    """What a `retry` run found against the run it retried (`mode="retry"`)."""
+
+    previous_run: str
+    first_pass_run: str | None  # the run of the previous failures alone (None: there were none)
+    fixed: tuple[str, ...] = ()  # previous failures that passed
+    remain: tuple[str, ...] = ()  # previous failures that still fail
+    new: tuple[str, ...] = ()  # failures the previous run did not have
+    full_suite: bool = False  # the rest of the suite ran too (the previous failures passed)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self._asdict()
+        for key in ("fixed", "remain", "new"):
+            d[key] = list(d[key])
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RetryInfo":
+        return cls(
+            previous_run=str(d.get("previous_run", "")),
+            first_pass_run=_opt_str(d.get("first_pass_run")),
+            fixed=tuple(str(x) for x in d.get("fixed") or ()),
+            remain=tuple(str(x) for x in d.get("remain") or ()),
+            new=tuple(str(x) for x in d.get("new") or ()),
+            full_suite=bool(d.get("full_suite", False)),
         )
 
 
@@ -280,6 +323,12 @@ class RunResult(NamedTuple):
     next_action: str | None = None
     bugs_opened: tuple[str, ...] = ()
     bugs_transitioned: tuple[dict[str, str], ...] = ()
+    # How the run was narrowed: None for the whole suite, else "target", "last_failed" or
+    # "command" (a verbatim command may run anything). A narrowed run closes only the bugs
+    # whose own tests it names in `passed_tests`.
+    selection: str | None = None
+    passed_tests: tuple[str, ...] = ()
+    retry: RetryInfo | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -306,6 +355,9 @@ class RunResult(NamedTuple):
             "next_action": self.next_action,
             "bugs_opened": list(self.bugs_opened),
             "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+            "selection": self.selection,
+            "passed_tests": list(self.passed_tests),
+            "retry": self.retry.to_json() if self.retry is not None else None,
         }
 
     @classmethod
@@ -337,4 +389,7 @@ class RunResult(NamedTuple):
             bugs_transitioned=tuple(
                 {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
             ),
+            selection=_opt_str(d.get("selection")),
+            passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
+            retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
         )

@@ -330,6 +330,7 @@ def plan(
             timeout_ms=timeout_ms,
             shell=True,
             notes=tuple(notes),
+            selection="command",
         )
     if framework is None:
         hint = ""
@@ -404,8 +405,12 @@ def plan(
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
+    selection = "target" if targets or (options.target and framework == "npm-test") else None
     if options.last_failed:
-        argv += _last_failed_args(framework, root, previous, notes)
+        narrowing = _last_failed_args(framework, root, previous, notes)
+        argv += narrowing
+        if narrowing:
+            selection = selection or "last_failed"
     for token in targets:
         path = token.split("::", 1)[0]
         if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
@@ -428,6 +433,7 @@ def plan(
         fallback_report_format=fallback[1],
         notes=tuple(notes),
         unavailable=unavailable,
+        selection=selection,
         progress_file=progress_file or None,
     )
 

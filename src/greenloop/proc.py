@@ -6,11 +6,17 @@ open). Every child also carries a unique marker variable, GREENLOOP_PROC_TOKEN, 
 sweep can find descendants that escaped the group (double forks, new sessions) by reading
 /proc/<pid>/environ. Shutdown escalates with named timeouts: SIGTERM to the group, a grace
 period, SIGKILL to the group, then a sweep by token.
+
+A caller may hand a `before_exec` step that the child runs between fork and exec (the sandbox's
+Landlock confinement: two system calls through pre-resolved ctypes functions, nothing that
+imports or takes a lock). If it fails the child never execs, and the start fails with
+BEFORE_EXEC_FAILED in its spawn error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -24,6 +30,7 @@ from typing import NamedTuple
 from greenloop.model import RawRun
 
 __all__ = [
+    "BEFORE_EXEC_FAILED",
     "GRACE_S",
     "SWEEP_WAIT_S",
     "TOKEN_VAR",
@@ -37,6 +44,7 @@ __all__ = [
 ]
 
 TOKEN_VAR = "GREENLOOP_PROC_TOKEN"
+BEFORE_EXEC_FAILED = "the confinement step before exec failed"
 GRACE_S = 2.0  # between SIGTERM and SIGKILL of the group
 SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to vanish
 POLL_S = 0.05
@@ -158,11 +166,13 @@ def spawn(
     stderr_path: str | None = None,
     shell: bool = False,
     token: str | None = None,
+    before_exec: Callable[[], None] | None = None,
 ) -> Child:
     """Start a child in its own session with stdin closed and output going to files.
 
     `shell=True` is only for a user's verbatim command, passed as one string. With
-    `stderr_path` None, stderr goes to the stdout file. Raises OSError when it cannot start.
+    `stderr_path` None, stderr goes to the stdout file. `before_exec` runs in the child between
+    fork and exec (module docstring). Raises OSError when it cannot start.
     """
     token = token or os.urandom(16).hex()  # (not uuid: it imports platform at every start)
     child_env = dict(env)
@@ -182,7 +192,10 @@ def spawn(
             start_new_session=True,
             shell=shell,
             close_fds=True,
+            preexec_fn=before_exec,
         )
+    except subprocess.SubprocessError as exc:  # the child's before_exec step raised
+        raise OSError(errno.EPERM, f"{BEFORE_EXEC_FAILED} ({exc})") from None
     finally:
         out.close()
         if err is not None:
@@ -278,13 +291,14 @@ def run_to_completion(
     on_spawn: Callable[[], None] | None = None,
     follow: Mapping[str, Callable[[str], None]] | None = None,
     on_read: Callable[[], None] | None = None,
+    before_exec: Callable[[], None] | None = None,
 ) -> RawRun:
     """Run a child to its end or its deadline; never raises for the child's own failures.
 
     `on_line` receives whole lines of output as they reach the files, `follow` maps further
     files the child writes (a progress stream) to their own line callbacks, and `on_read` is
     called after each poll that delivered lines; `on_spawn` is called once the child has
-    started (work to do while it runs).
+    started (work to do while it runs); `before_exec` as for `spawn`.
     At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
     `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
     sweep still runs, so a background grandchild never outlives the run.
@@ -292,7 +306,15 @@ def run_to_completion(
     start = time.monotonic()
     Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)  # (spawn makes stdout's)
     try:
-        child = spawn(argv, cwd=cwd, env=env, stdout_path=stdout_path, stderr_path=stderr_path, shell=shell)
+        child = spawn(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            shell=shell,
+            before_exec=before_exec,
+        )
     except OSError as exc:
         Path(stdout_path).touch()
         Path(stderr_path).touch()

@@ -251,6 +251,8 @@ def run_text(r: RunResult, *, colour: bool = False, cwd: str | None = None) -> s
         head = st.yellow(st.bold("! broken")) + f"  {reason}{fw}"
         if s.total:
             head += f"\n  counts so far: {counts}"
+    if r.sandbox.note and r.sandbox.enforced_by is None:  # asked for (auto), but nothing enforced it
+        head += "  " + st.yellow(f"(sandbox {r.sandbox.mode}: NOT enforced, see the note)")
     lines.append(head)
     lines.append(st.dim(f"  command: {r.command}"))
     if r.result_ref:

@@ -40,7 +40,7 @@ from greenloop.model import (
 )
 
 if TYPE_CHECKING:
-    from greenloop.sandbox import Policy
+    from greenloop.sandbox import Launch, Policy
 
 __all__ = ["Verdict", "classify", "execute", "output_tail"]
 
@@ -330,6 +330,8 @@ def execute(
             workspace=str(workspace),
             started_at=started_at,
             next_action=verdict.next_action,
+            passed_tests=parsed.passed_tests,
+            selection=plan.selection,
         )
 
     if plan.unavailable is not None:
@@ -339,11 +341,12 @@ def execute(
         info = SandboxInfo(policy.mode, None, str(workspace))  # resolved, not enforced
         return result(None, verdict, ParseResult(), info)
 
-    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, bwrap_denial, launch, signal_exit
+    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, launch
 
     try:
-        # the bubblewrap argv (a verbatim command runs as `/bin/sh -c` inside it) and the child
-        # environment (an allow-list when sandboxed); SandboxUnavailable when bwrap cannot start
+        # the bubblewrap argv (a verbatim command runs as `/bin/sh -c` inside it) or the Landlock
+        # step the child runs before exec, and the child environment (an allow-list when
+        # sandboxed); SandboxUnavailable when a mode asked for by name cannot be enforced here
         launched = launch(plan, policy)
     except SandboxUnavailable as exc:  # refused before anything started: a denial, not a failure
         for path in (stdout_path, stderr_path):
@@ -351,6 +354,42 @@ def execute(
         verdict = Verdict(False, "broken", True, DENIED_PREFIX + exc.message, None, ())
         return result(None, verdict, ParseResult(), SandboxInfo(policy.mode, None, str(workspace)))
     info = launched.info
+    notes.extend(launched.notes)  # which enforcer, what it leaves out, or that there was none
+    try:
+        return _execute_launched(
+            plan,
+            launched,
+            notes,
+            result,
+            stdout_path,
+            stderr_path,
+            on_progress=on_progress,
+            cancel=cancel,
+            on_start=on_start,
+            on_exit=on_exit,
+        )
+    finally:
+        launched.close()  # the Landlock ruleset, the run's private temporary folder
+
+
+def _execute_launched(
+    plan: Plan,
+    launched: Launch,
+    notes: list[str],
+    result: Callable[[RawRun | None, Verdict, ParseResult, SandboxInfo], RunResult],
+    stdout_path: str,
+    stderr_path: str,
+    *,
+    on_progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+    on_start: Callable[[], None] | None,
+    on_exit: Callable[[], object] | None,
+) -> RunResult:
+    """The rest of `execute` once the launch is decided: run, cross-check, parse, classify."""
+    from greenloop.sandbox import DENIED_PREFIX, bwrap_denial, signal_exit
+
+    info = launched.info
+    bwrapped = (info.enforced_by or "").startswith("bubblewrap")
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
     for report in (plan.report_file, plan.fallback_report_file, plan.progress_file):
@@ -370,16 +409,20 @@ def execute(
         on_spawn=on_start,
         follow={plan.progress_file: counter.event} if counter and plan.progress_file else None,
         on_read=counter.flush if counter else None,
+        before_exec=launched.before_exec,
     )
     if on_exit is not None:
         with contextlib.suppress(Exception):  # the caller's own work never disturbs the result
             on_exit()
     if raw.survivors:
         notes.append(f"{len(raw.survivors)} process(es) survived the shutdown: pids {list(raw.survivors)}")
-    if info.enforced_by:
+    if bwrapped:
         raw = signal_exit(raw)  # bwrap's 128+N back to "killed by signal N"
-    denied = bwrap_denial(raw) if info.enforced_by else None
-    if denied is not None:  # bwrap refused before the command ran: a denial, not a test failure
+    if bwrapped:
+        denied = bwrap_denial(raw)
+    else:  # Landlock: only its own step failing is a denial; a missing command stays one
+        denied = raw.spawn_error if raw.spawn_error and proc.BEFORE_EXEC_FAILED in raw.spawn_error else None
+    if denied is not None:  # the sandbox refused before the command ran: a denial, not a test failure
         refusal = ("the sandbox refused to start the command; no test ran",)
         refused = Verdict(False, "broken", True, DENIED_PREFIX + denied, None, refusal)
         return result(raw, refused, ParseResult(), info)
@@ -416,4 +459,3 @@ def execute(
         with contextlib.suppress(Exception):
             on_progress(counter.snapshot())  # type: ignore[misc]
     return result(raw, verdict, parsed, info)
-

@@ -1,27 +1,103 @@
-"""Which agent session a run or a check belongs to (issue 4, part 1).
+"""Which agent session a run or a check belongs to (docs/closure-gate.md, "Which session a run
+belongs to").
 
-In order: an explicit id (`--session S`, a tool's `session_id` argument), the
-`GREENLOOP_SESSION` variable, the harness's own variable (Claude Code sets
-`CLAUDE_CODE_SESSION_ID` for every command its Bash tool runs), then the MCP client's
-context (the MCP server passes its connection's id in). None means the run belongs to the
-workspace.
+In order:
+
+1. an explicit id (`--session S`, a tool's `session_id` argument);
+2. a session variable in the environment: `GREENLOOP_SESSION`, then each harness's own
+   (`ENV_VARS`: Claude Code's `CLAUDE_CODE_SESSION_ID`, Codex's `CODEX_THREAD_ID`, Cursor's
+   `CURSOR_CONVERSATION_ID`, Gemini CLI's `GEMINI_SESSION_ID`, which it gives its hooks only);
+3. what the MCP client says in a request's `_meta` (the MCP server passes it in);
+4. the process tree: every hook invocation records its harness process (`record_binding`);
+   a caller that has that process among its ancestors belongs to the session its hooks
+   named last (`bound_session`);
+5. none: the run belongs to the workspace, and every session's gate that started before it
+   sees it.
+
+Everything here is standard library only: the hooks import it on every agent turn.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-__all__ = ["ENV_VARS", "resolve"]
+__all__ = [
+    "BINDING_MAX_AGE_S",
+    "ENV_VARS",
+    "META_KEYS",
+    "Resolved",
+    "bound_session",
+    "from_meta",
+    "record_binding",
+    "resolve",
+    "resolve_with_source",
+]
 
-ENV_VARS = ("GREENLOOP_SESSION", "CLAUDE_CODE_SESSION_ID")
+# GREENLOOP_SESSION first (the user's word), then the harnesses' own variables. Each is set by
+# its harness for the commands the agent runs (Gemini CLI sets its variable for hooks only).
+ENV_VARS = (
+    "GREENLOOP_SESSION",
+    "CLAUDE_CODE_SESSION_ID",
+    "CODEX_THREAD_ID",
+    "CURSOR_CONVERSATION_ID",
+    "GEMINI_SESSION_ID",
+)
+# Keys of an MCP request's `_meta` (or the client's info) that may name the agent's session.
+META_KEYS = ("sessionId", "session_id", "greenloop/session", "threadId", "thread_id", "conversationId")
+BINDING_MAX_AGE_S = 30 * 24 * 3600  # bindings older than this are dropped when a session starts
 
 
-def _clean(value: str | None) -> str | None:
-    if value is None:
+class Resolved(NamedTuple):
+    """A session id (None: the workspace) and where it came from: explicit, env:NAME, meta,
+    process-tree, or none."""
+
+    session_id: str | None
+    source: str
+
+
+def _clean(value: object) -> str | None:
+    if not isinstance(value, str):
         return None
     value = value.strip()
     return value or None
+
+
+def from_meta(meta: Mapping[str, Any] | None) -> str | None:
+    """The session an MCP request's `_meta` names, if any (`META_KEYS`)."""
+    if not isinstance(meta, Mapping):
+        return None
+    for key in META_KEYS:
+        if cleaned := _clean(meta.get(key)):
+            return cleaned
+    return None
+
+
+def resolve_with_source(
+    explicit: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    mcp_context: str | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+) -> Resolved:
+    """The session id and its source (module docstring). The process tree is consulted only
+    when `workspace` is given (its state database holds the bindings)."""
+    if cleaned := _clean(explicit):
+        return Resolved(cleaned, "explicit")
+    env = os.environ if env is None else env
+    for name in ENV_VARS:
+        if cleaned := _clean(env.get(name)):
+            return Resolved(cleaned, f"env:{name}")
+    if cleaned := _clean(mcp_context):
+        return Resolved(cleaned, "meta")
+    if workspace is not None:
+        bound = bound_session(workspace)
+        if bound is not None:
+            return Resolved(bound, "process-tree")
+    return Resolved(None, "none")
 
 
 def resolve(
@@ -29,10 +105,74 @@ def resolve(
     *,
     env: Mapping[str, str] | None = None,
     mcp_context: str | None = None,
+    workspace: str | os.PathLike[str] | None = None,
 ) -> str | None:
-    """The session id, or None for a workspace-level run."""
-    env = os.environ if env is None else env
-    for value in (explicit, *(env.get(name) for name in ENV_VARS), mcp_context):
-        if cleaned := _clean(value):
-            return cleaned
-    return None
+    """The session id, or None for a workspace-level run (`resolve_with_source`)."""
+    return resolve_with_source(explicit, env=env, mcp_context=mcp_context, workspace=workspace).session_id
+
+
+def bound_session(workspace: str | os.PathLike[str], pid: int | None = None) -> str | None:
+    """The session whose hooks ran under the nearest ancestor of `pid` (default: this process)
+    that a hook recorded as its harness, in `workspace`'s state database; None when there is
+    no such ancestor, no database, or it cannot be read (a lookup never fails a run)."""
+    from greenloop import ptree, store
+
+    try:
+        path = store.db_path(workspace)
+        if not os.path.isfile(path):
+            return None
+        keys = [ptree.proc_key(p) for p in ptree.ancestors(pid)]
+        if not keys:
+            return None
+        # Read-only and without the Store's schema check: this runs before every run starts.
+        import sqlite3
+
+        uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=store.BUSY_TIMEOUT_MS / 1000)
+        try:
+            found = store.Store.bound_session_in(conn, keys)
+        finally:
+            conn.close()
+    except Exception:  # the binding is a convenience; without it the run is the workspace's
+        return None
+    return None if found is None else found[0]
+
+
+def record_binding(
+    workspace: str,
+    session_id: str,
+    harness: str,
+    *,
+    clock: Callable[[], float] = time.time,
+    forget_old: bool = False,
+    pid: int | None = None,
+) -> str:
+    """Record that a hook of `session_id` runs under its harness process (the nearest ancestor
+    that is not a shell or launcher). `forget_old` (a session's start) also drops bindings not
+    refreshed for BINDING_MAX_AGE_S. Nothing is written in a workspace without state where
+    greenloop is disabled. Returns a line for stderr ("" when all went well or there
+    is no /proc); never raises: a hook must not fail over bookkeeping."""
+    from greenloop import ptree
+
+    try:
+        chain = ptree.ancestors(pid)
+        harness_proc = ptree.harness_of(chain)
+        if harness_proc is None:
+            return ""
+        from greenloop import store
+
+        if not os.path.isfile(store.db_path(workspace)):
+            # No state yet: create it only where greenloop is enabled (a disabled workspace
+            # gets no .greenloop folder); once it exists, the hot path skips the config.
+            from greenloop.config import load
+
+            if not load(workspace).enabled:
+                return ""
+        shown = json.dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
+        with store.Store(workspace, clock=clock) as st, st.transaction():
+            st.bind(ptree.proc_key(harness_proc), session_id, harness, os.path.abspath(workspace), shown)
+            if forget_old:
+                st.forget_bindings(clock() - BINDING_MAX_AGE_S)
+    except Exception as exc:
+        return f"greenloop: could not record the session's process binding ({type(exc).__name__}: {exc})\n"
+    return ""

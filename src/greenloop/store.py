@@ -1,6 +1,6 @@
 """The embedded closure state: one SQLite database, `.greenloop/state.db` (DESIGN §1, store).
 
-Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes. Several hook
+Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes, bindings. Several hook
 processes, runs and jobs touch the database at once, so it runs in WAL mode with a busy
 timeout, and every read-modify-write happens inside `BEGIN IMMEDIATE`. A missing database
 is created; a corrupt one is moved aside and rebuilt with a warning: state is a convenience
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 DB_NAME = "state.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the bindings table
 BUSY_TIMEOUT_MS = 15_000
 MAX_FAILING_NAMES = 50
 
@@ -125,6 +125,16 @@ CREATE TABLE IF NOT EXISTS sandbox_modes (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sandbox_modes_by_session ON sandbox_modes (session_id, id);
+CREATE TABLE IF NOT EXISTS bindings (
+    harness_proc TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    harness TEXT,
+    workspace TEXT NOT NULL,
+    chain TEXT NOT NULL DEFAULT '[]',
+    at REAL NOT NULL,
+    PRIMARY KEY (harness_proc, session_id)
+);
+CREATE INDEX IF NOT EXISTS bindings_by_at ON bindings (at);
 """
 
 
@@ -201,7 +211,11 @@ class Store:
 
     # ------------------------------------------------------------------ opening, rebuilding
     def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            from greenloop.layout import make_state_dir
+
+            make_state_dir(folder)
         # connect()'s timeout is SQLite's busy timeout (PRAGMA busy_timeout reads 15000).
         return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
 
@@ -328,6 +342,15 @@ class Store:
             (session_id, turn_seq, run_id, now),
         )
 
+    def last_steer(self, session_id: str, turn_seq: int) -> str:
+        """The message of the turn's latest steer ("" when the turn has none)."""
+        row = self.conn.execute(
+            "SELECT message FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer' "
+            "ORDER BY id DESC LIMIT 1",
+            (session_id, turn_seq),
+        ).fetchone()
+        return "" if row is None else str(row[0])
+
     def interceptions(self, session_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT turn_seq, at, kind, run_id, harness, message FROM interceptions "
@@ -373,6 +396,49 @@ class Store:
             last_run=run,
             first_seen=first_seen,
         )
+
+    # ------------------------------------------------------------------ process-tree bindings
+    def bind(
+        self, harness_proc: str, session_id: str, harness: str | None, workspace: str, chain: str
+    ) -> None:
+        """A hook of `session_id` ran under the harness process `harness_proc` (ptree.proc_key).
+
+        One row per (harness process, session), refreshed on every hook event; `chain` keeps
+        the hook's ancestors (JSON) for diagnosis. Callers run it inside their transaction or
+        alone (one statement is atomic by itself)."""
+        self.conn.execute(
+            "INSERT INTO bindings (harness_proc, session_id, harness, workspace, chain, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(harness_proc, session_id) DO UPDATE SET "
+            "harness = excluded.harness, workspace = excluded.workspace, chain = excluded.chain, "
+            "at = excluded.at",
+            (harness_proc, session_id, harness, workspace, chain, self.clock()),
+        )
+
+    def bound_session(self, procs: list[str]) -> tuple[str, str | None, str] | None:
+        """The session bound to the nearest of `procs` (ptree keys, nearest first) that any hook
+        recorded as its harness: (session_id, harness, harness_proc); the most recently
+        recorded session wins when one harness process served several. None: no binding."""
+        return Store.bound_session_in(self.conn, procs)
+
+    @staticmethod
+    def bound_session_in(conn: sqlite3.Connection, procs: list[str]) -> tuple[str, str | None, str] | None:
+        """`bound_session` on any connection to a state database (a read-only one, say)."""
+        if not procs:
+            return None
+        marks = ", ".join("?" * len(procs))
+        rows = conn.execute(
+            f"SELECT harness_proc, session_id, harness, at FROM bindings WHERE harness_proc IN ({marks})",
+            procs,
+        ).fetchall()
+        if not rows:
+            return None
+        rank = {key: i for i, key in enumerate(procs)}
+        best = min(rows, key=lambda r: (rank[r[0]], -float(r[3])))
+        return str(best[1]), best[2], str(best[0])
+
+    def forget_bindings(self, before: float) -> None:
+        """Drop bindings not refreshed since `before` (their harness processes are long gone)."""
+        self.conn.execute("DELETE FROM bindings WHERE at < ?", (before,))
 
     # ------------------------------------------------------------------ runs
     def record_run(self, run: RunRecord) -> None:
@@ -420,6 +486,34 @@ class Store:
                     "AND session_id IN (SELECT id FROM sessions WHERE first_seen <= ?)",
                     (run.at, run.run_id, run.at),
                 )
+
+    def attach_run(self, run_id: str, session_id: str) -> RunRecord | None:
+        """Give a workspace-level run (no session) to `session_id`; returns the run as it now stands.
+
+        A hook that watched the agent start a greenloop run (a shell `greenloop run`, an MCP
+        `test_run`) knows its session even when the run could not tell it: the harness exported
+        no session id and the process tree named none (greenloop.session). Such a run is moved
+        to the session, and a passing one clears the session's unresolved records as
+        `record_run` would. A run of another session is left alone (None); an unknown id too.
+        """
+        with self.transaction() as conn:
+            cur = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            run = _run_from_row(dict(zip([d[0] for d in cur.description], row, strict=True)))
+            if run.session_id == session_id:
+                return run
+            if run.session_id is not None:
+                return None
+            conn.execute("UPDATE runs SET session_id = ? WHERE run_id = ?", (session_id, run_id))
+            if run.ok:
+                conn.execute(
+                    "UPDATE unresolved SET cleared_at = ?, cleared_by = ? "
+                    "WHERE session_id = ? AND cleared_at IS NULL",
+                    (run.at, run.run_id, session_id),
+                )
+            return run._replace(session_id=session_id)
 
     def latest_run(self, *, session_id: str | None, since: float | None = None) -> RunRecord | None:
         """The latest run of a session, or (session_id None) the latest workspace-level run."""

@@ -260,6 +260,15 @@ def test_last_failed_follows_the_session(tmp_path: Path) -> None:
     assert [f.test for f in other.failures] == ["test_a.py::test_alpha"]  # `mine` is the latest
     fresh = api.test_run(str(ws), last_failed=True, session_id="s-new", sandbox="full-access")
     assert any(other.run_id in n for n in fresh.notes), fresh.notes
+    # a brand-new session reruns the workspace's latest run, and the note says whose it was
+    whose = [n for n in fresh.notes if n.startswith("last_failed: this session has no run yet")]
+    assert len(whose) == 1 and other.run_id in whose[0] and "(no session," in whose[0], fresh.notes
+    # the session's own run needs no such note
+    assert not any("has no run yet" in n for n in mine.notes)
+    # a session that has run now follows its own runs, even when another session ran later
+    api.test_run(str(ws), target="test_b.py", session_id="s-b", sandbox="full-access")
+    again = api.test_run(str(ws), last_failed=True, session_id="s-new", sandbox="full-access")
+    assert any(fresh.run_id in n for n in again.notes) and not any("no run yet" in n for n in again.notes)
 
 
 def test_the_closure_store_records_the_bridged_result(

@@ -126,6 +126,8 @@ def test_green_run_with_dependencies_placeholders_trace_and_files(tmp_path: Path
     [folder] = _runs(project)
     assert folder.name == r.run_id
     assert sorted(p.name for p in folder.iterdir()) == [
+        "attempts.json",
+        "cases",
         "env.json",
         "http-trace.ndjson",
         "process.log",

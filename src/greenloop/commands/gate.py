@@ -73,7 +73,7 @@ def check(args: Any) -> int:
     from greenloop.session import resolve
 
     path = _folder(args.path)
-    result = closure_check(path, resolve(args.session))
+    result = closure_check(path, resolve(args.session, workspace=path))
     if args.json:
         _print_json(result.to_json())
     else:

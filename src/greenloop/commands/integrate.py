@@ -123,16 +123,37 @@ def integrate(args: argparse.Namespace) -> int:
         if not as_json:
             print(f"greenloop: {message}", file=sys.stderr, flush=True)
 
+    from greenloop.integration.run import MODES, retry
+
+    mode = getattr(args, "mode", None) or "run"
+    token = getattr(args, "resume_token", None)
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if (mode == "resume") != (token is not None):
+        raise UsageError("--mode resume needs --resume-token T (the resume_token of the run to continue), "
+                         "and --resume-token goes only with --mode resume")
+    if mode != "run" and args.case:
+        raise UsageError(f"--mode {mode} chooses the cases itself: drop --case")
     with _sigterm_as_interrupt():
-        result = run_integration(
-            project,
-            cases=tuple(args.case or ()),
-            junit=args.junit,
-            on_event=progress,
-            sandbox=getattr(args, "sandbox", None),
-        )
+        if mode == "retry":
+            sandbox = getattr(args, "sandbox", None)
+            result = retry(project, junit=args.junit, on_event=progress, sandbox=sandbox)
+        else:
+            result = run_integration(
+                project,
+                cases=tuple(args.case or ()),
+                junit=args.junit,
+                on_event=progress,
+                sandbox=getattr(args, "sandbox", None),
+                resume_token=token,
+            )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
         print(summary_text(result))
+        from greenloop.api import dashboard_link
+
+        link = dashboard_link(project, f"/integration/{result.run_id}")
+        if link:
+            print(f"  dashboard: {link}")
     return result.exit_code

@@ -31,11 +31,12 @@ def serve(args: argparse.Namespace) -> int:
     wire = mcp_wire.Wire.claim()
     cache = mcp_wire.HandshakeCache(mcp_wire.cache_dir(os.environ), enabled=cfg.enabled, env=os.environ)
     running = mcp_fast.Running()  # the calls in flight, the fast lane's and the SDK's
-    # One connection is one session, unless the environment names the agent's session
-    # (GREENLOOP_SESSION, the harness's variable): then runs land where the hooks look.
-    # Resolved before the SDK loads: the fast lane records runs under it too.
-    own = mcp_fast.new_session_id()
-    sid = session.resolve(None, env=os.environ, mcp_context=own) or own
+    # The session the environment names (GREENLOOP_SESSION, the harness's variable), if
+    # any; otherwise each call resolves its own (the request's _meta, the process tree),
+    # so runs land where the harness's hooks look. The connection id is only a label.
+    # Resolved before the SDK loads: the fast lane's calls resolve theirs the same way.
+    sid, source = session.resolve_with_source(None, env=os.environ)
+    label = mcp_fast.new_session_id()
     loaded: dict[str, Any] = {}
     ready = threading.Event()
     go = threading.Event()  # warm_handshake's word to start importing the SDK
@@ -49,7 +50,14 @@ def serve(args: argparse.Namespace) -> int:
             go.wait()
             from greenloop import mcp_server
 
-            server = mcp_server.build_server(workspace, config=cfg, session_id=sid, running=running)
+            server = mcp_server.build_server(
+                workspace,
+                config=cfg,
+                session_id=sid,
+                running=running,
+                label=label,
+                session_source=source,
+            )
             loaded.update(module=mcp_server, server=server)
         except BaseException as exc:
             loaded["error"] = exc
@@ -58,7 +66,11 @@ def serve(args: argparse.Namespace) -> int:
 
     threading.Thread(target=load, name="mcp-load", daemon=True).start()
     lane = mcp_fast.FastLane(
-        wire, workspace=workspace, config=cfg, session_for=lambda named: named or sid, running=running
+        wire,
+        workspace=workspace,
+        config=cfg,
+        resolve=lambda named, meta: mcp_fast.call_session(workspace.resolve(), sid, source, named, meta),
+        running=running,
     )
     with _stop_runs_on_signals(running):
         replay, swallow = mcp_wire.warm_handshake(wire, cache, ready, lane if cfg.enabled else None, go)

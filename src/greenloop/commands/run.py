@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         "session_id": args.session,
         "sandbox": args.sandbox,
     }
+    if args.mode != "test":
+        options["mode"] = args.mode
     if args.background:
         return _background(path, options, as_json=args.json)
     with _stop_on_signals() as cancel:
@@ -92,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
         from greenloop import render
 
         print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+        from greenloop.api import dashboard_link
+
+        link = dashboard_link(path, f"/runs/{result.run_id}")
+        if link:
+            print(f"  dashboard: {link}")
     return 130 if result.aborted else exit_code(result)
 
 
@@ -121,7 +128,11 @@ def _background(path: str, options: dict[str, Any], *, as_json: bool) -> int:
         from greenloop import jobs
     except ImportError as exc:  # the background-jobs module ships separately
         raise UsageError("--background is not available in this installation: run without it") from exc
-    session_id = options.pop("session_id")
+    from greenloop.session import resolve
+
+    # Resolved here, by the process the agent started: the detached worker has left the
+    # agent's process tree by the time its run ends.
+    session_id = resolve(options.pop("session_id"), workspace=path)
     job_id: str = jobs.start(path, session_id=session_id, **options)
     if as_json:
         _print_json({"job_id": job_id, "background": True, "session_id": session_id})

@@ -49,23 +49,38 @@ def set_mode(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    """Print the policy a run would get now (mode, where it came from) and whether bwrap works.
+    """Print the policy a run would get now (mode, where it came from), the enforcers this
+    machine offers, and which one the mode resolves to and why.
 
-    Exit 0 when the resolved mode can be enforced here, 3 when it needs bubblewrap and bubblewrap
-    is missing or cannot start.
+    Exit 0 when the resolved mode can run here (`auto` always can, unconfined when nothing
+    enforces it, and says so), 3 when a mode asked for by name cannot be enforced.
     """
     workspace = _workspace(str(args.path))
     session = str(args.session).strip() if getattr(args, "session", None) else None
     policy = sandbox.resolve_for(workspace, explicit=getattr(args, "mode", None), session_id=session)
     status = sandbox.probe_bwrap()
-    enforceable = status.available or not policy.sandboxed
+    checks = sandbox.available_enforcers()
+    refusal: sandbox.SandboxUnavailable | None = None
+    chosen: sandbox.Enforcement | None = None
+    try:
+        chosen = sandbox.enforce(policy, bwrap=status)
+    except sandbox.SandboxUnavailable as exc:
+        refusal = exc
+    why = _why(policy, chosen, checks, refusal)
+    # What the run could reach: bubblewrap's namespace has only loopback; Landlock, no enforcer
+    # and full-access leave the host's network.
+    network = "loopback" if chosen is not None and chosen.enforcer == "bwrap" else "host"
     if getattr(args, "json", False):
         print(
             json.dumps(
                 {
                     **policy.to_json(),
+                    "network": network,
                     "session_id": session,
-                    "enforced_by": status.enforced_by if policy.sandboxed and status.available else None,
+                    "enforcer": chosen.enforcer if chosen else None,
+                    "enforced_by": chosen.enforced_by if chosen else None,
+                    "why": why,
+                    "enforcers": [c._asdict() for c in checks],
                     "bwrap": {
                         "available": status.available,
                         "path": status.path,
@@ -79,16 +94,41 @@ def show(args: argparse.Namespace) -> int:
     else:
         print(f"mode:       {policy.mode} (from {policy.source})")
         print(f"workspace:  {policy.workspace_root}")
-        print(f"network:    {policy.network}")
-        if status.available:
-            loopback = "up" if status.loopback else "DOWN"
-            print(f"bubblewrap: {status.path} ({status.enforced_by}; loopback {loopback})")
-        else:
-            print(f"bubblewrap: unavailable: {status.reason}")
-    if not enforceable:
-        try:
-            status.require(policy.mode)
-        except sandbox.SandboxUnavailable as exc:
-            print(f"greenloop: {exc.message}", file=sys.stderr)
-            return exc.exit_code
+        print(f"network:    {network}")
+        for c in checks:
+            label = f"{'bubblewrap' if c.name == 'bwrap' else 'Landlock'}:".ljust(12)
+            print(f"{label}{'available' if c.available else 'unavailable'}: {c.detail}")
+            if c.fix:
+                print(f"            to get it: {c.fix}")
+        print(f"enforced:   {why}")
+    if refusal is not None:
+        print(f"greenloop: {refusal.message}", file=sys.stderr)
+        return refusal.exit_code
     return 0
+
+
+def _why(
+    policy: sandbox.Policy,
+    chosen: sandbox.Enforcement | None,
+    checks: tuple[sandbox.EnforcerCheck, ...],
+    refusal: sandbox.SandboxUnavailable | None,
+) -> str:
+    """One sentence: which enforcer the mode resolves to, and why that one."""
+    if not policy.sandboxed:
+        return "nothing: full-access runs without a sandbox (the host's filesystem and network)"
+    if refusal is not None or chosen is None:
+        return (
+            f"nothing: {policy.mode} was asked for by name and neither enforcer works here, "
+            "so runs are refused"
+        )
+    if chosen.enforcer == "bwrap":
+        return f"bubblewrap ({chosen.enforced_by}): the strongest enforcer, available here"
+    if chosen.enforcer == "landlock":
+        return (
+            f"Landlock ({chosen.enforced_by}) because bubblewrap is unavailable; it confines writes "
+            "but not the network"
+        )
+    fixes = "; or ".join(c.fix for c in checks if c.fix)
+    return (
+        f"NOT ENFORCED: auto runs without a sandbox because neither enforcer works here. To get one: {fixes}"
+    )

@@ -356,7 +356,7 @@ def read_json_report(
 
 def json_report_result(
     passed: int, failed: int, skipped: int, failures: Iterable[Failure],
-    start: object, end: float | None, load_errors: list[str],
+    start: object, end: float | None, load_errors: list[str], passed_names: Iterable[str] = (),
 ) -> ParseResult:
     """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
     duration = int(end - start) if end is not None and isinstance(start, int | float) else None
@@ -366,4 +366,5 @@ def json_report_result(
         recognized=True,
         duration_ms=max(duration, 0) if duration is not None else None,
         load_error=load_error_of(load_errors),
+        passed_tests=tuple(passed_names),
     )

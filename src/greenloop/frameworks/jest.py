@@ -257,6 +257,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
     failures: list[Failure] = []
+    passed_names: list[str] = []
     passed = failed = skipped = 0
     load_errors: list[str] = []
     end: float | None = None
@@ -272,6 +273,7 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
             st = a.get("status")
             if st == "passed":
                 passed += 1
+                passed_names.append(_assertion_name(a))
             elif st == "failed":
                 failed += 1
                 failures.append(_assertion_failure(a, file, root))
@@ -303,11 +305,16 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
             failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
                                     stack=trim_stack(text, root)))
     start = data.get("startTime")
-    return json_report_result(passed, failed, skipped, failures, start, end, load_errors)
+    return json_report_result(passed, failed, skipped, failures, start, end, load_errors, passed_names)
+
+
+def _assertion_name(a: dict[str, Any]) -> str:
+    """A test's name as jest writes it: its describe path and title, joined by ' › '."""
+    return " › ".join([*(str(x) for x in a.get("ancestorTitles") or ()), str(a.get("title") or "")])
 
 
 def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:
-    name = " › ".join([*(str(x) for x in a.get("ancestorTitles") or ()), str(a.get("title") or "")])
+    name = _assertion_name(a)
     text = strip_ansi(str((a.get("failureMessages") or [""])[0]))
     lines = text.splitlines()
     i = 0

@@ -75,6 +75,7 @@ def parse_junit(path: str, root: str | None = None) -> ParseResult:
 
 def _parse(path: str, root: str | None) -> ParseResult:
     failures: list[Failure] = []
+    passed_names: list[str] = []
     passed = failed = skipped = 0
     suites: list[dict[str, object]] = []  # open <testsuite> stack: name, counts
     pytest_totals: dict[str, int] | None = None
@@ -144,6 +145,7 @@ def _parse(path: str, root: str | None) -> ParseResult:
                 skipped += 1
             else:
                 passed += 1
+                passed_names.append(test)
             el.clear()
         elif tag == "testsuite":
             s = suites.pop() if suites else {"name": "", "cases": 0, "cancelled": 0}
@@ -176,6 +178,7 @@ def _parse(path: str, root: str | None) -> ParseResult:
         recognized=True,
         duration_ms=int(duration * 1000),
         load_error=load_error_of(load_errors),
+        passed_tests=tuple(passed_names),
     )
 
 

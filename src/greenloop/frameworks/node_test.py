@@ -84,6 +84,7 @@ class TextParser:
     failed: int = 0
     skipped: int = 0
     failures: list[Failure] = field(default_factory=list)
+    passed_names: list[str] = field(default_factory=list)
     recent_errors: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
     repeat: bool = False  # inside the spec reporter's "✖ failing tests:" recap
@@ -116,6 +117,7 @@ class TextParser:
             return
         if r.ok:
             self.passed += 1
+            self.passed_names.append(full)
             return
         if ftype == "cancelledByParent" or _CANCELLED in error or _CANCELLED in body_text:
             self.skipped += 1
@@ -340,6 +342,7 @@ class TextParser:
             recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
             load_error=load_error_of(self.load_errors),
+            passed_tests=tuple(self.passed_names),
         )
 
 

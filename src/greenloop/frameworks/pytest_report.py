@@ -69,4 +69,5 @@ def parse_json_report(path: str, root: str | None = None) -> ParseResult:
         recognized=True,
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
         load_error=load_error_of(load_errors),
+        passed_tests=tuple(str(n) for n in data.get("passed") or () if isinstance(n, str)),
     )

@@ -468,6 +468,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
     failures: list[Failure] = []
+    passed_names: list[str] = []
     passed = failed = skipped = 0
     load_errors: list[str] = []
     start = data.get("startTime")
@@ -486,10 +487,10 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
             st = a.get("status")
             if st == "passed":
                 passed += 1
+                passed_names.append(_assertion_name(a))
             elif st == "failed":
                 failed += 1
-                ancestors = [str(x) for x in a.get("ancestorTitles") or ()]
-                name = " > ".join([*ancestors, str(a.get("title") or a.get("fullName") or "")])
+                name = _assertion_name(a)
                 msgs = a.get("failureMessages") or [""]
                 loc = a.get("location") if isinstance(a.get("location"), dict) else None
                 failures.append(_report_failure(name, file, str(msgs[0]), root, "test", loc))
@@ -519,7 +520,13 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 message=message or "a beforeAll/afterAll hook failed; vitest's JSON report carries no "
                 "detail (the text output's 'Failed Suites' block has it)",
             ))
-    return json_report_result(passed, failed, skipped, failures, start, end, load_errors)
+    return json_report_result(passed, failed, skipped, failures, start, end, load_errors, passed_names)
+
+
+def _assertion_name(a: dict[str, Any]) -> str:
+    """A test's name as failures carry it: its describe path and title, joined by ' > '."""
+    ancestors = [str(x) for x in a.get("ancestorTitles") or ()]
+    return " > ".join([*ancestors, str(a.get("title") or a.get("fullName") or "")])
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ __all__ = [
     "answer_shell_run",
     "answer_stop",
     "answer_turn_start",
+    "attach_greenloop_run",
+    "attach_run_ids",
+    "bind",
     "detect_test_command",
     "json_line",
     "record_permission_mode",
@@ -83,6 +86,16 @@ class HookContext(NamedTuple):
         from greenloop.gate import Gate
 
         return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
+
+
+def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
+    """Record this hook's harness process for the session (every event, every harness), so a
+    shell run or the MCP server under the same harness process finds the session even when
+    nothing in its environment names it (greenloop.session, the process tree). `start` (a
+    session's first event) also drops long-dead bindings. Returns a line for stderr."""
+    from greenloop.session import record_binding
+
+    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start)
 
 
 def record_permission_mode(
@@ -191,6 +204,11 @@ _PATTERNS = (
     ("npm-test", r"(^|[\s;&|(])(npm|pnpm|yarn|bun)\s+(run\s+)?(test|t)(\s|$|:)"),
 )
 _GREENLOOP = r"(^|[\s;&|(/])greenloop(\s|$)"
+# A greenloop command that starts or waits for a run (`greenloop run`, `greenloop job ID
+# --wait`), options allowed before the subcommand; and a run id as greenloop prints it
+# (layout.new_run_id: run-YYYYMMDD-HHMMSS-hex).
+_GREENLOOP_RUN = r"(^|[\s;&|(/])greenloop(\s+-\S+)*\s+(run|job)(\s|$)"
+_RUN_ID = r"\brun-\d{8}-\d{6}-[0-9a-f]{4,}\b"
 
 
 @functools.cache
@@ -207,6 +225,37 @@ def detect_test_command(command: str) -> str | None:
         if pattern.search(command):
             return framework
     return None
+
+
+def attach_greenloop_run(ctx: HookContext, workspace: str, session_id: str, command: str, output: str) -> str:
+    """A shell command that ran `greenloop run` (or `greenloop job … --wait`): give the run it
+    names to the session. Returns a line for stderr ("" when there is nothing to attach).
+
+    greenloop records its own runs, but a harness that exports no session id to its shell
+    (Gemini CLI, Cursor) leaves such a run without one; the hook that watched the command
+    knows the session, and the run id is in the command's output.
+    """
+    if not re.search(_GREENLOOP_RUN, command):
+        return ""
+    return attach_run_ids(ctx, workspace, session_id, output)
+
+
+def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str) -> str:
+    """Attach the last run named in `text` that has no agent session to `session_id`
+    (`Store.attach_run`). Nothing is written for a workspace without state."""
+    ids = list(dict.fromkeys(re.findall(_RUN_ID, text)))
+    if not ids:
+        return ""
+    from greenloop import store as store_mod
+
+    if not os.path.isfile(store_mod.db_path(workspace)):
+        return ""
+    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn) as st:
+        for run_id in reversed(ids):
+            run = st.attach_run(run_id, session_id)
+            if run is not None:
+                return f"greenloop: run {run_id} ({run.outcome}) belongs to session {session_id}\n"
+    return ""
 
 
 def text_of(response: Any) -> tuple[str, int | None]:

@@ -1,4 +1,4 @@
-"""Codex hooks (`.codex/hooks.json`): Stop, UserPromptSubmit, PostToolUse.
+"""Codex hooks (`.codex/hooks.json`): SessionStart, Stop, UserPromptSubmit, PostToolUse.
 
 - Stop (input: session_id, transcript_path, cwd, hook_event_name, turn_id, model,
   permission_mode, stop_hook_active, last_assistant_message): the turn is `turn_id`, so a
@@ -7,6 +7,9 @@
   universal output fields); allow prints nothing.
 - UserPromptSubmit (with turn_id) starts that turn.
 - PostToolUse on Bash records a test run the agent made itself, parsed from its output.
+- Every event binds the session to this hook's harness process (`base.bind`); SessionStart
+  exists for that and prints nothing. (Codex's shell commands also carry `CODEX_THREAD_ID`,
+  the same id as the hooks' `session_id`.)
 - Every event's `permission_mode` (Codex sends Claude Code's vocabulary) is recorded, on
   change, as the session's sandbox mode event (`base.record_permission_mode`).
 """
@@ -15,7 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from greenloop.hooks.base import HookAnswer, HookContext, answer_shell_run, answer_stop, answer_turn_start
+from greenloop.hooks.base import (
+    HookAnswer,
+    HookContext,
+    answer_shell_run,
+    answer_stop,
+    answer_turn_start,
+    bind,
+)
 
 __all__ = ["HARNESS", "handle"]
 
@@ -32,10 +42,21 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         return HookAnswer(stderr=f"greenloop: {event or 'hook'} input has no session_id; allowing.\n")
+    workspace = ctx.workspace(payload)
+    note = bind(ctx, workspace, session_id, HARNESS, start=event == "SessionStart")
+    answer = _answer(event, payload, ctx, workspace, session_id)
+    return answer._replace(stderr=note + answer.stderr) if note else answer
+
+
+def _answer(
+    event: Any, payload: dict[str, Any], ctx: HookContext, workspace: str, session_id: str
+) -> HookAnswer:
     if event in ("Stop", "SubagentStop"):
-        return answer_stop(ctx, ctx.workspace(payload), session_id, HARNESS, payload, _turn(payload))
+        return answer_stop(ctx, workspace, session_id, HARNESS, payload, _turn(payload))
     if event == "UserPromptSubmit":
-        return answer_turn_start(ctx, ctx.workspace(payload), session_id, HARNESS, payload, _turn(payload))
+        return answer_turn_start(ctx, workspace, session_id, HARNESS, payload, _turn(payload))
+    if event == "SessionStart":
+        return HookAnswer()
     if event == "PostToolUse":
         tool_input = payload.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
@@ -43,5 +64,5 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
             command = " ".join(str(part) for part in command)
         if payload.get("tool_name") not in ("Bash", "shell", "exec_command") or not isinstance(command, str):
             return HookAnswer()
-        return answer_shell_run(ctx, ctx.workspace(payload), session_id, HARNESS, payload, command)
+        return answer_shell_run(ctx, workspace, session_id, HARNESS, payload, command)
     return HookAnswer(stderr=f"greenloop: ignoring Codex event {event!r}; allowing.\n")

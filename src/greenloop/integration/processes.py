@@ -31,6 +31,7 @@ import os
 import queue
 import re
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -146,6 +147,9 @@ class Launch:
     # What units.json and the run add to the host's environment (also when a value equals the
     # host's): a sandboxed start keeps these on top of the allow-list.
     added: Mapping[str, str] = field(default_factory=dict)
+    # Under Landlock: the step the child runs before exec, and the ruleset to close once started.
+    before_exec: Callable[[], None] | None = None
+    ruleset: Any = None
 
 
 def unit_launch(unit: Unit, port: int, dep_urls: Mapping[str, str], base_env: Mapping[str, str]) -> Launch:
@@ -312,6 +316,8 @@ class Supervisor:
         on_ports: Callable[[Mapping[str, int]], None] | None = None,
         sandbox_policy: sandbox.Policy | None = None,
         bwrap: str = "bwrap",
+        landlock_abi: int = 0,
+        unconfined: bool = False,
         grace_s: float = GRACE_S,
         raw_roll_bytes: int = RAW_ROLL_BYTES,
         before_teardown: Callable[[], None] | None = None,
@@ -322,6 +328,8 @@ class Supervisor:
         self.raw_roll_bytes = raw_roll_bytes
         self.sandbox_policy = sandbox_policy
         self.bwrap = bwrap
+        self.landlock_abi = landlock_abi  # > 0: units are confined by Landlock, not bubblewrap
+        self.unconfined = unconfined  # `auto` with no enforcer here: only the environment allow-list
         self.scratch = scratch
         self.base_env = base_env
         self.picker = picker
@@ -431,6 +439,12 @@ class Supervisor:
         policy = self.sandbox_policy
         if policy is None or not policy.sandboxed:
             return launch
+        if self.unconfined:
+            env = sandbox.child_env(self.base_env, policy, add=launch.added)
+            env.pop(proc.TOKEN_VAR, None)
+            return Launch(launch.argv, launch.cwd, env, launch.added)
+        if self.landlock_abi:
+            return self._landlocked(launch, policy)
         env = sandbox.child_env(self.base_env, policy, add=launch.added)
         env.pop(proc.TOKEN_VAR, None)
         readable = sandbox.tmp_roots(launch.argv[0] if launch.argv else None, env, launch.cwd)
@@ -438,6 +452,21 @@ class Supervisor:
             launch.argv, policy, share_net=True, cwd=launch.cwd, readable=readable, bwrap=self.bwrap
         )
         return Launch(tuple(argv), launch.cwd, env, launch.added)
+
+    def _landlocked(self, launch: Launch, policy: sandbox.Policy) -> Launch:
+        """A unit's start under Landlock (no bubblewrap here): the same argv, a temporary folder
+        of its own in the run's scratch folder, writes confined to it and the project (in
+        workspace-write), the ruleset applied in the child before exec."""
+        from greenloop import landlock
+
+        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
+        env = sandbox.child_env(self.base_env, policy, add=launch.added, tmp=str(tmp))
+        env.pop(proc.TOKEN_VAR, None)
+        if not policy.workspace_writable:
+            (tmp / "cache").mkdir()
+        writable = [str(tmp), *([policy.workspace_root] if policy.workspace_writable else [])]
+        ruleset = landlock.Ruleset.build(self.landlock_abi, writable=writable)
+        return Launch(launch.argv, launch.cwd, env, launch.added, ruleset.restrict_child(), ruleset)
 
     def _spawn(self, up: UnitProcess) -> StartFailure | None:
         deps = {d: self.units[d].url for d in up.unit.depends_on if d in self.units}
@@ -450,8 +479,16 @@ class Supervisor:
             except PortUnavailable as exc:
                 return StartFailure(up.unit.id, "port_unavailable", f"unit {up.unit.id}: {exc}")
             self._ports_changed()
-        launch = self._confine(unit_launch(up.unit, up.port, deps, self.base_env))
-        up.sandboxed = self.sandbox_policy is not None and self.sandbox_policy.sandboxed
+        try:
+            launch = self._confine(unit_launch(up.unit, up.port, deps, self.base_env))
+        except OSError as exc:  # the Landlock ruleset could not be built: refused, as bwrap would
+            msg = f"unit {up.unit.id}: the sandbox could not be set up ({exc})"
+            self.log.note(msg)
+            return StartFailure(up.unit.id, "spawn_error", msg)
+        # bwrap reports a unit killed by signal N as exit 128+N; under Landlock it is the unit's own
+        policy = self.sandbox_policy
+        bwrapped = policy is not None and policy.sandboxed and not (self.landlock_abi or self.unconfined)
+        up.sandboxed = bwrapped
         token = f"{proc.TOKEN_VAR.lower()}-{os.getpid()}-{up.unit.id}-{os.urandom(4).hex()}"
         self._tokens.add(token)
         try:
@@ -462,14 +499,19 @@ class Supervisor:
                 stdout_path=self._raw(up.unit.id, "out"),
                 stderr_path=self._raw(up.unit.id, "err"),
                 token=token,
+                before_exec=launch.before_exec,
             )
         except OSError as exc:
+            if launch.ruleset is not None:
+                launch.ruleset.close()
             msg = (
                 f"unit {up.unit.id} could not start {list(launch.argv)} in {launch.cwd}: "
                 f'{exc.strerror or exc}; fix "start" in units.json'
             )
             self.log.note(msg)
             return StartFailure(up.unit.id, "spawn_error", msg)
+        if launch.ruleset is not None:
+            launch.ruleset.close()  # the child has it: exec has happened once spawn returns
         up.attempts += 1
         self.log.note(f"started {up.unit.id} pid {up.child.pid} on {up.url}: {' '.join(launch.argv)}")
         return None

@@ -48,10 +48,13 @@ from greenloop.integration.trace import TraceWriter, bound_body
 from greenloop.layout import new_run_id
 
 __all__ = [
+    "MODES",
     "RUN_TIMEOUT_S",
     "IntegrationFailure",
     "IntegrationResult",
     "integrate",
+    "latest",
+    "retry",
     "runs_dir",
     "write_junit",
 ]
@@ -144,6 +147,8 @@ class IntegrationResult:
     notes: tuple[str, ...] = ()
     bugs_opened: tuple[str, ...] = ()
     bugs_transitioned: tuple[Mapping[str, str], ...] = field(default_factory=tuple)
+    resume_token: str | None = None  # continues this run (mode resume) if it did not finish
+    attempts: int = 1  # how many attempts ran its cases (each case row names its own)
 
     @property
     def exit_code(self) -> int:
@@ -183,6 +188,8 @@ class IntegrationResult:
             "notes": list(self.notes),
             "bugs_opened": list(self.bugs_opened),
             "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
+            "resume_token": self.resume_token,
+            "attempts": self.attempts,
         }
 
     @classmethod
@@ -216,6 +223,8 @@ class IntegrationResult:
             bugs_transitioned=tuple(
                 {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
             ),
+            resume_token=None if d.get("resume_token") is None else str(d["resume_token"]),
+            attempts=int(d.get("attempts") or 1),
         )
 
 
@@ -375,6 +384,7 @@ def integrate(
     on_event: Callable[[str], None] | None = None,
     sandbox: str | None = None,
     cancel: threading.Event | None = None,
+    resume_token: str | None = None,
 ) -> IntegrationResult:
     """Run a DevLoop project's integration cases against its real units on loopback ports.
 
@@ -390,8 +400,23 @@ def integrate(
     `"not_run"`, and no bug is opened or moved. With `cancel`, each case runs in a worker
     thread so that the wait can be cut; without it, the run behaves exactly as before.
     """
+    from greenloop.integration import attempts as attempts_mod
+
+    prior: dict[str, tuple[CaseOutcome, int]] = {}
+    resumed: Path | None = None
+    if resume_token is not None:
+        # Checked before anything starts: the token, its project, an unchanged spec.
+        base = Path(load_spec(project).root)
+        run_id, resumed = attempts_mod.check_token(base, runs_dir(base), resume_token)
+        cases = tuple(attempts_mod.attempts(resumed)[0].get("cases") or ())
+        prior = attempts_mod.load_cases(resumed)
     spec: Spec = load_spec(project, cases)
     root = Path(spec.root)
+    done_file = resumed / "result.json" if resumed is not None else None
+    if done_file is not None and done_file.is_file() and all(c.id in prior for c in spec.cases):
+        finished = IntegrationResult.from_json(json.loads(done_file.read_text(encoding="utf-8")))
+        nothing = "resume: every case of this run had finished; nothing ran"
+        return replace(finished, notes=(*finished.notes, nothing))
     junit_path = Path(junit).resolve() if junit is not None else None
     if junit_path is not None and not junit_path.parent.is_dir():
         raise UsageError(
@@ -407,19 +432,37 @@ def integrate(
     check_programs(needed, base_env)
     policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
     bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
-    if bwrap is not None:
-        bwrap.require(policy.mode)
+    # bubblewrap, else Landlock, else (auto only) nothing, said in the notes; a named mode
+    # that neither can enforce is refused here, before anything starts.
+    chosen = sandbox_mod.enforce(policy, base_env, bwrap=bwrap)
     chromium = browser_mod.require_browser(base_env) if spec.has_browser_steps else None
     say = on_event or (lambda _m: None)
     t_start = clock()
     started_at = _iso(wall())
     run_id = run_id or new_run_id(wall())
     folder = runs_dir(root) / run_id
-    folder.mkdir(parents=True, exist_ok=False)
+    folder.mkdir(parents=True, exist_ok=resumed is not None)
+    token = attempts_mod.resume_token(root, run_id)
+    digest = attempts_mod.spec_digest(root)
+    attempt = attempts_mod.begin_attempt(folder, digest, started_at, list(cases), token)
+    say(f"run {run_id}, attempt {attempt} (if it is cut short: --mode resume --resume-token {token})")
     rel = f"integration/runs/{run_id}"
+    from greenloop import timeline
+
+    timeline_file = timeline.timeline_path(root)
+    timeline.append(timeline_file, [timeline.event(
+        "integration_started", "integration", run_id,
+        f"attempt {attempt}: {len(spec.cases) - len(prior)} case(s) to run, units "
+        f"{', '.join(u.id for u in needed)}; resume token {token}", now=wall())])
     env_path = folder / "env.json"
     _write_env(env_path, {})
     log = ProcessLog(folder / "process.log", cap_bytes=log_cap_bytes, wall=wall)
+    notes: list[str] = []
+    if resumed is not None:
+        done = ", ".join(f"{cid} (attempt {n})" for cid, (_, n) in prior.items()) or "none"
+        log.note(f"attempt {attempt}: resuming {run_id}; cases already finished: {done}")
+        notes.append(f"attempt {attempt} of this run: {len(prior)} case(s) came from earlier attempts "
+                     "(each case row names its attempt)")
     trace = TraceWriter(folder / "http-trace.ndjson")
     scratch = Path(tempfile.mkdtemp(prefix=f"greenloop-{run_id}-"))
     picker = port_picker or PortPicker()
@@ -427,8 +470,8 @@ def integrate(
     static_units = [u for u in needed if u.static is not None]  # served by greenloop
     static_servers: dict[str, StaticServer] = {}
     browser: BrowserSession | None = None
-    notes: list[str] = []
-    outcomes: dict[str, CaseOutcome] = {}
+    outcomes: dict[str, CaseOutcome] = {cid: o for cid, (o, _) in prior.items()}
+    attempt_of: dict[str, int] = {cid: n for cid, (_, n) in prior.items()}
     failures: list[IntegrationFailure] = []
     startup: StartFailure | None = None
     crashed = interrupted = aborted = False
@@ -436,6 +479,7 @@ def integrate(
     straggler: _CaseThread | None = None
     category: str | None = None
     survivors: list[dict[str, Any]] = []
+
     def close_front() -> None:
         """The browser (it holds connections to every unit), then the static servers."""
         if browser is not None:
@@ -455,12 +499,15 @@ def integrate(
         grace_s=grace_s,
         before_teardown=close_front,
         sandbox_policy=policy,
-        bwrap=bwrap.path or "bwrap" if bwrap is not None else "bwrap",
+        bwrap=chosen.bwrap_path or "bwrap",
+        landlock_abi=chosen.landlock_abi,
+        unconfined=policy.sandboxed and chosen.enforcer is None,
     )
-    if bwrap is not None:
+    if chosen.enforcer is not None:
         notes.append(
-            f"units ran in sandbox mode {policy.mode} ({bwrap.enforced_by}); they share the host loopback"
+            f"units ran in sandbox mode {policy.mode} ({chosen.enforced_by}); they share the host loopback"
         )
+    notes.extend(chosen.notes)  # Landlock leaves the network alone; or nothing enforced it
     deadline = t_start + run_timeout_s
 
     def all_ports() -> dict[str, int]:
@@ -521,7 +568,9 @@ def integrate(
                         clock=clock,
                     )
                     executors["browser"] = browser.step
-                for case in spec.cases:
+                for index, case in enumerate(spec.cases):
+                    if case.id in outcomes:  # finished in an earlier attempt of this run
+                        continue
                     if cancel is not None and cancel.is_set():
                         aborted = True
                         notes.append(f"cancelled before case {case.id}; every unit was stopped")
@@ -570,6 +619,9 @@ def integrate(
                             log.note(f"browser could not start: {browser.launch_error}")
                     sup.pump()
                     outcomes[case.id] = o
+                    attempt_of[case.id] = attempt
+                    # kept as it ends, so an interrupted run can be resumed without running it again
+                    attempts_mod.save_case(folder, index, o, attempt)
                     log.note(f"case {case.id}: {o.status}" + (f" ({o.message})" if o.message else ""))
                     if browser is not None and browser.launch_error is not None:
                         break
@@ -631,7 +683,7 @@ def integrate(
             case_rows.append(_aborted_row(*aborted_case))
             continue
         case_rows.append(
-            o2.to_json()
+            {**o2.to_json(), "attempt": attempt_of.get(case.id, attempt)}
             if o2
             else {
                 "id": case.id,
@@ -697,10 +749,51 @@ def integrate(
         notes=tuple(notes),
         bugs_opened=bugs_opened,
         bugs_transitioned=moved,
+        resume_token=token,
+        attempts=attempt,
     )
     _atomic_write(folder / "result.json", json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    problem = timeline.append(timeline_file, timeline.events_of_integration(result, now=wall()))
+    if problem:
+        result = replace(result, notes=(*result.notes, problem))
     if junit_path is not None:
         write_junit(result, junit_path)
     if interrupted:
         raise KeyboardInterrupt
     return result
+
+
+MODES = ("run", "retry", "resume")
+
+
+def latest(project: str | os.PathLike[str]) -> IntegrationResult | None:
+    """The newest integration run of a project that has a result.json."""
+    folder = runs_dir(Path(load_spec(project).root))
+    for name in sorted((n for n in os.listdir(folder) if not n.startswith(".")), reverse=True) \
+            if folder.is_dir() else ():
+        try:
+            return IntegrationResult.from_json(json.loads((folder / name / "result.json").read_text("utf-8")))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def retry(project: str | os.PathLike[str], **options: Any) -> IntegrationResult:
+    """mode retry: the previous run's failed (and unrun) cases first, then, if they all pass, every
+    case, each as a run of its own; the returned result says which cases that was."""
+    previous = latest(project)
+    if previous is None:
+        raise UsageError(f"mode retry needs an earlier integration run in {project}: run it once first")
+    again = [c["id"] for c in previous.cases if c.get("status") not in ("passed", None)]
+    if not again:
+        result = integrate(project, **options)
+        note = f"retry: {previous.run_id} had no failed case; every case ran"
+        return replace(result, notes=(*result.notes, note))
+    first = integrate(project, cases=tuple(again), **options)
+    if not first.ok:
+        note = (f"retry of {previous.run_id}: its failed cases ({', '.join(again)}) ran first and did "
+                "not all pass; the other cases did not run")
+        return replace(first, notes=(*first.notes, note))
+    result = integrate(project, **options)
+    return replace(result, notes=(*result.notes, f"retry of {previous.run_id}: its failed cases "
+                                  f"({', '.join(again)}) passed in {first.run_id}; then every case ran"))

@@ -63,7 +63,8 @@ _PAGE_EXPECT_KEYS = {"selector", "text", "count"}
 _EXPECT_KEYS = {"status", "json", "assert"}
 _CASE_KEYS = {"id", "involves", "steps", "description", "name"}
 _UNIT_KEYS = {
-    "id", "kind", "path", "start", "health", "depends_on", "env", "name", "description", "calls", "static"
+    "id", "kind", "path", "start", "health", "depends_on", "env", "name", "description", "calls", "static",
+    "status", "status_run",  # the unit registry's status, written by greenloop (units.py)
 }
 
 

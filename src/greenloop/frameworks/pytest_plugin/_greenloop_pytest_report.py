@@ -162,12 +162,16 @@ class _Report:
         stats = self._stats()
         counts: dict[str, int] = {}
         failures: list[dict[str, Any]] = []
+        passed: list[str] = []
         omitted = 0
         for category in CATEGORIES:
             reports = [r for r in stats.get(category, ()) if hasattr(r, "nodeid")]
             if not reports:
                 continue
             counts[category] = len(reports)
+            if category in ("passed", "xpassed"):
+                # the evidence a bug needs to move to fixed: this test ran and passed
+                passed.extend(str(r.nodeid) for r in reports)
             if category not in ("failed", "error"):
                 continue
             for report in reports:
@@ -180,6 +184,7 @@ class _Report:
             "pytest": _pytest_version(),
             "counts": counts,
             "failures": failures,
+            "passed": passed,
             "omitted": omitted,
             "duration": round(time.time() - self.started, 3),
             "exitstatus": int(exitstatus),

@@ -1,0 +1,364 @@
+"""Read-only queries for the dashboard: the state database (runs, sessions, turns,
+interceptions, unresolved records), run folders, the bug log and integration run folders.
+
+Nothing here writes: the database is opened read-only (`mode=ro`), so a page view cannot
+change the state an agent's gate reads. Lists are paginated in SQL; a run's own files are read
+only for the run shown (and the durations of the rows on a page).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from greenloop import layout
+from greenloop.dashboard import live
+
+__all__ = [
+    "PAGE_SIZE",
+    "BugCard",
+    "RunRow",
+    "Source",
+    "bug_board",
+    "bug_detail",
+    "framework_of",
+    "integration_run",
+    "integration_runs",
+    "live_runs",
+    "read_run",
+    "runs",
+    "session_detail",
+    "sessions",
+    "trend",
+]
+
+PAGE_SIZE = 50
+TREND_RUNS = 60
+
+
+class Source(NamedTuple):
+    """Where one dashboard reads from: the state root (its `.greenloop/state.db`) and, for a
+    DevLoop project, the project root (bug log, integration runs)."""
+
+    root: str
+    project: str
+
+    @classmethod
+    def of(cls, path: str) -> Source:
+        from greenloop.store import state_root
+
+        root = state_root(path)
+        project = layout.find_project_root(path)
+        return cls(root, str(project) if project is not None else os.path.abspath(path))
+
+    @property
+    def db(self) -> str:
+        return os.path.join(self.root, layout.STATE_DIR, "state.db")
+
+
+@contextmanager
+def connect(src: Source) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection, or None when no database exists yet (nothing has run)."""
+    if not os.path.isfile(src.db):
+        yield None
+        return
+    conn = sqlite3.connect(f"file:{src.db}?mode=ro", uri=True, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+class RunRow(NamedTuple):
+    run_id: str
+    session_id: str | None
+    at: float
+    outcome: str
+    total: int
+    passed: int
+    failed: int
+    skipped: int
+    framework: str | None
+    command: str
+    result_ref: str | None
+    duration_ms: int | None
+
+
+def _duration(ref: str | None) -> int | None:
+    """A finished run's duration, from its result.json (read for the rows on one page only)."""
+    if not ref:
+        return None
+    try:
+        with open(ref, "rb") as fh:
+            head = fh.read()
+        value = json.loads(head).get("duration_ms")
+        return int(value) if isinstance(value, int) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def runs(
+    conn: sqlite3.Connection | None, *, outcome: str | None = None, session: str | None = None,
+    page: int = 0, size: int = PAGE_SIZE,
+) -> tuple[list[RunRow], bool]:
+    """One page of runs, newest first, and whether there are more."""
+    if conn is None:
+        return [], False
+    where: list[str] = []
+    args: list[Any] = []
+    if outcome:
+        where.append("outcome = ?")
+        args.append(outcome)
+    if session:
+        where.append("session_id = ?")
+        args.append(session)
+    sql = ("SELECT run_id, session_id, at, outcome, total, passed, failed, skipped, framework, command, "
+           "result_ref FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+           + " ORDER BY at DESC LIMIT ? OFFSET ?")
+    rows = conn.execute(sql, (*args, size + 1, max(page, 0) * size)).fetchall()
+    out = [RunRow._make((*r, _duration(r["result_ref"]))) for r in rows[:size]]
+    return out, len(rows) > size
+
+
+def trend(conn: sqlite3.Connection | None, n: int = TREND_RUNS) -> list[tuple[str, int, int, str]]:
+    """The last `n` runs, oldest first: (run_id, passed, failed, outcome)."""
+    if conn is None:
+        return []
+    rows = conn.execute("SELECT run_id, passed, failed, outcome FROM runs ORDER BY at DESC LIMIT ?",
+                        (n,)).fetchall()
+    return [(r[0], int(r[1]), int(r[2]), str(r[3])) for r in reversed(rows)]
+
+
+def live_runs(src: Source) -> list[tuple[str, str, str | None]]:
+    """Runs in progress that announced themselves: (run_id, run folder, framework), newest first."""
+    folder = os.path.join(src.root, layout.STATE_DIR, live.LIVE_DIR)
+    try:
+        names = sorted((n for n in os.listdir(folder) if not n.endswith(".tmp")), reverse=True)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        found = live.announced(os.path.join(folder, name))
+        if found is None:
+            continue
+        run_dir, framework = found
+        if os.path.exists(os.path.join(run_dir, "result.json")):
+            continue  # ended: the store has it (its announcement is about to go)
+        out.append((name, run_dir, framework))
+    return out
+
+
+def framework_of(src: Source, run_id: str, result: dict[str, Any] | None) -> str | None:
+    """The framework of a run: from its result, else from its announcement (while it runs)."""
+    if result is not None and isinstance(result.get("framework"), str):
+        return str(result["framework"])
+    found = live.announced(os.path.join(src.root, layout.STATE_DIR, live.LIVE_DIR, run_id))
+    return found[1] if found is not None else None
+
+
+def read_run(
+    src: Source, conn: sqlite3.Connection | None, run_id: str
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A run's result.json (or None while it runs) and its run folder (None if unknown)."""
+    ref: str | None = None
+    if conn is not None:
+        row = conn.execute("SELECT result_ref FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        ref = row[0] if row else None
+    run_dir = os.path.dirname(ref) if ref else None
+    if run_dir is None:
+        for rid, folder, _ in live_runs(src):
+            if rid == run_id:
+                run_dir = folder
+        if run_dir is None:
+            candidate = os.path.join(src.root, layout.STATE_DIR, "runs", run_id)
+            run_dir = candidate if os.path.isdir(candidate) else None
+    if run_dir is None:
+        return None, None
+    result_file = ref or os.path.join(run_dir, "result.json")
+    try:
+        with open(result_file, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return (data if isinstance(data, dict) else None), run_dir
+    except (OSError, ValueError):
+        return None, run_dir
+
+
+def sessions(
+    conn: sqlite3.Connection | None, *, page: int = 0, size: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], bool]:
+    """Sessions, most recently seen first, each with its turn, interception and unresolved counts
+    and the gate's last decision."""
+    if conn is None:
+        return [], False
+    rows = conn.execute(
+        "SELECT s.id, s.first_seen, s.last_seen, s.harness, "
+        "(SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) AS turns, "
+        "(SELECT COUNT(*) FROM interceptions i WHERE i.session_id = s.id) AS interceptions, "
+        "(SELECT COUNT(*) FROM unresolved u WHERE u.session_id = s.id AND u.cleared_at IS NULL) "
+        "AS unresolved, "
+        "(SELECT kind || char(31) || message FROM interceptions i WHERE i.session_id = s.id "
+        " ORDER BY i.id DESC LIMIT 1) AS last_decision "
+        "FROM sessions s ORDER BY s.last_seen DESC LIMIT ? OFFSET ?",
+        (size + 1, max(page, 0) * size),
+    ).fetchall()
+    out = []
+    for r in rows[:size]:
+        d = dict(r)
+        kind, _, message = (d.pop("last_decision") or "").partition("\x1f")
+        d["last_kind"], d["last_message"] = kind or None, message
+        out.append(d)
+    return out, len(rows) > size
+
+
+def session_detail(conn: sqlite3.Connection | None, session_id: str) -> dict[str, Any] | None:
+    """One session: its turns (each with its interceptions), unresolved records and last runs."""
+    if conn is None:
+        return None
+    row = conn.execute("SELECT id, first_seen, last_seen, harness FROM sessions WHERE id = ?",
+                       (session_id,)).fetchone()
+    if row is None:
+        return None
+    turns = [dict(t) for t in conn.execute(
+        "SELECT seq, turn_id, started_at, released_at FROM turns WHERE session_id = ? "
+        "ORDER BY seq DESC LIMIT 200",
+        (session_id,))]
+    decisions: dict[int, list[dict[str, Any]]] = {}
+    for i in conn.execute(
+        "SELECT turn_seq, at, kind, run_id, harness, message FROM interceptions WHERE session_id = ? "
+        "ORDER BY id", (session_id,)):
+        decisions.setdefault(int(i["turn_seq"]), []).append(dict(i))
+    for t in turns:
+        t["decisions"] = decisions.get(int(t["seq"]), [])
+    unresolved = [dict(u) for u in conn.execute(
+        "SELECT turn_seq, run_id, at, cleared_at, cleared_by FROM unresolved WHERE session_id = ? "
+        "ORDER BY id DESC LIMIT 200", (session_id,))]
+    recent, _ = runs(conn, session=session_id, size=20)
+    return {"session": dict(row), "turns": turns, "unresolved": unresolved, "runs": recent}
+
+
+# --------------------------------------------------------------------------------- bugs
+
+
+class BugCard(NamedTuple):
+    bug: Any  # greenloop.bugs.Bug
+    seen: int  # runs that reported this bug's failure (its dedup count)
+
+
+def _bug_log(src: Source) -> Any:
+    from greenloop import bugs
+
+    return bugs.BugLog(bugs.bug_log_path(src.project))
+
+
+def _seen_counts(conn: sqlite3.Connection | None, names: set[str]) -> dict[str, int]:
+    """How many stored runs failed each of `names` (one pass over the runs' failing lists)."""
+    counts: dict[str, int] = {}
+    if conn is None or not names:
+        return counts
+    for (failing,) in conn.execute("SELECT failing FROM runs WHERE failed > 0"):
+        if not failing or failing == "[]":
+            continue
+        try:
+            listed = json.loads(failing)
+        except ValueError:
+            continue
+        for name in listed:
+            if name in names:
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def bug_board(src: Source, conn: sqlite3.Connection | None, per_status: int = PAGE_SIZE) -> dict[str, Any]:
+    """Bugs by status, most recently updated first, `per_status` each, with dedup counts."""
+    from greenloop.bugs import STATUSES
+
+    if not os.path.isfile(_bug_log(src).path):
+        return {"columns": {s: [] for s in STATUSES}, "totals": dict.fromkeys(STATUSES, 0), "warnings": []}
+    fold = _bug_log(src).fold()
+    columns: dict[str, list[Any]] = {s: [] for s in STATUSES}
+    for b in fold.bugs:
+        columns.setdefault(b.status, []).append(b)
+    totals = {s: len(v) for s, v in columns.items()}
+    shown = {s: sorted(v, key=lambda b: b.updated_at, reverse=True)[:per_status] for s, v in columns.items()}
+    seen = _seen_counts(conn, {b.test_name for v in shown.values() for b in v})
+    cards = {s: [BugCard(b, seen.get(b.test_name, 0)) for b in v] for s, v in shown.items()}
+    return {"columns": cards, "totals": totals, "warnings": list(fold.warnings)}
+
+
+def bug_detail(src: Source, conn: sqlite3.Connection | None, bug_id: str) -> Any:
+    """A bug's whole history (greenloop.bugs.BugHistory) and its dedup count, or None."""
+    from greenloop.bugs import BugNotFound
+
+    try:
+        history = _bug_log(src).show(bug_id)
+    except (BugNotFound, OSError):
+        return None
+    return history, _seen_counts(conn, {history.bug.test_name}).get(history.bug.test_name, 0)
+
+
+# ---------------------------------------------------------------------- integration runs
+
+
+def _integration_dir(src: Source) -> Path:
+    return Path(src.project) / "integration" / "runs"
+
+
+def integration_runs(
+    src: Source, *, page: int = 0, size: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], bool]:
+    """Integration runs, newest first (their folder names sort by time)."""
+    folder = _integration_dir(src)
+    try:
+        names = sorted((n for n in os.listdir(folder) if not n.startswith(".")), reverse=True)
+    except OSError:
+        return [], False
+    out = []
+    for name in names[page * size:(page + 1) * size]:
+        try:
+            data = json.loads((folder / name / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {"run_id": name, "ok": None}
+        out.append(data if isinstance(data, dict) else {"run_id": name})
+    return out, len(names) > (page + 1) * size
+
+
+def integration_run(src: Source, run_id: str) -> dict[str, Any] | None:
+    """One integration run: result, env, the HTTP trace by case, the process log's tail and the
+    browser screenshots (paths relative to the run folder)."""
+    folder = _integration_dir(src) / run_id
+    if not folder.is_dir() or "/" in run_id or run_id.startswith("."):
+        return None
+
+    def load(name: str) -> Any:
+        try:
+            return json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    trace: list[dict[str, Any]] = []
+    try:
+        with open(folder / "http-trace.ndjson", encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    trace.append(entry)
+                if len(trace) >= 2000:
+                    break
+    except OSError:
+        pass
+    try:
+        log_text = (folder / "process.log").read_text(encoding="utf-8", errors="replace")[-60_000:]
+    except OSError:
+        log_text = ""
+    shots = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.png"))
+    return {"result": load("result.json") or {"run_id": run_id}, "env": load("env.json"),
+            "trace": trace, "process_log": log_text, "screenshots": shots, "folder": str(folder)}

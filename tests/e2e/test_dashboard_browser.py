@@ -1,0 +1,128 @@
+"""The dashboard in a real browser: `greenloop serve` on a temporary workspace, a red pytest run
+started beside it, Debian's Chromium driven by Playwright. The run appears without a reload, its
+output streams in, the page turns red when it ends, the failure shows expected/got and the
+hint, and a test named like an HTML tag renders as text. Screenshots are kept in
+$GREENLOOP_ARTIFACTS (default: .artifacts/dashboard in the checkout)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from greenloop.integration.browser import CHROMIUM_ARGS, find_chromium
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+XSS = "<img src=x onerror=alert(1)>"
+ARTIFACTS = Path(os.environ.get("GREENLOOP_ARTIFACTS", Path(__file__).resolve().parents[2] / ".artifacts"))
+
+SUITE = f'''
+import time
+import pytest
+
+
+@pytest.mark.parametrize("n", range(12))
+def test_slowly(n):
+    time.sleep(0.5)
+
+
+def total_with_discount(total):
+    return total * 10 // 100
+
+
+def test_discount_takes_ten_percent_off():
+    assert total_with_discount(2000) == 1800
+
+
+@pytest.mark.parametrize("name", ["x"], ids=["{XSS}"])
+def test_named_like_a_tag(name):
+    assert name == "y"
+'''
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / ".git").mkdir()
+    (ws / "pytest.ini").write_text("[pytest]\naddopts = -v\n")
+    (ws / "tests" / "test_shop.py").write_text(SUITE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "greenloop", "serve", str(ws), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    link = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not link:
+        line = proc.stdout.readline()
+        found = re.search(r"http://\S+\?token=\S+", line)
+        link = found.group(0) if found else ""
+    assert link, "greenloop serve printed no link"
+    try:
+        yield ws, link
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    assert not (ws / ".greenloop" / "serve.json").exists()  # it cleans up after itself
+
+
+def test_a_red_run_appears_streams_and_turns_red(served: tuple[Path, str]) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    chromium = find_chromium(os.environ)
+    assert chromium, "Debian's chromium is required (scripts/test installs it)"
+    ws, link = served
+    shots = ARTIFACTS / "dashboard"
+    shots.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=list(CHROMIUM_ARGS))
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(link)
+        page.wait_for_selector("#live-status.on")
+        run = subprocess.Popen([sys.executable, "-m", "greenloop", "run", str(ws)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            # the run appears on the open runs page, without a reload
+            row = page.wait_for_selector("tr.running a", timeout=20_000)
+            page.screenshot(path=str(shots / "runs-live.png"), full_page=True)
+            row.click()
+            page.wait_for_selector("body.running")
+            page.wait_for_function(
+                "document.getElementById('output').textContent.includes('test_slowly')", timeout=20_000)
+            # per-test progress while it runs (the page is still the running one)
+            page.wait_for_function(
+                "(document.getElementById('progress') || {}).textContent.match(/^[1-9]\\d* passed/)",
+                timeout=20_000)
+            assert page.evaluate("document.body.className") == "running"
+            page.screenshot(path=str(shots / "run-streaming.png"), full_page=True)
+            # it turns red when the run ends, still without a reload
+            page.wait_for_selector("body.red", timeout=60_000)
+        finally:
+            out, _ = run.communicate(timeout=120)
+        assert run.returncode == 1
+        assert "dashboard: http://" in out  # `greenloop run` links to the run it made
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        page.wait_for_selector("details.failure")
+        discount = page.locator("details.failure", has_text="test_discount_takes_ten_percent_off")
+        diff = discount.locator("table.diff tr.diff").first
+        assert diff.locator("td").nth(0).inner_text().strip() == "1800"
+        assert diff.locator("td").nth(1).inner_text().strip() == "200"
+        assert discount.locator(".hint").inner_text().strip().startswith("hint")
+        # the tag-named test is text on the page, not an element
+        names = page.locator(".test-name").all_inner_texts()
+        assert any(XSS in n for n in names)
+        assert page.locator("main img").count() == 0
+        page.screenshot(path=str(shots / "run-red.png"), full_page=True)
+        for name, path in (("bugs", "/bugs"), ("sessions", "/sessions")):
+            page.goto(link.split("/?")[0] + path)
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+        assert XSS not in page.content().replace("&lt;", "<") or page.locator("img").count() == 0
+        browser.close()

@@ -1,0 +1,228 @@
+"""The dashboard's pages and guards through Starlette's test client, on real state: runs
+recorded with the store, result.json files where the run store keeps them, a real bug log and
+real gate decisions."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from greenloop import layout, store
+from greenloop.bugs import BugLog
+from greenloop.config import Config
+from greenloop.dashboard import data, live, pages
+from greenloop.dashboard.app import COOKIE, create_app
+from greenloop.gate import Gate
+from greenloop.model import Failure, RunResult, Summary
+
+TOKEN = "t0ken-for-tests"
+HOST = "127.0.0.1:8765"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def record(ws: Path, run_id: str, *, ok: bool, session: str | None = None, at: float = 0.0,
+           failures: tuple[Failure, ...] = ()) -> RunResult:
+    run_dir = layout.run_dir(ws, run_id)
+    run_dir.mkdir(parents=True)
+    (run_dir / "stdout.txt").write_text("collected 2 items\n")
+    result = RunResult(
+        run_id=run_id, ok=ok, outcome="green" if ok else "red", framework="pytest", command="pytest",
+        exit_code=0 if ok else 1, summary=Summary(total=2, passed=2 - len(failures), failed=len(failures)),
+        failures=failures, duration_ms=1234, result_ref=str(run_dir / "result.json"), session_id=session,
+        output_tail="tail " + XSS,
+    )
+    (run_dir / "result.json").write_text(json.dumps(result.to_json()))
+    store.record_result(ws, result, session_id=session, clock=lambda: at or time.time(), warn=lambda _m: None)
+    return result
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".git").mkdir()  # the state root
+    return root
+
+
+def client(ws: Path, *, authed: bool = True) -> TestClient:
+    c = TestClient(create_app(str(ws), token=TOKEN, hosts=frozenset({HOST})), base_url=f"http://{HOST}")
+    if authed:
+        c.cookies.set(COOKIE, TOKEN)
+    return c
+
+
+def test_the_token_is_traded_for_a_cookie_and_everything_else_is_refused(ws: Path) -> None:
+    c = client(ws, authed=False)
+    assert c.get("/").status_code == 403
+    assert c.get("/?token=wrong").status_code == 403
+    first = c.get(f"/?token={TOKEN}&outcome=red", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/?outcome=red"
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+    assert c.get("/?outcome=red").status_code == 200  # the cookie now
+    # DNS rebinding: another Host is refused even with the token
+    other = TestClient(create_app(str(ws), token=TOKEN, hosts=frozenset({HOST})), base_url="http://evil.example:8765")
+    other.cookies.set(COOKIE, TOKEN)
+    assert other.get("/").status_code == 421
+    # nothing but GET: no request can change the state
+    assert client(ws).post("/").status_code == 405
+
+
+def test_runs_page_lists_filters_pages_and_charts(ws: Path) -> None:
+    base = 1_700_000_000.0
+    for i in range(60):
+        record(ws, f"run-{i:03d}", ok=i % 3 != 0, session="s-1" if i % 2 else "s-2", at=base + i,
+               failures=() if i % 3 else (Failure(test="t"),))
+    c = client(ws)
+    page = c.get("/").text
+    assert "older →" in page and "<svg class=trend" in page and page.count("<rect class=fail") == 60
+
+    def table(url: str) -> str:
+        return c.get(url).text.split("<table class=runs>")[1]
+
+    rows = table("/")
+    assert rows.count("<tr class=") == data.PAGE_SIZE and "run-059" in rows and "run-009" not in rows
+    older = table("/?page=1")
+    assert "run-009" in older and "run-059" not in older
+    red = table("/?outcome=red")
+    assert "run-057" in red and "run-058" not in red
+    s1 = table("/?session=s-1")
+    assert "run-059" in s1 and "run-058" not in s1
+    assert "1.2 s" in page  # durations from the rows' result.json
+
+
+def test_run_page_shows_failures_with_diff_hint_and_escapes_everything(ws: Path) -> None:
+    f = Failure(test=XSS, file="tests/test_x.py", line=7, message=f"AssertionError {XSS}",
+                expected='{"a": 1}', got='{"a": 2}', stack="at x", hint=f"check {XSS}", kind="test")
+    record(ws, "run-xss", ok=False, failures=(f,))
+    page = client(ws).get("/runs/run-xss").text
+    assert XSS not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "tests/test_x.py:7" in page and "<table class=diff>" in page and "class=hint" in page
+    assert client(ws).get("/runs/run-missing").status_code == 404
+
+
+def test_a_run_in_progress_streams_its_output_then_ends(ws: Path) -> None:
+    run_dir = layout.run_dir(ws, "run-live")
+    run_dir.mkdir(parents=True)
+    lines = "tests/test_a.py::test_one PASSED\ntests/test_a.py::test_two FAILED\n"
+    (run_dir / "stdout.txt").write_text(lines)
+    live.announce(str(ws), "run-live", str(run_dir), "pytest")
+    c = client(ws)
+    assert "… running" in c.get("/").text
+    page = c.get("/runs/run-live").text
+    assert 'data-stream="/runs/run-live/stream"' in page and "test_two FAILED" in page
+    # a line written in two parts (pytest -v writes the name, then the outcome) arrives once, whole
+    with (run_dir / "stdout.txt").open("a") as fh:
+        fh.write("tests/test_a.py::test_three ")
+    from greenloop.dashboard import app as app_mod
+
+    async def first_events() -> str:
+        class Client:
+            async def is_disconnected(self) -> bool:
+                return False
+
+        stream = app_mod._follow_run(Client(), str(run_dir), "pytest", 0)  # type: ignore[arg-type]
+        seen = [await stream.__anext__() for _ in range(4)]
+        with (run_dir / "stdout.txt").open("a") as fh:
+            fh.write("PASSED [ 75%]\n")
+        seen += [await stream.__anext__() for _ in range(2)]
+        await stream.aclose()
+        return "".join(seen)
+
+    import asyncio
+
+    partial = asyncio.run(first_events())
+    assert 'data: "tests/test_a.py::test_three PASSED [ 75%]"' in partial
+    assert partial.count("test_three") == 1
+    (run_dir / "result.json").write_text(json.dumps({"run_id": "run-live", "outcome": "red"}))
+    with c.stream("GET", "/runs/run-live/stream") as r:
+        text = "".join(r.iter_text())
+    assert 'event: line\ndata: "tests/test_a.py::test_one PASSED"' in text
+    assert 'event: progress\ndata: {"passed": 2, "failed": 1, "skipped": 0}' in text
+    assert text.rstrip().endswith('event: end\ndata: {"outcome": "red"}')
+    # a reconnect with Last-Event-ID resumes after the lines it had
+    first_id = text.split("id: ")[1].split("\n")[0]
+    with c.stream("GET", "/runs/run-live/stream", headers={"Last-Event-ID": first_id}) as r:
+        again = "".join(r.iter_text())
+    assert "test_one PASSED" not in again and "test_two FAILED" in again
+
+
+def test_sessions_page_shows_turns_interceptions_and_unresolved(ws: Path) -> None:
+    record(ws, "run-red", ok=False, session="sess-1", failures=(Failure(test="t"),))
+    gate = Gate(ws, config=Config(max_intercept_rounds=1))
+    assert gate.on_turn_stopping("sess-1").kind == "steer"
+    assert gate.on_turn_stopping("sess-1").kind == "release"
+    c = client(ws)
+    listing = c.get("/sessions").text
+    assert "sess-1" in listing and "release" in listing
+    detail = c.get("/sessions/sess-1").text
+    assert "steer" in detail and "release" in detail and "<b>open</b>" in detail and "run-red" in detail
+    assert c.get("/sessions/nobody").status_code == 404
+
+
+def test_bug_board_and_history(ws: Path) -> None:
+    log = BugLog(ws / "bugs.ndjson")
+    a = log.open(unit_id="ws", test_name=XSS, title=f"title {XSS}", run_id="run-1", by="t").bug
+    b = log.open(unit_id="ws", test_name="t2", title="second", run_id="run-1", by="t").bug
+    log.transition(b.id, "fixed", by="greenloop run", fix_refs=("run-2",), closed_by="run-2",
+                   evidence="test_passed")
+    record(ws, "run-1", ok=False, failures=(Failure(test=XSS),))
+    c = client(ws)
+    board = c.get("/bugs").text
+    assert XSS not in board and "seen in 1 run(s)" in board and "closed by run-2 (test_passed)" in board
+    detail = c.get(f"/bugs/{b.id}").text
+    assert "test_passed" in detail and detail.count("<tr><td>") == 2  # opened, fixed
+    assert c.get(f"/bugs/{a.id}").status_code == 200 and c.get("/bugs/bug-nope").status_code == 404
+
+
+def test_integration_pages(ws: Path) -> None:
+    folder = ws / "integration" / "runs" / "int-1"
+    (folder / "browser").mkdir(parents=True)
+    (ws / "units.json").write_text('{"units": []}')
+    (folder / "result.json").write_text(json.dumps({
+        "ok": False, "run_id": "int-1", "cases_total": 1, "cases_passed": 0, "ports_used": {"api": 41234},
+        "cases": [{"case_id": "create", "status": "failed", "placeholders": {"step1.id": 7}}],
+        "failures": [{"case_id": "create", "failed_step": 1, "reason": "status", "expected": 201,
+                      "got": 500}],
+    }))
+    (folder / "http-trace.ndjson").write_text(json.dumps({
+        "case_id": "create", "step": 1, "unit": "api", "method": "POST", "url": "http://127.0.0.1:41234/x",
+        "request_body": {"title": XSS}, "status": 500, "response_body": "boom", "duration_ms": 3}) + "\n")
+    (folder / "process.log").write_text(f"api started {XSS}\n")
+    (folder / "browser" / "shot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    c = client(ws)
+    assert "int-1" in c.get("/integration").text
+    page = c.get("/integration/int-1").text
+    assert XSS not in page and "41234" in page and "step1.id" in page and "POST" in page
+    assert c.get("/integration/int-1/file/browser/shot.png").status_code == 200
+    assert c.get("/integration/int-1/file/../../../etc/passwd").status_code == 404
+
+
+def test_events_say_what_changed_and_resume_from_last_event_id(ws: Path) -> None:
+    from greenloop.dashboard import app as app_mod
+
+    record(ws, "run-a", ok=True)
+    key = app_mod._state(data.Source.of(str(ws)))
+    record(ws, "run-b", ok=False, failures=(Failure(test="t"),))
+    assert app_mod._state(data.Source.of(str(ws))) != key
+    parsed = app_mod._parse_key(key)
+    now = app_mod._parse_key(app_mod._state(data.Source.of(str(ws))))
+    assert [k for k in app_mod._KEYS if parsed[k] != now[k]] == ["runs"]
+
+
+def test_static_assets_ship_in_the_package(ws: Path) -> None:
+    c = client(ws)
+    js = c.get("/static/app.js")
+    assert js.status_code == 200 and "EventSource" in js.text and "innerHTML = html" in js.text
+    assert "textContent" in js.text  # streamed output is inserted as text, never as HTML
+    assert c.get("/static/style.css").status_code == 200 and c.get("/static/nope.js").status_code == 404
+
+
+def test_diff_marks_only_the_lines_that_differ() -> None:
+    table = pages.diff_table("a\nb\nc", "a\nB\nc")
+    assert table.count("<tr class=same>") == 2 and table.count("<tr class=diff>") == 1
