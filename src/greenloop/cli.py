@@ -79,8 +79,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                             "workspace's latest, with a note naming whose)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
         p.add_argument("--mode", default="test",
-                       help="test (default), or retry: the previous run's failures first, then, if they "
-                            "pass, the whole suite, as one result saying what was fixed, remains, is new")
+                       help="test (default); retry: the previous run's failures first, then, if they "
+                            "pass, the whole suite, as one result saying what was fixed, remains, is new; "
+                            "resume: continue the run --resume-token names")
+        p.add_argument("--resume-token", help="with --mode resume: a result's resume_token")
         p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")

@@ -198,7 +198,7 @@ def _failure_text(f: Failure, st: _Style) -> list[str]:
     where = ""
     if f.file:
         where = f"  ({f.file}{':' + str(f.line) if f.line else ''})"
-    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR"}.get(f.kind, "FAILED")
+    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR", "timeout": "TIMED OUT"}.get(f.kind, "FAILED")
     out = [f"{st.red(label)} {st.bold(f.test)}{st.dim(where)}"]
     if f.message:
         msg_lines = f.message.strip().splitlines()
