@@ -83,11 +83,13 @@ def _parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
         return ParseResult(notes=(f"the {fmt} report could not be read ({type(exc).__name__}: {exc})",))
 
 
-def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) -> tuple[Failure, ...]:
+def _with_hints(
+    failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
+) -> tuple[Failure, ...]:
     from greenloop import hints
 
-    try:
-        return hints.apply(failures, framework=framework or None, language=language)
+    try:  # root: the hints read the failing lines and called functions from the runner's folder
+        return hints.apply(failures, framework=framework or None, language=language, root=root)
     except Exception as exc:  # a hint-table bug must not turn a red run into a crash
         note = f"hints could not be built ({type(exc).__name__}: {exc})"
         return tuple(f._replace(hint=f.hint or note) for f in failures)
@@ -400,7 +402,7 @@ def execute(
     def result(raw: RawRun | None, verdict: Verdict, parsed: ParseResult, info: SandboxInfo) -> RunResult:
         failures = parsed.failures
         if failures:
-            failures = _with_hints(failures, plan.framework, config.hint_language)
+            failures = _with_hints(failures, plan.framework, config.hint_language, plan.cwd)
         if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
             from greenloop.sandbox import apply_denial_hints
 

@@ -126,7 +126,7 @@ _FOREIGN = (
 
 _JS_FRAME = re.compile(r"^\s*(?:at\s+|❯\s+)")
 _JS_TAP_FRAME = re.compile(r"^\s*(?:async\s+)?[\w$.<>\[\] #]+ \(.*:\d+:\d+\)\s*$|^\s*(?:file://)?/\S+:\d+:\d+\s*$")
-_PY_FRAME = re.compile(r'^\s*(?:File ".*", line \d+|\S+\.py:\d+: )')
+_PY_FRAME = re.compile(r'^\s*(?:File ".*", line \d+|\S+\.py:\d+:(?: |$))')
 _LOC = re.compile(r"(?:file://)?((?:[A-Za-z]:)?[^\s():'\"]+\.[A-Za-z0-9]+):(\d+)(?::(\d+))?")
 _PY_LOC = re.compile(r'File "([^"]+)", line (\d+)')
 
