@@ -316,6 +316,8 @@ class FastLane:
         }
         if mode != "test":
             options["mode"] = mode
+        if args.get("resume_token") is not None:
+            options["resume_token"] = str(args["resume_token"])
         ws = self.workspace
         try:
             if args.get("run_in_background"):
