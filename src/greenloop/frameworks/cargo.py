@@ -1,0 +1,340 @@
+"""cargo test (libtest's stable text output, with cargo's own lines on stderr) and
+cargo-nextest's JUnit report.
+
+libtest has no stable machine format (its JSON needs a nightly flag), so its text is what
+greenloop reads: `test NAME ... ok|FAILED|ignored` per test, `---- NAME stdout ----` blocks
+with the panic (`thread 'NAME' panicked at FILE:L:C:` then the message, and for assert_eq!
+`left:`/`right:`), and one `test result:` line per test binary, whose counts are summed (the
+runner's own summary; ignored counts as skipped, filtered out is not counted). Tests are named
+as libtest writes them (`tests::nested::name`, doc tests `src/lib.rs - f (line 3)`).
+
+On stderr cargo says what did not get as far as a test: `error[E…]: message` with
+` --> file:line:col` and `error: could not compile `crate` (lib test)` is one load failure
+named after the crate and target; a test binary that died outside any test (`process didn't
+exit successfully … signal`) is one load failure named after the binary that was running.
+
+assert_eq!(got, want) is the convention: left is got, right is expected.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+from greenloop.frameworks.common import (
+    MAX_DETAILED_FAILURES,
+    MAX_FAILURE_LINES,
+    MAX_NAMED_FAILURES,
+    Event,
+    bounded_join,
+    load_error_of,
+    run_parser,
+    summary_of,
+)
+from greenloop.model import Failure, ParseResult
+
+__all__ = ["CargoParser", "failure_of", "parse_nextest_junit", "parse_text", "progress_event"]
+
+_RUNNING = re.compile(r"^running (\d+) tests?$")
+_TEST = re.compile(r"^test (.+?)(?: - should panic)? \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
+_BLOCK = re.compile(r"^---- (.+?) std(?:out|err) ----$")
+_RESULT = re.compile(
+    r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured; "
+    r"(\d+) filtered out(?:; finished in ([\d.]+)s)?"
+)
+_PANIC_NEW = re.compile(r"^thread '(.*?)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+):(\d+):$")
+_PANIC_OLD = re.compile(r"^thread '(.*?)'(?: \(\d+\))? panicked at '(.*)', ([^\s:]+):(\d+):(\d+)$")
+_NO_PANIC = re.compile(r"^note: test did not panic as expected(?: at ([^\s:]+):(\d+):(\d+))?")
+_LEFT = re.compile(r"^\s*left(?::|`)?\s*:?\s*`?(.*?)`?,?$")
+_RIGHT = re.compile(r"^\s*right(?::|`)?\s*:?\s*`?(.*?)`?$")
+_LEFT_NEW = re.compile(r"^\s*left: (.*)$")
+_RIGHT_NEW = re.compile(r"^\s*right: (.*)$")
+_ERROR = re.compile(r"^error(?:\[(E\d+)\])?: (.*)$")
+_ARROW = re.compile(r"^\s*--> ([^\s:]+):(\d+):(\d+)$")
+_COULD_NOT = re.compile(r"^error: could not compile `([^`]+)`(?: \(([^)]*)\))?")
+_RUNNING_BIN = re.compile(r"^\s*Running (.+?) \(")
+_DIED = re.compile(r"process didn't exit successfully: .*?\((signal: .*|exit (?:status|code): .*)\)")
+_FRAME_AT = re.compile(r"^\s+at (\./)?(\S+?):(\d+):(\d+)$")
+
+
+def _message_lines(body: list[str]) -> tuple[str | None, int | None, list[str]]:
+    """(file, line, message lines) of a libtest failure block."""
+    for i, line in enumerate(body):
+        m = _PANIC_NEW.match(line)
+        if m:
+            msg: list[str] = []
+            for b in body[i + 1 :]:
+                if b.startswith("stack backtrace:") or b.startswith("note: ") or (not b.strip() and msg):
+                    break
+                msg.append(b)
+            return m.group(2), int(m.group(3)), msg
+        m = _PANIC_OLD.match(line)
+        if m:
+            msg = [m.group(2)]
+            for b in body[i + 1 :]:
+                if b.startswith("stack backtrace:") or b.startswith("note: ") or not b.strip():
+                    break
+                msg.append(b)
+            return m.group(3), int(m.group(4)), msg
+        m = _NO_PANIC.match(line)
+        if m:
+            return (m.group(1), int(m.group(2)) if m.group(2) else None, ["test did not panic as expected"])
+        if line.startswith("Error: "):
+            return None, None, [line]
+    return None, None, [b for b in body if b.strip()][:3]
+
+
+def failure_of(name: str, body: list[str]) -> Failure:
+    """The Failure of one `---- NAME stdout ----` block (also nextest's captured output)."""
+    file, line, msg = _message_lines(body)
+    expected: str | None = None
+    got: str | None = None
+    message = msg[0].strip() if msg else ""
+    comparison = "left == right" in message
+    for b in msg[1:]:
+        m = _LEFT_NEW.match(b) or _LEFT.match(b)
+        if m and got is None and b.strip().startswith("left"):
+            got = m.group(1).strip().rstrip(",").strip("`")
+            continue
+        m = _RIGHT_NEW.match(b) or _RIGHT.match(b)
+        if m and expected is None and b.strip().startswith("right"):
+            expected = m.group(1).strip().strip("`")
+    if not comparison:
+        expected = None if "left != right" in message else expected
+    if len(msg) > 1 and got is None:
+        message = "\n".join(x.rstrip() for x in msg).strip()
+    frames = [f"{m.group(2)}:{m.group(3)}" for m in map(_FRAME_AT.match, body) if m and _user_path(m.group(2))]
+    stack = bounded_join([*(b for b in msg), *frames])
+    return Failure(test=name, file=file, line=line, message=message, expected=expected, got=got, stack=stack)
+
+
+def _user_path(path: str) -> bool:
+    return not path.startswith("/rustc/") and "/.cargo/" not in path and "/rustlib/" not in path
+
+
+@dataclass
+class _Compile:
+    code: str | None
+    message: str
+    file: str | None = None
+    line: int | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+class CargoParser:
+    """Streaming parser of `cargo test` output (stdout then stderr, or interleaved)."""
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root
+        self.passed = self.failed = self.skipped = 0
+        self.line_passed = self.line_failed = self.line_skipped = 0
+        self.results = 0
+        self.duration = 0.0
+        self.failing: list[str] = []
+        self.passed_names: list[str] = []
+        self.bodies: dict[str, list[str]] = {}
+        self.block: list[str] | None = None
+        self.in_list = False
+        self.errors: list[_Compile] = []
+        self.open_error: _Compile | None = None
+        self.loads: list[Failure] = []
+        self.binary: str | None = None
+        self.running = 0
+
+    def feed(self, line: str) -> None:
+        m = _TEST.match(line)
+        if m:
+            name, status = m.group(1), m.group(2)
+            if status == "ok":
+                self.line_passed += 1
+                self.passed_names.append(name)
+            elif status == "FAILED":
+                self.line_failed += 1
+                if name not in self.bodies:
+                    self.failing.append(name)
+            else:
+                self.line_skipped += 1
+            return
+        m = _BLOCK.match(line)
+        if m:
+            name = m.group(1)
+            self.block = self.bodies.setdefault(name, [])
+            if name not in self.failing:
+                self.failing.append(name)
+            self.in_list = False
+            return
+        if line == "failures:":
+            self.block = None
+            self.in_list = True
+            return
+        m = _RESULT.match(line)
+        if m:
+            self.results += 1
+            self.passed += int(m.group(2))
+            self.failed += int(m.group(3))
+            self.skipped += int(m.group(4))
+            self.duration += float(m.group(7) or 0)
+            self.block = None
+            self.in_list = False
+            return
+        m = _RUNNING.match(line)
+        if m:
+            self.running += 1
+            self.block = None
+            self.in_list = False
+            return
+        if self.in_list and (line.startswith("    ") or not line.strip()):
+            return
+        if self.block is not None:
+            if len(self.block) < MAX_FAILURE_LINES:
+                self.block.append(line)
+            return
+        self._stderr(line)
+
+    def _stderr(self, line: str) -> None:
+        m = _RUNNING_BIN.match(line)
+        if m:
+            self.binary = m.group(1).strip()
+            return
+        m = _COULD_NOT.match(line)
+        if m:
+            what = m.group(1) + (f" ({m.group(2)})" if m.group(2) else "")
+            first = next((e for e in self.errors if e.code or e.file), self.errors[0] if self.errors else None)
+            message = f"{what} does not compile" + (f": {first.message}" if first else "")
+            body = [x for e in self.errors for x in e.lines]
+            self.loads.append(
+                Failure(
+                    test=what,
+                    file=first.file if first else None,
+                    line=first.line if first else None,
+                    message=message,
+                    stack=bounded_join(body),
+                    kind="load",
+                )
+            )
+            self.errors = []
+            self.open_error = None
+            return
+        m = _DIED.search(line)
+        if m:
+            what = self.binary or "test binary"
+            self.loads.append(
+                Failure(
+                    test=what,
+                    message=f"{what} stopped outside any test: {m.group(1)}",
+                    stack=line.strip(),
+                    kind="load",
+                )
+            )
+            return
+        m = _ERROR.match(line)
+        if m and not m.group(2).startswith(("test failed, to rerun", "could not compile")):
+            if re.match(r"\d+ targets? failed", m.group(2)):
+                return
+            self.open_error = _Compile(m.group(1), m.group(2), lines=[line])
+            self.errors.append(self.open_error)
+            if m.group(2).startswith("failed to run custom build command") or m.group(2).startswith("failed to"):
+                self.loads.append(Failure(test=m.group(2), message=m.group(2), kind="load"))
+            return
+        if self.open_error is not None:
+            a = _ARROW.match(line)
+            if a and self.open_error.file is None:
+                self.open_error.file, self.open_error.line = a.group(1), int(a.group(2))
+            if line.strip() and len(self.open_error.lines) < 20:
+                self.open_error.lines.append(line)
+            elif not line.strip():
+                self.open_error = None
+
+    def finish(self) -> ParseResult:
+        if self.results:
+            passed, failed, skipped = self.passed, self.failed, self.skipped
+        else:
+            passed, failed, skipped = self.line_passed, self.line_failed, self.line_skipped
+        failures: list[Failure] = []
+        for name in self.failing[:MAX_NAMED_FAILURES]:
+            if len(failures) >= MAX_DETAILED_FAILURES:
+                failures.append(Failure(test=name))
+            else:
+                failures.append(failure_of(name, self.bodies.get(name, [])))
+        failed = max(failed, len(failures))
+        failures += self.loads
+        failed += len(self.loads)
+        notes: list[str] = []
+        if self.running > self.results and not self.loads:
+            notes.append(
+                f"{self.running - self.results} test binary(ies) printed no `test result:` line "
+                "(stopped or killed part way)"
+            )
+        return ParseResult(
+            summary=summary_of(passed, failed, skipped),
+            failures=tuple(failures),
+            notes=tuple(notes),
+            recognized=self.results > 0 or bool(self.loads),
+            duration_ms=int(self.duration * 1000) if self.results else None,
+            load_error=load_error_of([f.test for f in self.loads]),
+            passed_tests=tuple(self.passed_names),
+        )
+
+
+def parse_text(lines: object, root: str | None = None) -> ParseResult:
+    """Parse `cargo test` output (total: never raises)."""
+    return run_parser(lambda: CargoParser(root), lines, "cargo")  # type: ignore[arg-type]
+
+
+def parse_nextest_junit(path: str, root: str | None = None) -> ParseResult:
+    """cargo-nextest's JUnit report: one <testsuite> per test binary, one <testcase> per test,
+    the captured output of a failing test in <system-out>/<system-err> (read as libtest's)."""
+    try:
+        tree = ET.parse(path)
+    except FileNotFoundError:
+        return ParseResult(notes=(f"report {path} is missing: cargo nextest never wrote it",))
+    except (OSError, ET.ParseError) as exc:
+        return ParseResult(notes=(f"report {path} is not valid JUnit XML ({exc})",))
+    passed = failed = skipped = 0
+    failures: list[Failure] = []
+    passed_names: list[str] = []
+    duration = 0.0
+    for suite in tree.getroot().iter("testsuite"):
+        try:
+            duration += float(suite.get("time") or 0)
+        except ValueError:
+            pass
+        for case in suite.iter("testcase"):
+            name = case.get("name") or "?"
+            problem = case.find("failure")
+            if problem is None:
+                problem = case.find("error")
+            if case.find("skipped") is not None:
+                skipped += 1
+            elif problem is not None:
+                failed += 1
+                text = "\n".join(
+                    x.text or "" for x in (problem, case.find("system-out"), case.find("system-err")) if x is not None
+                )
+                body = text.splitlines()
+                f = failure_of(name, body)
+                if not f.message:
+                    f = f._replace(message=(problem.get("message") or problem.get("type") or "failed"))
+                failures.append(f)
+            else:
+                passed += 1
+                passed_names.append(name)
+    return ParseResult(
+        summary=summary_of(passed, failed, skipped),
+        failures=tuple(failures),
+        recognized=True,
+        duration_ms=int(duration * 1000),
+        passed_tests=tuple(passed_names),
+    )
+
+
+def progress_event(line: str) -> Event | None:
+    """pass/fail/skip of one `test NAME ... ok|FAILED|ignored` line."""
+    if not line.startswith("test "):
+        return None
+    m = _TEST.match(line)
+    if not m:
+        return None
+    status = m.group(2)
+    return "pass" if status == "ok" else "fail" if status == "FAILED" else "skip"
