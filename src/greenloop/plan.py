@@ -15,6 +15,12 @@ writes beside its human output (DESIGN §3, Run):
   node:test  node --test --test-reporter=spec …stdout --test-reporter=tap …<dir>/report.tap
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
+  go         go test -json -timeout=<a little under greenloop's> ./...   (every module of a go.work)
+             test2json events on stdout: stdout.txt is the report (frameworks/go.py plans it);
+             last_failed: -run '^(TestA|TestB)$/^(case)$' over the failing tests' packages
+  cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
+             cargo nextest run … --profile greenloop with its JUnit report when cargo-nextest is
+             installed; targets: package names as -p, else test filters; last_failed: -- --exact
 """
 
 from __future__ import annotations
@@ -81,6 +87,8 @@ DIALECTS: dict[str, Dialect] = {
     # TAP, not junit: node's junit reporter drops a failing after() hook (exit 1, no failure).
     "node:test": Dialect("report.tap", "node-tap", "--test-name-pattern"),
     "npm-test": Dialect(None, None, None),
+    "go": Dialect("stdout.txt", "go-json", "-run"),  # go test -json writes its events to stdout
+    "cargo": Dialect(None, None, "--exact"),  # nextest's JUnit when installed (planned below)
 }
 
 # greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
@@ -282,6 +290,53 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
     return args
 
 
+def _native_last_failed_notes(previous: RunResult | None) -> list[str]:
+    if previous is None:
+        return ["last_failed: no previous run is stored for this workspace; ran the full suite"]
+    if not previous.failures:
+        return [f"last_failed: the previous run {previous.run_id} had no failures; ran the full suite"]
+    return [f"last_failed: reran {len(previous.failures)} failure(s) of {previous.run_id}"]
+
+
+def _report_format(framework: str, dialect: Dialect, report_file: str | None) -> str | None:
+    if framework == "cargo":
+        return "nextest-junit" if report_file else None
+    return dialect.report_format
+
+
+def _native_plan(
+    framework: str,
+    root: str,
+    targets: list[str],
+    options: RunOptions,
+    previous: RunResult | None,
+    timeout_ms: int,
+    which: Which,
+) -> tuple[list[str], str | None, str | None, list[str]]:
+    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go.py, cargo.py)."""
+    failures = list(previous.failures) if options.last_failed and previous is not None else None
+    report_file: str | None = None
+    if framework == "go":
+        from greenloop.frameworks import go
+
+        binary = which("go")
+        args, notes = go.plan_args(root, targets, failures, timeout_ms)
+        why = None if binary else "go is not on PATH: install Go (`apt-get install golang-go` or https://go.dev/dl/)"
+        return [binary or "go", "test", *args], None, why, notes
+    from greenloop.frameworks import cargo
+
+    binary = which("cargo")
+    nextest = binary is not None and which("cargo-nextest") is not None
+    args, notes = cargo.plan_args(root, targets, failures, nextest)
+    if nextest:
+        report_file = os.path.join(root, "target", "nextest", cargo.NEXTEST_PROFILE, "junit.xml")
+        notes.append("cargo nextest runs the suite; its JUnit report is read")
+    else:
+        notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
+    why = None if binary else "cargo is not on PATH: install Rust with rustup (https://rustup.rs)"
+    return [binary or "cargo", *args], report_file, why, notes
+
+
 def plan(
     detection: Detection,
     options: RunOptions,
@@ -368,6 +423,16 @@ def plan(
             "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
         ]
+    elif framework in ("go", "cargo"):
+        argv, native_report, unavailable, native_notes = _native_plan(
+            framework, root, targets, options, previous, timeout_ms, which
+        )
+        if framework == "cargo":
+            report_file = native_report
+        notes += native_notes
+        targets = []  # go and cargo place their targets themselves
+        if options.last_failed:
+            notes += _native_last_failed_notes(previous)
     else:  # npm-test
         pm = manager or "npm"
         if which(pm) is None:
@@ -378,8 +443,11 @@ def plan(
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
-    selection = "target" if targets or (options.target and framework == "npm-test") else None
-    if options.last_failed:
+    selection = "target" if targets or (options.target and framework in ("npm-test", "go", "cargo")) else None
+    if options.last_failed and framework in ("go", "cargo"):
+        if previous is not None and previous.failures and selection is None:
+            selection = "last_failed"
+    elif options.last_failed:
         narrowing = _last_failed_args(framework, root, previous, notes)
         argv += narrowing
         if narrowing:
@@ -401,7 +469,7 @@ def plan(
         timeout_ms=timeout_ms,
         env=child_env,
         report_file=report_file,
-        report_format=dialect.report_format,
+        report_format=_report_format(framework, dialect, report_file),
         fallback_report_file=fallback[0],
         fallback_report_format=fallback[1],
         notes=tuple(notes),

@@ -18,9 +18,13 @@ assert_eq!(got, want) is the convention: left is got, right is expected.
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import Any
 
 from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
@@ -34,7 +38,17 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["CargoParser", "failure_of", "parse_nextest_junit", "parse_text", "progress_event"]
+__all__ = [
+    "NEXTEST_PROFILE",
+    "NEXTEST_TOOL_CONFIG",
+    "CargoParser",
+    "failure_of",
+    "package_names",
+    "parse_nextest_junit",
+    "parse_text",
+    "plan_args",
+    "progress_event",
+]
 
 _RUNNING = re.compile(r"^running (\d+) tests?$")
 _TEST = re.compile(r"^test (.+?)(?: - should panic)? \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
@@ -104,7 +118,9 @@ def failure_of(name: str, body: list[str]) -> Failure:
         expected = None if "left != right" in message else expected
     if len(msg) > 1 and got is None:
         message = "\n".join(x.rstrip() for x in msg).strip()
-    frames = [f"{m.group(2)}:{m.group(3)}" for m in map(_FRAME_AT.match, body) if m and _user_path(m.group(2))]
+    frames = [
+        f"{m.group(2)}:{m.group(3)}" for m in map(_FRAME_AT.match, body) if m and _user_path(m.group(2))
+    ]
     stack = bounded_join([*(b for b in msg), *frames])
     return Failure(test=name, file=file, line=line, message=message, expected=expected, got=got, stack=stack)
 
@@ -200,7 +216,8 @@ class CargoParser:
         m = _COULD_NOT.match(line)
         if m:
             what = m.group(1) + (f" ({m.group(2)})" if m.group(2) else "")
-            first = next((e for e in self.errors if e.code or e.file), self.errors[0] if self.errors else None)
+            located = [e for e in self.errors if e.code or e.file]
+            first = located[0] if located else (self.errors[0] if self.errors else None)
             message = f"{what} does not compile" + (f": {first.message}" if first else "")
             body = [x for e in self.errors for x in e.lines]
             self.loads.append(
@@ -234,7 +251,7 @@ class CargoParser:
                 return
             self.open_error = _Compile(m.group(1), m.group(2), lines=[line])
             self.errors.append(self.open_error)
-            if m.group(2).startswith("failed to run custom build command") or m.group(2).startswith("failed to"):
+            if m.group(2).startswith("failed to"):  # a build script, a manifest, a lock file
                 self.loads.append(Failure(test=m.group(2), message=m.group(2), kind="load"))
             return
         if self.open_error is not None:
@@ -296,10 +313,8 @@ def parse_nextest_junit(path: str, root: str | None = None) -> ParseResult:
     passed_names: list[str] = []
     duration = 0.0
     for suite in tree.getroot().iter("testsuite"):
-        try:
+        with contextlib.suppress(ValueError):
             duration += float(suite.get("time") or 0)
-        except ValueError:
-            pass
         for case in suite.iter("testcase"):
             name = case.get("name") or "?"
             problem = case.find("failure")
@@ -309,9 +324,8 @@ def parse_nextest_junit(path: str, root: str | None = None) -> ParseResult:
                 skipped += 1
             elif problem is not None:
                 failed += 1
-                text = "\n".join(
-                    x.text or "" for x in (problem, case.find("system-out"), case.find("system-err")) if x is not None
-                )
+                parts = (problem, case.find("system-out"), case.find("system-err"))
+                text = "\n".join(x.text or "" for x in parts if x is not None)
                 body = text.splitlines()
                 f = failure_of(name, body)
                 if not f.message:
@@ -338,3 +352,72 @@ def progress_event(line: str) -> Event | None:
         return None
     status = m.group(2)
     return "pass" if status == "ok" else "fail" if status == "FAILED" else "skip"
+
+
+# ----------------------------------------------------------------------------- planning
+
+# greenloop's nextest profile (a tool config layered under the repository's own
+# .config/nextest.toml): every test runs, and the JUnit report goes to
+# <workspace>/target/nextest/greenloop/junit.xml
+NEXTEST_TOOL_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nextest.toml")
+NEXTEST_PROFILE = "greenloop"
+
+
+def package_names(root: str) -> list[str]:
+    """The package names of the crate or workspace at `root` (Cargo.toml and its members)."""
+    names: list[str] = []
+
+    def read(folder: str) -> dict[str, Any]:
+        from greenloop.config import read_toml  # local: only a cargo plan reads TOML
+
+        try:
+            return read_toml(os.path.join(folder, "Cargo.toml"))[0]
+        except Exception:  # missing or invalid: no names from it (cargo itself says why)
+            return {}
+
+    top = read(root)
+    pkg = top.get("package")
+    if isinstance(pkg, dict) and isinstance(pkg.get("name"), str):
+        names.append(pkg["name"])
+    ws = top.get("workspace")
+    members = ws.get("members") if isinstance(ws, dict) else None
+    for pattern in members if isinstance(members, list) else []:
+        for folder in sorted(glob.glob(os.path.join(root, str(pattern)))):
+            sub = read(folder).get("package")
+            if isinstance(sub, dict) and isinstance(sub.get("name"), str):
+                names.append(sub["name"])
+    return list(dict.fromkeys(names))
+
+
+def plan_args(
+    root: str, targets: list[str], failures: list[Failure] | None, nextest: bool
+) -> tuple[list[str], list[str]]:
+    """(arguments after `cargo`, notes). A target that names a package becomes `-p NAME`, a
+    flag stays a cargo flag, anything else is a test path filter; a last_failed rerun passes
+    the failing tests' exact paths with `--exact`."""
+    notes: list[str] = []
+    if nextest:
+        args = ["nextest", "run", "--no-fail-fast", "--tool-config-file",
+                f"greenloop:{NEXTEST_TOOL_CONFIG}", "--profile", NEXTEST_PROFILE]
+    else:
+        args = ["test", "--no-fail-fast"]
+    packages = set(package_names(root))
+    filters: list[str] = []
+    for token in targets:
+        if token.startswith("-"):
+            args.append(token)
+        elif token in packages:
+            args += ["-p", token]
+        else:
+            filters.append(token)
+    exact = False
+    if failures:
+        names = [f.test for f in failures if f.kind != "load" and f.test]
+        if names and not filters:
+            filters, exact = list(dict.fromkeys(names)), True
+    if filters or exact:
+        args.append("--")
+        if exact:
+            args.append("--exact")
+        args += filters
+    return args, notes

@@ -42,11 +42,14 @@ from greenloop.model import Failure, ParseResult
 __all__ = [
     "GoParser",
     "expected_got",
+    "go_timeout",
     "module_dirs",
     "parse_report",
     "parse_text",
+    "plan_args",
     "progress_event",
     "run_pattern",
+    "workspace_patterns",
 ]
 
 _RESULT = re.compile(r"^(\s*)--- (PASS|FAIL|SKIP): (\S.*?) \((\d+(?:\.\d+)?)s\)$")
@@ -60,6 +63,7 @@ _LOG = re.compile(r"^\s*([\w.\-]+\.go):(\d+): (.*)$")
 _FRAME_FILE = re.compile(r"^\s+(/\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
 _TIMEOUT = re.compile(r"^panic: test timed out after (\S+)")
 _PANIC = re.compile(r"^\s*panic: (.*?)(?: \[recovered\])?$")
+_RE2_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$]")  # RE2 rejects escapes of other characters
 _MODULE = re.compile(r"^\s*module\s+(\S+)", re.M)
 _USE = re.compile(r"^\s*use\s+(?:\(([^)]*)\)|(\S+))", re.M)
 
@@ -92,21 +96,42 @@ def expected_got(message: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _work_uses(root: str) -> list[str] | None:
+    """The folders a go.work at `root` uses, or None without a go.work."""
+    try:
+        with open(os.path.join(root, "go.work"), encoding="utf-8", errors="replace") as fh:
+            work = fh.read()
+    except OSError:
+        return None
+    dirs: list[str] = []
+    for m in _USE.finditer(work):
+        block = m.group(1) if m.group(1) is not None else m.group(2)
+        for d in block.splitlines():
+            d = d.split("//", 1)[0].strip().strip('"')
+            if d:
+                dirs.append(d)
+    return dirs
+
+
+def workspace_patterns(root: str) -> list[str]:
+    """The package patterns of a whole run: `./...`, or one `./mod/...` per module of go.work
+    (`./...` at a go.work root without its own go.mod matches no module)."""
+    uses = _work_uses(root)
+    if not uses:
+        return ["./..."]
+    out = []
+    for d in uses:
+        norm = os.path.normpath(d)
+        out.append("./..." if norm == "." else f"./{norm}/...")
+    return list(dict.fromkeys(out))
+
+
 def module_dirs(root: str | None) -> dict[str, str]:
     """Module path -> folder relative to `root`, from go.mod or every `use` of go.work."""
     if not root:
         return {}
     out: dict[str, str] = {}
-    dirs = ["."]
-    try:
-        with open(os.path.join(root, "go.work"), encoding="utf-8", errors="replace") as fh:
-            work = fh.read()
-        dirs = []
-        for m in _USE.finditer(work):
-            block = m.group(1) if m.group(1) is not None else m.group(2)
-            dirs += [d.strip().strip('"') for d in block.splitlines() if d.strip() and not d.strip().startswith("//")]
-    except OSError:
-        pass
+    dirs = _work_uses(root) or ["."]
     for d in dirs:
         try:
             with open(os.path.join(root, d, "go.mod"), encoding="utf-8", errors="replace") as fh:
@@ -127,7 +152,7 @@ def run_pattern(names: list[str]) -> str:
                 levels.append([])
             if part not in levels[i]:
                 levels[i].append(part)
-    return "/".join("^(" + "|".join(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", p) for p in lv) + ")$" for lv in levels)
+    return "/".join("^(" + "|".join(_RE2_SPECIAL.sub(r"\\\g<0>", p) for p in lv) + ")$" for lv in levels)
 
 
 @dataclass
@@ -207,8 +232,9 @@ class GoParser:
                 self.pkg_failed[pkg] = m.group(3)
         elif action == "fail":
             self.pkg_failed.setdefault(pkg, "FAIL")
-        if action in ("pass", "fail") and isinstance(ev.get("Elapsed"), int | float):
-            self.elapsed += float(ev["Elapsed"])  # type: ignore[arg-type]
+        elapsed = ev.get("Elapsed")
+        if action in ("pass", "fail") and isinstance(elapsed, int | float):
+            self.elapsed += float(elapsed)
 
     def _test_output(self, t: _Test, line: str) -> None:
         if _RUN.match(line) or _RESULT.match(line):
@@ -321,7 +347,8 @@ class GoParser:
                     log_indent = indent
                     msg.append(m.group(3))
                 continue  # later t.Log/t.Error lines stay in the stack
-            if log_indent is not None and len(msg) == 1 and b.startswith(" " * (log_indent + 4)) and not _LOG.match(b):
+            continued = log_indent is not None and b.startswith(" " * (log_indent + 4))
+            if continued and len(msg) == 1:
                 msg[0] += "\n" + b.strip()
         if panic is not None:
             pm = _PANIC.match(t.body[panic])
@@ -475,11 +502,62 @@ def progress_event(line: str) -> Event | None:
     if line.startswith("{"):
         if '"Test"' not in line:
             return None
-        for action in ("pass", "fail", "skip"):
-            if f'"Action":"{action}"' in line:
-                return action  # type: ignore[return-value]
+        if '"Action":"pass"' in line:
+            return "pass"
+        if '"Action":"fail"' in line:
+            return "fail"
+        if '"Action":"skip"' in line:
+            return "skip"
         return None
     m = _RESULT.match(line)
     if m:
         return {"PASS": "pass", "FAIL": "fail", "SKIP": "skip"}[m.group(2)]  # type: ignore[return-value]
     return None
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def go_timeout(timeout_ms: int) -> str:
+    """go test's own -timeout, a little under greenloop's: Go then panics with the hung test's
+    stack (`panic: test timed out after`), which names it, before greenloop stops the tree."""
+    margin = min(max(timeout_ms // 10, 500), 5000)
+    return f"-timeout={max(timeout_ms - margin, 500)}ms"
+
+
+def _has_tests(folder: str) -> bool:
+    try:
+        return any(n.endswith("_test.go") for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def plan_args(
+    root: str, targets: list[str], failures: list[Failure] | None, timeout_ms: int
+) -> tuple[list[str], list[str]]:
+    """(arguments after `go test`, notes): `-json`, the timeout, `-run` for a last_failed rerun and
+    the packages (the targets, the failing tests' packages, or every module's `./...`)."""
+    notes: list[str] = []
+    args = ["-json", go_timeout(timeout_ms)]
+    flags = [t for t in targets if t.startswith("-")]
+    packages = [t for t in targets if not t.startswith("-")]
+    for token in packages:
+        local = token.removesuffix("/...") or "."
+        if token.startswith(".") and not os.path.isdir(os.path.join(root, local)):
+            notes.append(
+                f"target {token!r} is not a folder in the workspace; go test takes packages such as ./pkg/..."
+            )
+    if failures:
+        names = [f.test for f in failures if f.kind != "load" and f.test]
+        if names:
+            args += ["-run", run_pattern(names)]
+        if not packages:
+            dirs: list[str] = []
+            for f in failures:
+                folder = os.path.dirname(f.file) if f.file and not os.path.isabs(f.file) else None
+                if f.kind == "load" or folder is None or not _has_tests(os.path.join(root, folder)):
+                    dirs = []
+                    break
+                dirs.append("./" + folder if folder else ".")
+            packages = list(dict.fromkeys(dirs))
+    return [*args, *flags, *(packages or workspace_patterns(root))], notes
