@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from greenloop.frameworks.common import (
@@ -484,14 +485,27 @@ def parse_text(lines: object, root: str | None = None) -> ParseResult:
     return run_parser(lambda: GoParser(root), lines, "go")  # type: ignore[arg-type]
 
 
+def _report_lines(paths: list[str]) -> Iterator[str]:
+    for p in paths:
+        try:
+            fh = open(p, encoding="utf-8", errors="replace")  # noqa: SIM115
+        except OSError:
+            continue
+        with fh:
+            yield from fh
+
+
 def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """Read a file of `go test -json` events (greenloop stores them as the run's stdout.txt)."""
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError:
+    """Read a file of `go test -json` events (greenloop stores them as the run's stdout.txt).
+
+    Go prints build errors as text on stderr, beside the events: a run's stderr.txt next to
+    its stdout.txt is read after it."""
+    if not os.path.exists(path):
         return ParseResult(notes=(f"report {path} is missing: go test never wrote it",))
-    with fh:
-        parsed = run_parser(lambda: GoParser(root), fh, "go")
+    paths = [path]
+    if os.path.basename(path) == "stdout.txt":
+        paths.append(os.path.join(os.path.dirname(path), "stderr.txt"))
+    parsed = run_parser(lambda: GoParser(root), _report_lines(paths), "go")
     if not parsed.recognized:
         return parsed._replace(notes=(*parsed.notes, f"report {path} holds no go test events"))
     return parsed
