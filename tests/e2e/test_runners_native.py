@@ -19,7 +19,9 @@ from .helpers import cli, processes_under, write_files
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GO_ENV = {"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local", "CARGO_NET_OFFLINE": "true"}
 
-needs_go = pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed (apt-get install golang-go)")
+needs_go = pytest.mark.skipif(
+    shutil.which("go") is None, reason="go is not installed (apt-get install golang-go)"
+)
 needs_cargo = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
 
 
@@ -38,7 +40,7 @@ def _run(ws: Path, *extra: str, timeout: float = 240) -> tuple[int, dict[str, ob
 
 
 def _by_test(r: dict[str, object]) -> dict[str, dict[str, object]]:
-    return {str(f["test"]): f for f in r["failures"]}  # type: ignore[attr-defined, index]
+    return {str(f["test"]): f for f in r["failures"]}  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- go
@@ -53,8 +55,12 @@ def test_go_red_suite(tmp_path: Path) -> None:
     assert "-json" in str(r["command"])
     failures = _by_test(r)
     assert set(failures) == {
-        "TestSub", "TestTable/one_minus_one", "TestTable/big_case", "TestGreet/ünïcode_名前",
-        "TestMultiLine", "TestIndexPanics",
+        "TestSub",
+        "TestTable/one_minus_one",
+        "TestTable/big_case",
+        "TestGreet/ünïcode_名前",
+        "TestMultiLine",
+        "TestIndexPanics",
     }
     sub = failures["TestSub"]
     assert (sub["file"], sub["line"], sub["expected"], sub["got"]) == ("calc/calc_test.go", 17, "2", "8")
@@ -89,7 +95,7 @@ def test_go_build_failure_is_broken_for_the_tester(tmp_path: Path) -> None:
     ws = _suite("go", "buildfail", tmp_path / "ws")
     code, r, _ = _run(ws)
     assert (code, r["outcome"], r["next_action"]) == (3, "broken", "retry_tester"), r
-    (load,) = [f for f in r["failures"] if f["kind"] == "load"]  # type: ignore[attr-defined, index]
+    (load,) = [f for f in r["failures"] if f["kind"] == "load"]  # type: ignore[attr-defined]
     assert load["test"] == "example.com/buildfail/bad"
     assert (load["file"], load["line"]) == ("bad/bad_test.go", 6)
     assert "undefined: undefinedThing" in load["message"]
@@ -97,16 +103,19 @@ def test_go_build_failure_is_broken_for_the_tester(tmp_path: Path) -> None:
 
 @needs_go
 def test_go_hung_test_is_a_timeout_with_no_process_left(tmp_path: Path) -> None:
-    ws = write_files(tmp_path / "ws", {
-        "go.mod": "module example.com/hang\n\ngo 1.19\n",
-        "hang/hang_test.go": (
-            "package hang\n\nimport (\n\t\"os/exec\"\n\t\"testing\"\n\t\"time\"\n)\n\n"
-            "func TestQuick(t *testing.T) {}\n\n"
-            "func TestHangs(t *testing.T) {\n"
-            "\tif err := exec.Command(\"sleep\", \"600\").Start(); err != nil {\n\t\tt.Fatal(err)\n\t}\n"
-            "\ttime.Sleep(10 * time.Minute)\n}\n"
-        ),
-    })
+    ws = write_files(
+        tmp_path / "ws",
+        {
+            "go.mod": "module example.com/hang\n\ngo 1.19\n",
+            "hang/hang_test.go": (
+                'package hang\n\nimport (\n\t"os/exec"\n\t"testing"\n\t"time"\n)\n\n'
+                "func TestQuick(t *testing.T) {}\n\n"
+                "func TestHangs(t *testing.T) {\n"
+                '\tif err := exec.Command("sleep", "600").Start(); err != nil {\n\t\tt.Fatal(err)\n\t}\n'
+                "\ttime.Sleep(10 * time.Minute)\n}\n"
+            ),
+        },
+    )
     (ws / ".git").mkdir()
     code, r, seconds = _run(ws, "--timeout-ms", "20000", timeout=90)
     assert (code, r["outcome"], r["timed_out"], r["crashed"]) == (3, "broken", True, True), r
@@ -115,7 +124,7 @@ def test_go_hung_test_is_a_timeout_with_no_process_left(tmp_path: Path) -> None:
     assert processes_under(ws) == []
     # go's own -timeout (planned a little under greenloop's) fired first and named the test
     if any("own timeout" in n for n in r["notes"]):  # type: ignore[attr-defined]
-        assert any("TestHangs" in str(f["message"]) for f in r["failures"]), r  # type: ignore[attr-defined, index]
+        assert any("TestHangs" in str(f["message"]) for f in r["failures"]), r  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- cargo
@@ -129,8 +138,14 @@ def test_cargo_red_suite(tmp_path: Path) -> None:
     assert r["summary"] == {"total": 14, "passed": 3, "failed": 9, "skipped": 2}
     failures = _by_test(r)
     assert set(failures) == {
-        "tests::explicit_panic", "tests::grüße_名前", "tests::nested::deep_fail", "tests::plain_assert",
-        "tests::should_panic_but_does_not", "tests::subtracts", "tests::table", "returns_err",
+        "tests::explicit_panic",
+        "tests::grüße_名前",
+        "tests::nested::deep_fail",
+        "tests::plain_assert",
+        "tests::should_panic_but_does_not",
+        "tests::subtracts",
+        "tests::table",
+        "returns_err",
         "integration_fails",
     }
     sub = failures["tests::subtracts"]
@@ -160,21 +175,25 @@ def test_cargo_compile_error_is_broken_for_the_tester(tmp_path: Path) -> None:
     ws = _suite("cargo", "buildfail", tmp_path / "ws")
     code, r, _ = _run(ws)
     assert (code, r["outcome"], r["next_action"]) == (3, "broken", "retry_tester"), r
-    (load,) = r["failures"]  # type: ignore[misc]
+    load = r["failures"][0]  # type: ignore[index]
+    assert len(r["failures"]) == 1  # type: ignore[arg-type]
     assert (load["kind"], load["file"], load["line"]) == ("load", "src/lib.rs", 9)
     assert "undefined_thing" in load["message"]
 
 
 @needs_cargo
 def test_cargo_hung_test_dies_at_its_timeout_with_no_process_left(tmp_path: Path) -> None:
-    ws = write_files(tmp_path / "ws", {
-        "Cargo.toml": '[package]\nname = "hang"\nversion = "0.1.0"\nedition = "2021"\n',
-        "src/lib.rs": (
-            "#[cfg(test)]\nmod tests {\n    #[test]\n    fn quick() {}\n\n    #[test]\n    fn hangs() {\n"
-            '        let _child = std::process::Command::new("sleep").arg("600").spawn().unwrap();\n'
-            "        loop { std::thread::sleep(std::time::Duration::from_secs(1)); }\n    }\n}\n"
-        ),
-    })
+    ws = write_files(
+        tmp_path / "ws",
+        {
+            "Cargo.toml": '[package]\nname = "hang"\nversion = "0.1.0"\nedition = "2021"\n',
+            "src/lib.rs": (
+                "#[cfg(test)]\nmod tests {\n    #[test]\n    fn quick() {}\n\n    #[test]\n    fn hangs() {\n"
+                '        let _child = std::process::Command::new("sleep").arg("600").spawn().unwrap();\n'
+                "        loop { std::thread::sleep(std::time::Duration::from_secs(1)); }\n    }\n}\n"
+            ),
+        },
+    )
     (ws / ".git").mkdir()
     code, r, seconds = _run(ws, "--timeout-ms", "20000", timeout=90)
     assert (code, r["outcome"], r["timed_out"], r["crashed"]) == (3, "broken", True, True), r

@@ -283,6 +283,8 @@ class CargoParser:
                 f"{self.running - self.results} test binary(ies) printed no `test result:` line "
                 "(stopped or killed part way)"
             )
+        if not self.results and not self.loads:
+            notes.append("no `test result:` line of libtest found: the output is not cargo test's")
         return ParseResult(
             summary=summary_of(passed, failed, skipped),
             failures=tuple(failures),

@@ -432,6 +432,8 @@ class GoParser:
         if self.text_results and not self.events and not self.text_verbose and passed == 0:
             notes.append("plain `go test` names only failing tests; run with -v or -json for passed counts")
         recognized = bool(self.events or self.pkgs_seen or self.text_results)
+        if not recognized and not failures:
+            notes.append("no go test output recognised: no test2json event, `--- PASS/FAIL` or package line")
         return ParseResult(
             summary=summary_of(passed, failed, skipped),
             failures=tuple(failures),
