@@ -6,7 +6,7 @@ First match wins, at the workspace root:
   3. package.json has scripts.test        [tool:pytest] in setup.cfg, [pytest] in tox.ini)
   5. go.mod or go.work (Go)             6. Cargo.toml (Rust; cargo nextest when installed)
 Then, when the root declares nothing, nested test roots (a monorepo's packages) are listed as
-`suites`; a single one answers for the workspace. Last comes rule 5: `.test.`/`.spec.` files or
+`suites`; a single one answers for the workspace. Last comes rule 7: `.test.`/`.spec.` files or
 test/ folders answer node:test, and Python test files alone answer pytest, since node:test
 would collect none of them.
 
