@@ -431,6 +431,10 @@ class GoParser:
         notes: list[str] = []
         if self.text_results and not self.events and not self.text_verbose and passed == 0:
             notes.append("plain `go test` names only failing tests; run with -v or -json for passed counts")
+        hung = [t for t in running if t.children == 0 and t.package not in self.pkg_failed and t.package]
+        if hung:  # the output stopped mid-test: greenloop's own timeout, or the run was stopped
+            names = ", ".join(f"{t.name} ({t.package})" for t in hung[:5])
+            notes.append(f"still running when the output stopped: {names}")
         recognized = bool(self.events or self.pkgs_seen or self.text_results)
         if not recognized and not failures:
             notes.append("no go test output recognised: no test2json event, `--- PASS/FAIL` or package line")
