@@ -36,7 +36,7 @@ def go_suite(root: Path) -> list[str]:
     (root / "big").mkdir()
     (root / "big" / "big.go").write_text("package big\n\nfunc Inc(i int) int { return i + 1 }\n")
     for f in range(FILES):
-        check = "\tif Inc({i}) != {j} {{\n\t\tt.Fatal(\"no\")\n\t}}\n"
+        check = '\tif Inc({i}) != {j} {{\n\t\tt.Fatal("no")\n\t}}\n'
         body = "".join(
             f"func TestBig{f}_{i}(t *testing.T) {{\n" + check.format(i=i, j=i + 1) + "}\n\n"
             for i in range(PER_FILE)

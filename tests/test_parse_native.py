@@ -112,6 +112,19 @@ def test_go_own_timeout_is_a_timeout() -> None:
     assert hung.kind == "load" and "TestHangs" in hung.message and "timed out" in hung.message
 
 
+def test_go_command_refusal_is_a_load_failure_and_go_work_drops_mod_flags(tmp_path: Path) -> None:
+    r = go.parse_text([
+        'go: -mod may only be set to readonly when in workspace mode, but it is set to "mod"',
+        "\tRemove the -mod flag to use the default readonly value,",
+    ])
+    (f,) = r.failures
+    assert f.kind == "load" and "-mod may only be set" in f.message
+    (tmp_path / "go.work").write_text("go 1.19\n\nuse ./a\n")
+    assert go.workspace_env(str(tmp_path), {"GOFLAGS": "-mod=mod -v"})[0] == [("GOFLAGS", "-v")]
+    assert go.workspace_env(str(tmp_path), {"GOFLAGS": "-v"}) == ([], [])
+    assert go.workspace_patterns(str(tmp_path)) == ["./a/..."]
+
+
 def test_go_progress_and_run_pattern() -> None:
     assert progress_event("go", '{"Action":"pass","Package":"p","Test":"TestA"}') == "pass"
     assert progress_event("go", '{"Action":"fail","Package":"p","Elapsed":1}') is None
@@ -178,6 +191,7 @@ def test_cargo_compile_error_and_crashed_binary_are_load_failures() -> None:
     )
     (died,) = crashed.failures
     assert died.kind == "load" and died.test == "unittests src/lib.rs" and "signal: 6" in died.message
+    assert crashed.summary.passed == 1  # the test it reported before dying still counts
 
 
 def test_nextest_junit_report(tmp_path: Path) -> None:

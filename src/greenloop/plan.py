@@ -427,6 +427,11 @@ def plan(
         argv, native_report, unavailable, native_notes = _native_plan(
             framework, root, targets, options, previous, timeout_ms, which
         )
+        if framework == "go":
+            from greenloop.frameworks.go import workspace_env
+
+            go_env, go_notes = workspace_env(root, env)
+            child_env, native_notes = tuple(go_env), [*native_notes, *go_notes]
         if framework == "cargo":
             report_file = native_report
         notes += native_notes

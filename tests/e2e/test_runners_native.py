@@ -199,3 +199,81 @@ def test_cargo_hung_test_dies_at_its_timeout_with_no_process_left(tmp_path: Path
     assert (code, r["outcome"], r["timed_out"], r["crashed"]) == (3, "broken", True, True), r
     assert seconds < 20 + 15
     assert processes_under(ws) == []
+
+
+# ---------------------------------------------------------------- workspaces, panics outside tests
+
+
+@needs_go
+def test_go_work_runs_every_module_and_an_init_panic_is_broken(tmp_path: Path) -> None:
+    ws = write_files(
+        tmp_path / "ws",
+        {
+            "go.work": "go 1.19\n\nuse (\n\t./api\n\t./lib\n)\n",
+            "api/go.mod": "module example.com/api\n\ngo 1.19\n",
+            "api/api_test.go": 'package api\n\nimport "testing"\n\nfunc TestAPI(t *testing.T) {}\n',
+            "lib/go.mod": "module example.com/lib\n\ngo 1.19\n",
+            "lib/lib_test.go": (
+                'package lib\n\nimport "testing"\n\nfunc TestLib(t *testing.T) {\n'
+                "\tif got, want := 1+1, 3; got != want {\n"
+                '\t\tt.Errorf("got %d, want %d", got, want)\n\t}\n}\n'
+            ),
+        },
+    )
+    (ws / ".git").mkdir()
+    code, r, _ = _run(ws)  # GOFLAGS=-mod=mod here: go.work refuses it, greenloop drops it
+    assert (code, r["outcome"]) == (1, "red"), r
+    assert any("go.work workspaces refuse" in n for n in r["notes"])  # type: ignore[attr-defined]
+    assert "./api/..." in str(r["command"]) and "./lib/..." in str(r["command"])
+    assert r["summary"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
+    failures = _by_test(r)
+    assert list(failures) == ["TestLib"]
+    lib = failures["TestLib"]
+    assert (lib["test"], lib["file"], lib["line"], lib["expected"], lib["got"]) == (
+        "TestLib",
+        "lib/lib_test.go",
+        7,
+        "3",
+        "2",
+    )
+    # a panic in init(), outside any test: the package is a load failure, the run broken
+    write_files(
+        ws,
+        {
+            "lib/lib_test.go": (
+                'package lib\n\nimport "testing"\n\n'
+                'func init() {\n\tvar m map[string]int\n\tm["x"] = 1\n}\n\n'
+                "func TestLib(t *testing.T) {}\n"
+            )
+        },
+    )
+    code, r, _ = _run(ws)
+    assert (code, r["outcome"], r["next_action"]) == (3, "broken", "retry_tester"), r
+    (load,) = [f for f in r["failures"] if f["kind"] == "load"]  # type: ignore[attr-defined]
+    assert (load["test"], load["file"], load["line"]) == ("example.com/lib", "lib/lib_test.go", 7)
+    assert "nil map" in load["message"]
+
+
+@needs_cargo
+def test_cargo_workspace_package_target_and_an_aborting_binary(tmp_path: Path) -> None:
+    ws = write_files(
+        tmp_path / "ws",
+        {
+            "Cargo.toml": '[workspace]\nmembers = ["crates/*"]\nresolver = "2"\n',
+            "crates/one/Cargo.toml": '[package]\nname = "one"\nversion = "0.1.0"\nedition = "2021"\n',
+            "crates/one/src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn ok() {}\n}\n",
+            "crates/two/Cargo.toml": '[package]\nname = "two"\nversion = "0.1.0"\nedition = "2021"\n',
+            "crates/two/src/lib.rs": (
+                "#[cfg(test)]\nmod tests {\n    #[test]\n"
+                "    fn aborts() {\n        std::process::abort();\n    }\n}\n"
+            ),
+        },
+    )
+    (ws / ".git").mkdir()
+    code, r, _ = _run(ws, "--target", "one")
+    assert (code, r["outcome"], r["selection"]) == (0, "green", "target"), r
+    assert "-p one" in str(r["command"])
+    code, r, _ = _run(ws)
+    assert (code, r["outcome"], r["next_action"]) == (3, "broken", "retry_tester"), r
+    (load,) = [f for f in r["failures"] if f["kind"] == "load"]  # type: ignore[attr-defined]
+    assert "SIGABRT" in load["message"] or "signal: 6" in load["message"]

@@ -145,6 +145,9 @@ class CargoParser:
         self.root = root
         self.passed = self.failed = self.skipped = 0
         self.line_passed = self.line_failed = self.line_skipped = 0
+        # counts of the test binary still printing (no `test result:` line yet): a binary that
+        # dies part way (abort, stack overflow, killed) still counts the tests it reported
+        self.open_counts = [0, 0, 0]
         self.results = 0
         self.duration = 0.0
         self.failing: list[str] = []
@@ -164,13 +167,16 @@ class CargoParser:
             name, status = m.group(1), m.group(2)
             if status == "ok":
                 self.line_passed += 1
+                self.open_counts[0] += 1
                 self.passed_names.append(name)
             elif status == "FAILED":
                 self.line_failed += 1
+                self.open_counts[1] += 1
                 if name not in self.bodies:
                     self.failing.append(name)
             else:
                 self.line_skipped += 1
+                self.open_counts[2] += 1
             return
         m = _BLOCK.match(line)
         if m:
@@ -191,6 +197,7 @@ class CargoParser:
             self.failed += int(m.group(3))
             self.skipped += int(m.group(4))
             self.duration += float(m.group(7) or 0)
+            self.open_counts = [0, 0, 0]
             self.block = None
             self.in_list = False
             return
@@ -239,7 +246,11 @@ class CargoParser:
             self.loads.append(
                 Failure(
                     test=what,
-                    message=f"{what} stopped outside any test: {m.group(1)}",
+                    message=(
+                        f"the test binary {what} died before its `test result:` line ({m.group(1)}): "
+                        "a test aborted the process (process::abort, a stack overflow, panic=abort) "
+                        "or it crashed outside any test"
+                    ),
                     stack=line.strip(),
                     kind="load",
                 )
@@ -266,6 +277,9 @@ class CargoParser:
     def finish(self) -> ParseResult:
         if self.results:
             passed, failed, skipped = self.passed, self.failed, self.skipped
+            passed += self.open_counts[0]
+            failed += self.open_counts[1]
+            skipped += self.open_counts[2]
         else:
             passed, failed, skipped = self.line_passed, self.line_failed, self.line_skipped
         failures: list[Failure] = []
@@ -399,8 +413,15 @@ def plan_args(
     the failing tests' exact paths with `--exact`."""
     notes: list[str] = []
     if nextest:
-        args = ["nextest", "run", "--no-fail-fast", "--tool-config-file",
-                f"greenloop:{NEXTEST_TOOL_CONFIG}", "--profile", NEXTEST_PROFILE]
+        args = [
+            "nextest",
+            "run",
+            "--no-fail-fast",
+            "--tool-config-file",
+            f"greenloop:{NEXTEST_TOOL_CONFIG}",
+            "--profile",
+            NEXTEST_PROFILE,
+        ]
     else:
         args = ["test", "--no-fail-fast"]
     packages = set(package_names(root))

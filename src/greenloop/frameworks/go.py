@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from greenloop.frameworks.common import (
@@ -50,6 +50,7 @@ __all__ = [
     "plan_args",
     "progress_event",
     "run_pattern",
+    "workspace_env",
     "workspace_patterns",
 ]
 
@@ -127,6 +128,17 @@ def workspace_patterns(root: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def workspace_env(root: str, env: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(variables for the child, notes): under go.work, Go refuses `-mod=mod`/`-mod=vendor` in
+    GOFLAGS ("-mod may only be set to readonly when in workspace mode"), so they are dropped."""
+    flags = env.get("GOFLAGS", "")
+    if _work_uses(root) is None or "-mod=" not in flags:
+        return [], []
+    kept = [f for f in flags.split() if not f.startswith("-mod=") or f == "-mod=readonly"]
+    note = f"GOFLAGS {flags!r} had -mod, which go.work workspaces refuse; the run used {' '.join(kept)!r}"
+    return [("GOFLAGS", " ".join(kept))], [note]
+
+
 def module_dirs(root: str | None) -> dict[str, str]:
     """Module path -> folder relative to `root`, from go.mod or every `use` of go.work."""
     if not root:
@@ -187,6 +199,7 @@ class GoParser:
         self.text_indent = 0
         self.text_pending: list[_Test] = []  # plain-text tests whose package line is still ahead
         self.text_verbose = False
+        self.go_errors: list[str] = []  # `go: …` lines: the go command refused before building
 
     # --------------------------------------------------------------- events
 
@@ -248,6 +261,12 @@ class GoParser:
     # --------------------------------------------------------------- text
 
     def _text(self, line: str) -> None:
+        if line.startswith("go: ") and len(self.go_errors) < 20:
+            self.go_errors.append(line)
+            return
+        if self.go_errors and line.startswith("\t") and len(self.go_errors) < 20:
+            self.go_errors.append(line)
+            return
         m = _BUILD_HEAD.match(line)
         if m:
             self.build_pkg = m.group(1)
@@ -428,6 +447,18 @@ class GoParser:
                 failures.append(self._package_failure(pkg, "build failed", running))
                 load_errors.append(pkg)
                 failed += 1
+        if self.go_errors and not failures:  # nothing built or ran: the go command itself refused
+            first = self.go_errors[0][4:]
+            failures.append(
+                Failure(
+                    test="go",
+                    message=f"go test refused to start: {first}",
+                    stack="\n".join(self.go_errors),
+                    kind="load",
+                )
+            )
+            load_errors.append("go: " + first)
+            failed += 1
         notes: list[str] = []
         if self.text_results and not self.events and not self.text_verbose and passed == 0:
             notes.append("plain `go test` names only failing tests; run with -v or -json for passed counts")
