@@ -215,6 +215,37 @@ def test_nextest_junit_report(tmp_path: Path) -> None:
     assert parse_report("nextest-junit", str(tmp_path / "missing.xml")).recognized is False
 
 
+def test_nextest_human_output_is_the_fallback() -> None:
+    r = cargo.parse_text([
+        "    Starting 3 tests across 1 binary (1 test skipped)",
+        "        PASS [   0.004s] mixed tests::adds",
+        "        FAIL [   0.005s] mixed tests::subtracts",
+        "",
+        "--- STDOUT:              mixed tests::subtracts ---",
+        "some console noise",
+        "--- STDERR:              mixed tests::subtracts ---",
+        "thread 'tests::subtracts' panicked at src/lib.rs:26:9:",
+        "assertion `left == right` failed",
+        "  left: 8",
+        " right: 2",
+        "",
+        "     SIGABRT [   0.010s] mixed tests::aborts",
+        "------------",
+        "     Summary [   0.012s] 3 tests run: 1 passed, 2 failed, 1 skipped",
+        "        FAIL [   0.005s] mixed tests::subtracts",
+        "     SIGABRT [   0.010s] mixed tests::aborts",
+        "error: test run failed",
+    ])
+    assert r.recognized and r.summary.to_json() == {"total": 4, "passed": 1, "failed": 2, "skipped": 1}
+    by = {f.test: f for f in r.failures}
+    assert set(by) == {"tests::subtracts", "tests::aborts"}
+    assert (by["tests::subtracts"].file, by["tests::subtracts"].expected) == ("src/lib.rs", "2")
+    assert "SIGABRT" in by["tests::aborts"].message
+    assert progress_event("cargo", "test tests::adds ... ok") == "pass"
+    assert progress_event("cargo", "        FAIL [   0.005s] mixed tests::subtracts") == "fail"
+    assert progress_event("cargo", "test result: ok. 1 passed; 0 failed") is None
+
+
 # ---------------------------------------------------------------- probe and plan
 
 
@@ -341,7 +372,7 @@ def test_cargo_plan(tmp_path: Path) -> None:
     )
     assert nextest.argv[1:4] == ("nextest", "run", "--no-fail-fast")
     assert nextest.report_format == "nextest-junit"
-    assert (nextest.report_file or "").endswith("target/nextest/greenloop/junit.xml")
+    assert (nextest.report_file or "").endswith("target/nextest/default/junit.xml")
 
 
 @pytest.mark.parametrize("name", ["GOCACHE", "GOMODCACHE", "CARGO_TARGET_DIR", "RUSTUP_TOOLCHAIN", "GOFLAGS"])

@@ -19,7 +19,7 @@ writes beside its human output (DESIGN §3, Run):
              test2json events on stdout: stdout.txt is the report (frameworks/go.py plans it);
              last_failed: -run '^(TestA|TestB)$/^(case)$' over the failing tests' packages
   cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
-             cargo nextest run … --profile greenloop with its JUnit report when cargo-nextest is
+             cargo nextest run … --profile default with its JUnit report when cargo-nextest is
              installed; targets: package names as -p, else test filters; last_failed: -- --exact
 """
 

@@ -1,5 +1,6 @@
 """cargo test (libtest's stable text output, with cargo's own lines on stderr) and
-cargo-nextest's JUnit report.
+cargo-nextest's JUnit report (its human output, `PASS [0.004s] crate tests::name` lines and
+`Summary … N tests run: P passed, F failed, S skipped`, is the fallback).
 
 libtest has no stable machine format (its JSON needs a nightly flag), so its text is what
 greenloop reads: `test NAME ... ok|FAILED|ignored` per test, `---- NAME stdout ----` blocks
@@ -69,6 +70,16 @@ _ARROW = re.compile(r"^\s*--> ([^\s:]+):(\d+):(\d+)$")
 _COULD_NOT = re.compile(r"^error: could not compile `([^`]+)`(?: \(([^)]*)\))?")
 _RUNNING_BIN = re.compile(r"^\s*Running (.+?) \(")
 _DIED = re.compile(r"process didn't exit successfully: .*?\((signal: .*|exit (?:status|code): .*)\)")
+# cargo nextest's human output (the fallback when its JUnit report is missing)
+_NX_RESULT = re.compile(
+    r"^\s*(PASS|FAIL|SKIP|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL|SIGBUS|SIGILL|ABORT|LEAK|FLAKY)"
+    r"(?: \[\s*[\d.]+m?s\])? (\S+) (.+?)\s*$"
+)
+_NX_BLOCK = re.compile(r"^\s*(?:-{3}|─+)\s*(?:TRY \d+ )?STD(?:OUT|ERR):\s+(\S+) (.+?)\s*(?:-{3}|─+)?\s*$")
+_NX_SUMMARY = re.compile(
+    r"^\s*Summary \[\s*([\d.]+)s\] (\d+) tests? run: (\d+) passed(?: \(\d+ slow\))?"
+    r"(?:, (\d+) failed)?.*?(?:, (\d+) skipped)?$"
+)
 _FRAME_AT = re.compile(r"^\s+at (\./)?(\S+?):(\d+):(\d+)$")
 
 
@@ -160,8 +171,48 @@ class CargoParser:
         self.loads: list[Failure] = []
         self.binary: str | None = None
         self.running = 0
+        self.nx_seen = False
+        self.nx_summary: tuple[int, int, int] | None = None
+
+    def _nextest(self, line: str) -> bool:
+        """One line of cargo nextest's human output; False when it is not one."""
+        m = _NX_SUMMARY.match(line)
+        if m:
+            self.nx_summary = (int(m.group(3)), int(m.group(4) or 0), int(m.group(5) or 0))
+            self.duration += float(m.group(1))
+            self.block = None
+            return True
+        if self.nx_summary is not None:
+            return _NX_RESULT.match(line) is not None  # the closing list repeats the failures
+        m = _NX_BLOCK.match(line)
+        if m:
+            name = m.group(2)
+            self.block = self.bodies.setdefault(name, [])
+            if name not in self.failing:
+                self.failing.append(name)
+            return True
+        m = _NX_RESULT.match(line)
+        if m and (line.startswith(" ") or line.startswith(m.group(1))):
+            status, name = m.group(1), m.group(3)
+            self.nx_seen = True
+            self.block = None
+            if status in ("PASS", "LEAK", "FLAKY"):
+                self.line_passed += 1
+                self.passed_names.append(name)
+            elif status == "SKIP":
+                self.line_skipped += 1
+            else:
+                self.line_failed += 1
+                if name not in self.failing:
+                    self.failing.append(name)
+                if status != "FAIL":
+                    self.bodies.setdefault(name, []).append(f"the test process ended with {status}")
+            return True
+        return False
 
     def feed(self, line: str) -> None:
+        if (self.nx_seen or "[" in line or "STD" in line or "Summary" in line) and self._nextest(line):
+            return
         m = _TEST.match(line)
         if m:
             name, status = m.group(1), m.group(2)
@@ -275,7 +326,9 @@ class CargoParser:
                 self.open_error = None
 
     def finish(self) -> ParseResult:
-        if self.results:
+        if self.nx_summary is not None:
+            passed, failed, skipped = self.nx_summary
+        elif self.results:
             passed, failed, skipped = self.passed, self.failed, self.skipped
             passed += self.open_counts[0]
             failed += self.open_counts[1]
@@ -297,14 +350,14 @@ class CargoParser:
                 f"{self.running - self.results} test binary(ies) printed no `test result:` line "
                 "(stopped or killed part way)"
             )
-        if not self.results and not self.loads:
+        if not self.results and not self.loads and self.nx_summary is None:
             notes.append("no `test result:` line of libtest found: the output is not cargo test's")
         return ParseResult(
             summary=summary_of(passed, failed, skipped),
             failures=tuple(failures),
             notes=tuple(notes),
-            recognized=self.results > 0 or bool(self.loads),
-            duration_ms=int(self.duration * 1000) if self.results else None,
+            recognized=self.results > 0 or bool(self.loads) or self.nx_summary is not None,
+            duration_ms=int(self.duration * 1000) if self.results or self.nx_summary else None,
             load_error=load_error_of([f.test for f in self.loads]),
             passed_tests=tuple(self.passed_names),
         )
@@ -360,9 +413,13 @@ def parse_nextest_junit(path: str, root: str | None = None) -> ParseResult:
 
 
 def progress_event(line: str) -> Event | None:
-    """pass/fail/skip of one `test NAME ... ok|FAILED|ignored` line."""
+    """pass/fail/skip of one `test NAME ... ok|FAILED|ignored` line (or nextest's `PASS [..] NAME`)."""
     if not line.startswith("test "):
-        return None
+        m = _NX_RESULT.match(line) if line.startswith(" ") and "[" in line else None
+        if m is None:
+            return None
+        status = m.group(1)
+        return "pass" if status in ("PASS", "LEAK", "FLAKY") else "skip" if status == "SKIP" else "fail"
     m = _TEST.match(line)
     if not m:
         return None
@@ -372,11 +429,12 @@ def progress_event(line: str) -> Event | None:
 
 # ----------------------------------------------------------------------------- planning
 
-# greenloop's nextest profile (a tool config layered under the repository's own
-# .config/nextest.toml): every test runs, and the JUnit report goes to
-# <workspace>/target/nextest/greenloop/junit.xml
+# greenloop's nextest settings (a tool config, lower priority than the repository's own
+# .config/nextest.toml): the default profile writes a JUnit report, to
+# <workspace>/target/nextest/default/junit.xml. A tool config only adds to existing profiles
+# here, so the default profile is the one run, named so NEXTEST_PROFILE cannot move it.
 NEXTEST_TOOL_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nextest.toml")
-NEXTEST_PROFILE = "greenloop"
+NEXTEST_PROFILE = "default"
 
 
 def package_names(root: str) -> list[str]:
