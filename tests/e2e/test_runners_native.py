@@ -81,6 +81,12 @@ def test_go_red_suite(tmp_path: Path) -> None:
 @needs_go
 def test_go_green_suite_and_target(tmp_path: Path) -> None:
     ws = _suite("go", "green", tmp_path / "ws")
+    probed = cli("probe", str(ws), "--json").json
+    assert (probed["framework"], probed["command"], probed["config_path"]) == (
+        "go",
+        ["go", "test", "./..."],
+        "go.mod",
+    )
     code, r, _ = _run(ws)
     assert (code, r["outcome"]) == (0, "green"), r
     assert r["summary"] == {"total": 5, "passed": 4, "failed": 0, "skipped": 1}
@@ -162,6 +168,11 @@ def test_cargo_red_suite(tmp_path: Path) -> None:
 @needs_cargo
 def test_cargo_green_suite_and_package_target(tmp_path: Path) -> None:
     ws = _suite("cargo", "green", tmp_path / "ws")
+    probed = cli("probe", str(ws), "--json").json
+    assert probed["framework"] == "cargo" and probed["command"][:2] == [
+        "cargo",
+        "nextest" if shutil.which("cargo-nextest") else "test",
+    ]
     code, r, _ = _run(ws)
     assert (code, r["outcome"]) == (0, "green"), r
     assert r["summary"] == {"total": 4, "passed": 3, "failed": 0, "skipped": 1}  # with the doc test

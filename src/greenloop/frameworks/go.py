@@ -15,6 +15,9 @@ no failing test (build failed, setup failed, a panic in TestMain or init) is one
 named after the package. `panic: test timed out after …` (Go's own -timeout) sets
 `timed_out`: run.py reports it like greenloop's own timeout.
 
+Live progress (`progress_event`, one line at a time) also counts a group's own pass/fail
+event, so it can run a little ahead of the final counts on suites with subtests.
+
 Go prints no totals; the events are the summary. Plain `go test` without -v names only
 failing tests, so its passed count is unknown (a note says so).
 """
