@@ -6,11 +6,14 @@ stable cargo; regenerate them with `python scripts/capture_fixtures go cargo`.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from greenloop.frameworks import cargo, go, parse_report, parse_text, progress_event
+import greenloop.frameworks.cargo as cargo
+import greenloop.frameworks.go as go
+from greenloop.frameworks import parse_report, parse_text, progress_event
 from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
 from greenloop.plan import RunOptions, plan
 from greenloop.probe import probe
@@ -113,10 +116,12 @@ def test_go_own_timeout_is_a_timeout() -> None:
 
 
 def test_go_command_refusal_is_a_load_failure_and_go_work_drops_mod_flags(tmp_path: Path) -> None:
-    r = go.parse_text([
-        'go: -mod may only be set to readonly when in workspace mode, but it is set to "mod"',
-        "\tRemove the -mod flag to use the default readonly value,",
-    ])
+    r = go.parse_text(
+        [
+            'go: -mod may only be set to readonly when in workspace mode, but it is set to "mod"',
+            "\tRemove the -mod flag to use the default readonly value,",
+        ]
+    )
     (f,) = r.failures
     assert f.kind == "load" and "-mod may only be set" in f.message
     (tmp_path / "go.work").write_text("go 1.19\n\nuse ./a\n")
@@ -216,26 +221,28 @@ def test_nextest_junit_report(tmp_path: Path) -> None:
 
 
 def test_nextest_human_output_is_the_fallback() -> None:
-    r = cargo.parse_text([
-        "    Starting 3 tests across 1 binary (1 test skipped)",
-        "        PASS [   0.004s] mixed tests::adds",
-        "        FAIL [   0.005s] mixed tests::subtracts",
-        "",
-        "--- STDOUT:              mixed tests::subtracts ---",
-        "some console noise",
-        "--- STDERR:              mixed tests::subtracts ---",
-        "thread 'tests::subtracts' panicked at src/lib.rs:26:9:",
-        "assertion `left == right` failed",
-        "  left: 8",
-        " right: 2",
-        "",
-        "     SIGABRT [   0.010s] mixed tests::aborts",
-        "------------",
-        "     Summary [   0.012s] 3 tests run: 1 passed, 2 failed, 1 skipped",
-        "        FAIL [   0.005s] mixed tests::subtracts",
-        "     SIGABRT [   0.010s] mixed tests::aborts",
-        "error: test run failed",
-    ])
+    r = cargo.parse_text(
+        [
+            "    Starting 3 tests across 1 binary (1 test skipped)",
+            "        PASS [   0.004s] mixed tests::adds",
+            "        FAIL [   0.005s] mixed tests::subtracts",
+            "",
+            "--- STDOUT:              mixed tests::subtracts ---",
+            "some console noise",
+            "--- STDERR:              mixed tests::subtracts ---",
+            "thread 'tests::subtracts' panicked at src/lib.rs:26:9:",
+            "assertion `left == right` failed",
+            "  left: 8",
+            " right: 2",
+            "",
+            "     SIGABRT [   0.010s] mixed tests::aborts",
+            "------------",
+            "     Summary [   0.012s] 3 tests run: 1 passed, 2 failed, 1 skipped",
+            "        FAIL [   0.005s] mixed tests::subtracts",
+            "     SIGABRT [   0.010s] mixed tests::aborts",
+            "error: test run failed",
+        ]
+    )
     assert r.recognized and r.summary.to_json() == {"total": 4, "passed": 1, "failed": 2, "skipped": 1}
     by = {f.test: f for f in r.failures}
     assert set(by) == {"tests::subtracts", "tests::aborts"}
@@ -381,3 +388,23 @@ def test_toolchain_variables_pass_the_sandbox(name: str) -> None:
 
     assert name in ENV_ALLOW
     assert "CARGO_REGISTRY_TOKEN" not in ENV_ALLOW
+
+
+def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
+    from greenloop import sandbox
+
+    base = {
+        "PATH": "/usr/bin",
+        "GOMODCACHE": "/root/go/pkg/mod",
+        "CARGO_HOME": "/root/.cargo",
+        "CARGO_REGISTRY_TOKEN": "secret",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/k.json",
+    }
+    writable = sandbox.child_env(base, sandbox.resolve(tmp_path, explicit="workspace-write"))
+    cache = os.path.join(str(tmp_path.resolve()), ".greenloop", "cache")
+    assert writable["GOCACHE"] == os.path.join(cache, "go-build")
+    assert "CARGO_TARGET_DIR" not in writable  # cargo builds into the workspace's target/
+    assert (writable["GOMODCACHE"], writable["CARGO_HOME"]) == ("/root/go/pkg/mod", "/root/.cargo")
+    assert "CARGO_REGISTRY_TOKEN" not in writable and "GOOGLE_APPLICATION_CREDENTIALS" not in writable
+    read_only = sandbox.child_env(base, sandbox.resolve(tmp_path, explicit="read-only"))
+    assert read_only["GOCACHE"].startswith("/tmp/") and read_only["CARGO_TARGET_DIR"].startswith("/tmp/")
