@@ -310,6 +310,14 @@ def test_go_plan(tmp_path: Path) -> None:
         det, RunOptions(target="./calc/..."), report_dir=str(tmp_path), default_timeout_ms=1000, which=_which
     )
     assert p.argv[-1] == "./calc/..." and p.selection == "target"
+    p = plan(
+        det,
+        RunOptions(target="TestSub TestTable/big_case ./calc"),
+        report_dir=str(tmp_path),
+        default_timeout_ms=1000,
+        which=_which,
+    )
+    assert p.argv[-3:] == ("-run", "^(TestSub|TestTable)$/^(big_case)$", "./calc")
     previous = RunResult.from_json(
         {
             "run_id": "r1",
@@ -354,6 +362,10 @@ def test_cargo_plan(tmp_path: Path) -> None:
     )
     assert p.argv == ("/usr/bin/cargo", "test", "--no-fail-fast", "-p", "one", "--", "tests::adds")
     assert p.report_file is None and p.selection == "target"
+    p = plan(
+        det, RunOptions(target="tests/api.rs"), report_dir=str(tmp_path), default_timeout_ms=1, which=_which
+    )
+    assert p.argv[-2:] == ("--test", "api")
     previous = RunResult.from_json(
         {
             "run_id": "r1",

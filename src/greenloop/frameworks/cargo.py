@@ -466,8 +466,9 @@ def package_names(root: str) -> list[str]:
 def plan_args(
     root: str, targets: list[str], failures: list[Failure] | None, nextest: bool
 ) -> tuple[list[str], list[str]]:
-    """(arguments after `cargo`, notes). A target that names a package becomes `-p NAME`, a
-    flag stays a cargo flag, anything else is a test path filter; a last_failed rerun passes
+    """(arguments after `cargo`, notes). A target that names a package becomes `-p NAME`,
+    `tests/NAME.rs` becomes `--test NAME`, a flag stays a cargo flag, anything else is a test
+    path filter; a last_failed rerun passes
     the failing tests' exact paths with `--exact`."""
     notes: list[str] = []
     if nextest:
@@ -489,6 +490,8 @@ def plan_args(
             args.append(token)
         elif token in packages:
             args += ["-p", token]
+        elif re.match(r"^(?:\./)?tests/[\w-]+\.rs$", token):  # an integration test file
+            args += ["--test", token.rsplit("/", 1)[-1][:-3]]
         else:
             filters.append(token)
     exact = False

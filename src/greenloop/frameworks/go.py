@@ -68,6 +68,8 @@ _LOG = re.compile(r"^\s*([\w.\-]+\.go):(\d+): (.*)$")
 _FRAME_FILE = re.compile(r"^\s+(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
 _TIMEOUT = re.compile(r"^panic: test timed out after (\S+)")
 _PANIC = re.compile(r"^\s*panic: (.*?)(?: \[recovered\])?$")
+# Go runs TestXxx where Xxx does not start with a lower-case letter
+_TEST_NAME = re.compile(r"^(?:Test|Example|Fuzz)(?:[A-Z_0-9][^./\s]*)?(?:/\S+)?$")
 _RE2_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$]")  # RE2 rejects escapes of other characters
 _MODULE = re.compile(r"^\s*module\s+(\S+)", re.M)
 _USE = re.compile(r"^\s*use\s+(?:\(([^)]*)\)|(\S+))", re.M)
@@ -589,22 +591,27 @@ def _has_tests(folder: str) -> bool:
 def plan_args(
     root: str, targets: list[str], failures: list[Failure] | None, timeout_ms: int
 ) -> tuple[list[str], list[str]]:
-    """(arguments after `go test`, notes): `-json`, the timeout, `-run` for a last_failed rerun and
-    the packages (the targets, the failing tests' packages, or every module's `./...`)."""
+    """(arguments after `go test`, notes): `-json`, the timeout, `-run` for target tokens named
+    like tests (`TestSub`, `TestTable/case`) or a last_failed rerun, and the packages (the
+    other targets, the failing tests' packages, or every module's `./...`)."""
     notes: list[str] = []
     args = ["-json", go_timeout(timeout_ms)]
     flags = [t for t in targets if t.startswith("-")]
-    packages = [t for t in targets if not t.startswith("-")]
+    # a token named like a test (TestX, TestX/case) selects tests by name, anything else is a package
+    names = [t for t in targets if _TEST_NAME.match(t)]
+    packages = [t for t in targets if not t.startswith("-") and t not in names]
     for token in packages:
         local = token.removesuffix("/...") or "."
         if token.startswith(".") and not os.path.isdir(os.path.join(root, local)):
             notes.append(
                 f"target {token!r} is not a folder in the workspace; go test takes packages such as ./pkg/..."
             )
-    if failures:
-        names = [f.test for f in failures if f.kind != "load" and f.test]
-        if names:
-            args += ["-run", run_pattern(names)]
+    if names:
+        args += ["-run", run_pattern(names)]
+    elif failures:
+        failing = [f.test for f in failures if f.kind != "load" and f.test]
+        if failing:
+            args += ["-run", run_pattern(failing)]
         if not packages:
             dirs: list[str] = []
             for f in failures:
