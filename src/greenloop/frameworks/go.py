@@ -201,7 +201,6 @@ class GoParser:
         self.build_errors: dict[str, list[str]] = {}  # package -> compiler lines
         self.build_pkg: str | None = None
         self.text_open: _Test | None = None
-        self.text_indent = 0
         self.text_pending: list[_Test] = []  # plain-text tests whose package line is still ahead
         self.text_verbose = False
         self.go_errors: list[str] = []  # `go: …` lines: the go command refused before building
@@ -292,8 +291,7 @@ class GoParser:
             if line.startswith("FAIL"):
                 reason = m.group(3) if m.lastindex and m.lastindex >= 3 and m.group(3) else "FAIL"
                 self.pkg_failed.setdefault(pkg, reason)
-            for t in self.text_pending:
-                self._adopt(t, pkg)
+            self._adopt(self.text_pending, pkg)
             self.text_pending = []
             self.text_open = None
             return
@@ -310,7 +308,6 @@ class GoParser:
                     parent.failed_children += 1
             self.text_pending.append(t)
             self.text_open = t
-            self.text_indent = len(r.group(1))
             return
         m = _RUN.match(line)
         if m:
@@ -324,15 +321,19 @@ class GoParser:
         if self.text_open is not None and len(self.text_open.body) < MAX_FAILURE_LINES:
             self.text_open.body.append(line)
 
-    def _adopt(self, t: _Test, pkg: str) -> None:
-        """Move a plain-text test under the package its `ok`/`FAIL` line named."""
-        key = ("", t.name)
-        if self.tests.get(key) is t:
+    def _adopt(self, tests: list[_Test], pkg: str) -> None:
+        """Move plain-text tests under the package their `ok`/`FAIL` line named."""
+        moved: dict[tuple[str, str], tuple[str, str]] = {}
+        for t in tests:
+            key = ("", t.name)
+            if self.tests.get(key) is not t or t.package:
+                continue
             del self.tests[key]
-        t.package = pkg
-        new = (pkg, t.name)
-        self.tests[new] = t
-        self.order = [new if k == key else k for k in self.order]
+            t.package = pkg
+            self.tests[(pkg, t.name)] = t
+            moved[key] = (pkg, t.name)
+        if moved:
+            self.order = [moved.get(k, k) for k in self.order]
 
     # --------------------------------------------------------------- driver
 
