@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -420,3 +423,28 @@ def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
     assert "CARGO_REGISTRY_TOKEN" not in writable and "GOOGLE_APPLICATION_CREDENTIALS" not in writable
     read_only = sandbox.child_env(base, sandbox.resolve(tmp_path, explicit="read-only"))
     assert read_only["GOCACHE"].startswith("/tmp/") and read_only["CARGO_TARGET_DIR"].startswith("/tmp/")
+
+
+@pytest.mark.skipif(not (shutil.which("go") and shutil.which("cargo")), reason="go or cargo is not installed")
+def test_capture_script_against_installed_toolchains(tmp_path: Path) -> None:
+    """The installed go and cargo still print what the stored captures hold."""
+    script = Path(__file__).parent.parent / "scripts" / "capture_fixtures"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path), "--variants", "json,plain", "go", "cargo"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for framework, suite, variant in (
+        ("go", "mixed", "json"),
+        ("go", "buildfail", "json"),
+        ("cargo", "mixed", "plain"),
+    ):
+        src = str(FIXTURES / framework / suite / "src")
+        with (tmp_path / framework / suite / f"{variant}.txt").open(encoding="utf-8") as fh:
+            fresh = parse_text(framework, (line.replace(WORK, src) for line in fh), root=src)
+        stored = _text(framework, suite, variant)
+        assert fresh.summary == stored.summary, (framework, suite)
+        assert _names(fresh) == _names(stored), (framework, suite)
