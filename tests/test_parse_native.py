@@ -289,8 +289,16 @@ def test_probe_rules_five_and_six(tmp_path: Path) -> None:
     assert probe(str(both)).framework == "pytest"
     js = _ws(tmp_path / "j", {"Cargo.toml": "", "package.json": '{"scripts": {"test": "mocha"}}'})
     assert probe(str(js)).framework == "npm-test"
-    mono = _ws(tmp_path / "m", {"svc/go.mod": "module svc\n"})
-    assert probe(str(mono)).framework == "go"
+    mono = _ws(
+        tmp_path / "m",
+        {
+            "svc/go.mod": "module svc\n",
+            "svc/testdata/x/go.mod": "module x\n",
+            "vendor/y/go.mod": "module y\n",
+        },
+    )
+    d = probe(str(mono))
+    assert d.framework == "go" and d.root.endswith("/svc") and [s.root for s in d.suites] == ["svc"]
 
 
 def _which(name: str) -> str | None:

@@ -63,6 +63,8 @@ SKIP_DIRS = NOT_CODE_DIRS | {
     "jspm_packages",
     ".yarn",
     ".pnpm-store",
+    "testdata",  # Go's fixture folders (often holding go.mod files of their own), never a test root
+    "vendor",  # vendored third-party code (Go, PHP, Ruby)
 }
 
 _JS_EXT = r"(?:[cm]?[jt]sx?)"
