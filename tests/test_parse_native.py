@@ -223,6 +223,41 @@ def test_nextest_junit_report(tmp_path: Path) -> None:
     assert parse_report("nextest-junit", str(tmp_path / "missing.xml")).recognized is False
 
 
+def test_old_rust_panic_format() -> None:
+    """Rust before 1.73 (Debian's cargo): the message in quotes, the location after it."""
+    r = cargo.parse_text(
+        [
+            "running 2 tests",
+            "test tests::subtracts ... FAILED",
+            "test tests::plain ... FAILED",
+            "",
+            "failures:",
+            "",
+            "---- tests::subtracts stdout ----",
+            "thread 'tests::subtracts' panicked at 'assertion failed: `(left == right)`",
+            "  left: `8`,",
+            " right: `2`', src/lib.rs:26:9",
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+            "",
+            "---- tests::plain stdout ----",
+            "thread 'tests::plain' panicked at 'one plus one is 2', src/lib.rs:43:9",
+            "",
+            "",
+            "failures:",
+            "    tests::plain",
+            "    tests::subtracts",
+            "",
+            "test result: FAILED. 0 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out",
+        ]
+    )
+    by = {f.test: f for f in r.failures}
+    sub = by["tests::subtracts"]
+    assert (sub.file, sub.line, sub.expected, sub.got) == ("src/lib.rs", 26, "2", "8")
+    assert sub.message == "assertion failed: `(left == right)`"
+    plain = by["tests::plain"]
+    assert (plain.file, plain.line, plain.message) == ("src/lib.rs", 43, "one plus one is 2")
+
+
 def test_nextest_human_output_is_the_fallback() -> None:
     r = cargo.parse_text(
         [

@@ -60,6 +60,8 @@ _RESULT = re.compile(
 )
 _PANIC_NEW = re.compile(r"^thread '(.*?)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+):(\d+):$")
 _PANIC_OLD = re.compile(r"^thread '(.*?)'(?: \(\d+\))? panicked at '(.*)', ([^\s:]+):(\d+):(\d+)$")
+_PANIC_OLD_OPEN = re.compile(r"^thread '(.*?)'(?: \(\d+\))? panicked at '(.*)$")
+_PANIC_OLD_CLOSE = re.compile(r"^(.*)', ([^\s:]+):(\d+):(\d+)$")
 _NO_PANIC = re.compile(r"^note: test did not panic as expected(?: at ([^\s:]+):(\d+):(\d+))?")
 _LEFT = re.compile(r"^\s*left(?::|`)?\s*:?\s*`?(.*?)`?,?$")
 _RIGHT = re.compile(r"^\s*right(?::|`)?\s*:?\s*`?(.*?)`?$")
@@ -96,12 +98,17 @@ def _message_lines(body: list[str]) -> tuple[str | None, int | None, list[str]]:
             return m.group(2), int(m.group(3)), msg
         m = _PANIC_OLD.match(line)
         if m:
+            return m.group(3), int(m.group(4)), [m.group(2)]
+        m = _PANIC_OLD_OPEN.match(line)
+        if m:  # Rust before 1.73: a multi-line message in quotes, the location after it
             msg = [m.group(2)]
-            for b in body[i + 1 :]:
-                if b.startswith("stack backtrace:") or b.startswith("note: ") or not b.strip():
-                    break
+            for b in body[i + 1 : i + 60]:
+                end = _PANIC_OLD_CLOSE.match(b)
+                if end:
+                    msg.append(end.group(1))
+                    return end.group(2), int(end.group(3)), msg
                 msg.append(b)
-            return m.group(3), int(m.group(4)), msg
+            return None, None, msg
         m = _NO_PANIC.match(line)
         if m:
             return (m.group(1), int(m.group(2)) if m.group(2) else None, ["test did not panic as expected"])
