@@ -100,6 +100,38 @@ def test_go_build_failure_is_a_load_failure() -> None:
         assert _verdict(r, 2) == ("broken", "retry_tester")
 
 
+def test_go_build_events_of_newer_go() -> None:
+    """Go 1.24+ reports build errors as build-output events and FailedBuild on the package."""
+    path = "example.com/bf/bad [example.com/bf/bad.test]"
+    lines = [
+        json.dumps({"ImportPath": path, "Action": "build-output", "Output": "# example.com/bf/bad\n"}),
+        json.dumps(
+            {
+                "ImportPath": path,
+                "Action": "build-output",
+                "Output": "bad/bad_test.go:6:14: undefined: undefinedThing\n",
+            }
+        ),
+        json.dumps({"ImportPath": path, "Action": "build-fail"}),
+        json.dumps({"Action": "start", "Package": "example.com/bf/bad"}),
+        json.dumps(
+            {
+                "Action": "output",
+                "Package": "example.com/bf/bad",
+                "Output": "FAIL\texample.com/bf/bad [build failed]\n",
+            }
+        ),
+        json.dumps({"Action": "fail", "Package": "example.com/bf/bad", "Elapsed": 0, "FailedBuild": path}),
+    ]
+    (load,) = go.parse_text(lines).failures
+    assert (load.kind, load.test, load.file, load.line) == (
+        "load",
+        "example.com/bf/bad",
+        "bad/bad_test.go",
+        6,
+    )
+
+
 def test_go_own_timeout_is_a_timeout() -> None:
     lines = [
         json.dumps({"Action": "run", "Package": "p", "Test": "TestQuick"}),

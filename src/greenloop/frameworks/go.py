@@ -222,7 +222,17 @@ class GoParser:
 
     def _event(self, ev: dict[str, object]) -> None:
         action = ev.get("Action")
+        if action in ("build-output", "build-fail"):  # Go 1.24+: build errors as events too
+            target = str(ev.get("ImportPath") or "").split(" ", 1)[0]
+            out = ev.get("Output")
+            if action == "build-output" and isinstance(out, str) and not out.startswith("# "):
+                buf = self.build_errors.setdefault(target, [])
+                if len(buf) < MAX_FAILURE_LINES:
+                    buf.append(out.rstrip("\n"))
+            return
         pkg = str(ev.get("Package") or "")
+        if action == "fail" and ev.get("FailedBuild") and not ev.get("Test"):
+            self.pkg_failed[pkg] = "build failed"
         test = ev.get("Test")
         out = ev.get("Output")
         if pkg:
