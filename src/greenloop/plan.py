@@ -21,6 +21,13 @@ writes beside its human output (DESIGN §3, Run):
   cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
              cargo nextest run … --profile default with its JUnit report when cargo-nextest is
              installed; targets: package names as -p, else test filters; last_failed: -- --exact
+
+Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
+(frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
+finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
+destination), which run.py tails. Text output is no good for this: pytest prints a file's
+dots on one line, vitest's and jest's default reporters print a file's tests when it ends.
+go and cargo count from their output lines (test2json events, libtest's `test … ok`).
 """
 
 from __future__ import annotations
@@ -40,8 +47,11 @@ from greenloop.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
+    "NODE_REPORTER",
+    "PROGRESS_REPORTERS",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
+    "PYTHON_STREAMING",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -49,6 +59,7 @@ __all__ = [
     "name_pattern",
     "plan",
     "python_runner",
+    "runner_command",
 ]
 
 Which = Callable[[str], "str | None"]
@@ -95,6 +106,25 @@ DIALECTS: dict[str, Dialect] = {
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
 PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
 PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
+# greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
+# completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
+NODE_REPORTER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "frameworks", "node_reporter", "greenloop_tap.mjs"
+)
+STREAM_NAME = "stream.ndjson"
+# Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
+# output file as tests finish (live progress, and what a run stopped at its deadline saw)
+PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
+
+# greenloop's live-progress reporters for the JavaScript runners (one NDJSON line per test)
+_REPORTERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "reporters")
+PROGRESS_REPORTERS = {
+    "vitest": os.path.join(_REPORTERS_DIR, "greenloop-vitest-progress.mjs"),
+    "jest": os.path.join(_REPORTERS_DIR, "greenloop-jest-progress.cjs"),
+    "node:test": os.path.join(_REPORTERS_DIR, "greenloop-node-progress.mjs"),
+}
+PROGRESS_NAME = "progress.ndjson"
+PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -290,6 +320,10 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
     return args
 
 
+GO_MISSING = "go is not on PATH: install Go (`apt-get install golang-go` or https://go.dev/dl/)"
+CARGO_MISSING = "cargo is not on PATH: install Rust with rustup (https://rustup.rs)"
+
+
 def _native_last_failed_notes(previous: RunResult | None) -> list[str]:
     if previous is None:
         return ["last_failed: no previous run is stored for this workspace; ran the full suite"]
@@ -321,7 +355,7 @@ def _native_plan(
 
         binary = which("go")
         args, notes = go.plan_args(root, targets, failures, timeout_ms)
-        why = None if binary else "go is not on PATH: install Go (`apt-get install golang-go` or https://go.dev/dl/)"
+        why = None if binary else GO_MISSING
         return [binary or "go", "test", *args], None, why, notes
     from greenloop.frameworks import cargo
 
@@ -333,8 +367,46 @@ def _native_plan(
         notes.append("cargo nextest runs the suite; its JUnit report is read")
     else:
         notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
-    why = None if binary else "cargo is not on PATH: install Rust with rustup (https://rustup.rs)"
+    why = None if binary else CARGO_MISSING
     return [binary or "cargo", *args], report_file, why, notes
+
+
+def runner_command(
+    framework: str,
+    root: str,
+    manager: str | None,
+    env: Mapping[str, str],
+    which: Which | None = None,
+    *,
+    interpreter: str | None = None,
+) -> Toolchain:
+    """The command that runs `framework` in the workspace at `root`, before greenloop's
+    reporter flags: what `greenloop run` starts and `greenloop probe` shows (one source)."""
+    which = which or shutil.which
+    if framework in ("vitest", "jest"):
+        tool = js_runner(root, framework, manager)
+        return tool._replace(argv=(*tool.argv, "run")) if framework == "vitest" else tool
+    if framework == "pytest":
+        argv, notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
+        return Toolchain(argv, notes, unavailable)
+    if framework == "node:test":
+        node = which("node")
+        missing = None if node else "node is not on PATH: install Node.js 20 or later"
+        return Toolchain((node or "node", "--test"), unavailable=missing)
+    if framework == "go":
+        from greenloop.frameworks.go import workspace_patterns  # local: only Go needs it
+
+        go = which("go")
+        missing = None if go else GO_MISSING
+        return Toolchain(("go", "test", *workspace_patterns(root)), unavailable=missing)
+    if framework == "cargo":
+        cargo = which("cargo")
+        missing = None if cargo else CARGO_MISSING
+        nextest = cargo is not None and which("cargo-nextest") is not None
+        return Toolchain(("cargo", "nextest", "run") if nextest else ("cargo", "test"), unavailable=missing)
+    pm = manager or "npm"
+    missing = None if which(pm) else f"{pm} is not on PATH: install it to run the package.json test script"
+    return Toolchain(npm_test_command(pm), unavailable=missing)
 
 
 def plan(
@@ -366,6 +438,7 @@ def plan(
             argv=(options.command,),
             cwd=root,
             timeout_ms=timeout_ms,
+            env=PYTHON_STREAMING if framework == "pytest" else (),
             shell=True,
             notes=tuple(notes),
             selection="command",
@@ -390,40 +463,51 @@ def plan(
     argv: list[str]
     child_env: tuple[tuple[str, str], ...] = ()
     fallback: tuple[str | None, str | None] = (None, None)
+    stream_file: str | None = None
+    progress_file = os.path.join(report_dir, PROGRESS_NAME)
 
-    if framework in ("vitest", "jest"):
-        tool = js_runner(root, framework, manager)
-        notes += tool.notes
-        unavailable = tool.unavailable
-        if framework == "vitest":
-            argv = [*tool.argv, "run", "--reporter=default", "--reporter=json"]
-            argv.append(f"--outputFile.json={report_file}")
-        else:
-            argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+    tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
+    notes += tool.notes
+    unavailable = tool.unavailable
+    if framework == "vitest":
+        argv = [*tool.argv, "--reporter=default", "--reporter=json"]
+        argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={report_file}"]
+        child_env = ((PROGRESS_VAR, progress_file),)
+    elif framework == "jest":
+        # --reporters replaces the configured ones for this run: default keeps jest's own
+        # output (the text fallback), greenloop's adds per-test progress
+        argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+        argv += ["--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+        child_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "pytest":
-        prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
-        notes += py_notes
+        stream_file = os.path.join(report_dir, STREAM_NAME)
         fallback = (os.path.join(report_dir, "report.xml"), "junit")
-        argv = [*prefix, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
+        argv = [*tool.argv, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
         inherited = env.get("PYTHONPATH")
         child_env = (
             ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
+            ("GREENLOOP_PYTEST_STREAM", stream_file),
+            (PROGRESS_VAR, progress_file),
+            *PYTHON_STREAMING,
         )
     elif framework == "node:test":
-        node = which("node")
-        if node is None:
-            unavailable = "node is not on PATH: install Node.js 20 or later"
         argv = [
-            node or "node",
-            "--test",
+            *tool.argv,
             "--test-reporter=spec",
             "--test-reporter-destination=stdout",
-            "--test-reporter=tap",
+            # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
+            f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
+            f"--test-reporter={PROGRESS_REPORTERS['node:test']}",
+            f"--test-reporter-destination={progress_file}",
         ]
+        if os.path.exists(NODE_REPORTER):
+            stream_file = os.path.join(report_dir, STREAM_NAME)
+            child_env = (("GREENLOOP_NODE_STREAM", stream_file),)
     elif framework in ("go", "cargo"):
+        progress_file = ""  # live counts come from their output lines
         argv, native_report, unavailable, native_notes = _native_plan(
             framework, root, targets, options, previous, timeout_ms, which
         )
@@ -439,12 +523,10 @@ def plan(
         if options.last_failed:
             notes += _native_last_failed_notes(previous)
     else:  # npm-test
-        pm = manager or "npm"
-        if which(pm) is None:
-            unavailable = f"{pm} is not on PATH: install it to run the package.json test script"
-        argv = list(npm_test_command(pm))
+        progress_file = ""
+        argv = list(tool.argv)
         if targets:
-            argv += ["--", *targets] if pm == "npm" else targets
+            argv += ["--", *targets] if (manager or "npm") == "npm" else targets
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
@@ -480,5 +562,7 @@ def plan(
         notes=tuple(notes),
         unavailable=unavailable,
         selection=selection,
+        stream_file=stream_file,
+        progress_file=progress_file or None,
     )
 

@@ -8,6 +8,13 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
     GREENLOOP_PYTEST_REPORT=<path>   where to write the report (nothing happens without it)
     GREENLOOP_PYTEST_JUNIT=<path>    the --junitxml path greenloop planned as a fallback; when
                                      this plugin is active it switches that report off
+    GREENLOOP_PYTEST_STREAM=<path>   where to append, as they happen, one JSON line per test
+                                     started ({"start": nodeid, "line": n}) and ended ({"end": nodeid}) and
+                                     per failure ({"failure": {…}}, as in the report): what a run
+                                     stopped at its deadline had seen, and the test it stopped in
+    GREENLOOP_PROGRESS_FILE=<path>   where to append one NDJSON line per finished test, the
+                                     moment pytest reports it (live progress: greenloop tails
+                                     the file; pytest prints a file's dots on one line)
 
 Counting is pytest's own closing line: the terminal reporter's tally of reports by the
 category pytest's `pytest_report_teststatus` hook gives them (xfail is "xfailed", a strict
@@ -23,6 +30,7 @@ The report: {"version": 1, "pytest": "8.x", "counts": {"passed": n, "failed": n,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -35,6 +43,18 @@ MAX_LONGREPR = 20000  # characters of one failure's long representation
 
 _REPORT_VAR = "GREENLOOP_PYTEST_REPORT"
 _JUNIT_VAR = "GREENLOOP_PYTEST_JUNIT"
+_STREAM_VAR = "GREENLOOP_PYTEST_STREAM"
+_PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
+
+# the terminal reporter's categories as live progress counts them
+_PROGRESS_STATUS = {
+    "passed": "pass",
+    "xpassed": "pass",
+    "failed": "fail",
+    "error": "fail",
+    "skipped": "skip",
+    "xfailed": "skip",
+}
 
 
 # the terminal reporter's categories that are test outcomes (not "", "warnings", "deselected")
@@ -74,13 +94,7 @@ class _Tally:
         self.stats: dict[str, list[Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        result = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        if result is not None:
-            category = result[0]
-        elif report.when == "call":  # pytest's default answer lives in the terminal plugin itself
-            category = report.outcome
-        else:
-            category = "error" if report.failed else "skipped" if report.skipped else ""
+        category = _category(self.config, report)
         if category:
             self.stats.setdefault(category, []).append(report)
 
@@ -89,6 +103,45 @@ class _Tally:
             self.stats.setdefault("error", []).append(report)
         elif report.skipped:
             self.stats.setdefault("skipped", []).append(report)
+
+
+def _category(config: pytest.Config, report: Any) -> str:
+    """The terminal reporter's category of one report ("" for a passing setup or teardown)."""
+    result = config.hook.pytest_report_teststatus(report=report, config=config)
+    if result is not None:
+        return str(result[0])
+    if report.when == "call":  # pytest's default answer lives in the terminal plugin itself
+        return str(report.outcome)
+    return "error" if report.failed else "skipped" if report.skipped else ""
+
+
+class _Progress:
+    """One NDJSON line per finished test, written at once (an unbuffered append: a few
+    microseconds a test), counted as the terminal reporter's tally counts it."""
+
+    def __init__(self, config: pytest.Config, fd: int) -> None:
+        self.config = config
+        self.fd = fd
+
+    def _write(self, status: str, nodeid: str) -> None:
+        line = json.dumps({"status": status, "test": nodeid}, ensure_ascii=False) + "\n"
+        with contextlib.suppress(OSError):  # a full disk loses progress lines, never the run
+            os.write(self.fd, line.encode("utf-8"))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed:
+            return  # a passing setup or teardown is no test outcome (and most reports are)
+        status = _PROGRESS_STATUS.get(_category(self.config, report))
+        if status is not None:
+            self._write(status, report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._write("fail", report.nodeid)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class _Report:
@@ -150,6 +203,39 @@ class _Report:
             pass  # no report: greenloop says so and reads the text output
 
 
+class _Stream:
+    """The partial record: a line written and flushed per test start and end and per failure,
+    so a run killed at its deadline (no pytest_sessionfinish, no report) still says what it
+    saw and which test was running. Two short writes per test."""
+
+    def __init__(self, path: str) -> None:
+        # open for the whole session, line-buffered: each line reaches the file when written
+        self.fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+
+    def _write(self, item: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a full disk never fails the run
+            self.fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        line = location[1] + 1 if location and isinstance(location[1], int) else None
+        self._write({"start": nodeid, "line": line})
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self._write({"end": nodeid})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self._write({"failure": _detail("failed" if report.when == "call" else "error", report)})
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._write({"failure": _detail("error", report)})
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        with contextlib.suppress(OSError):
+            self.fh.close()
+
+
 def _pytest_version() -> str | None:
     return str(getattr(pytest, "__version__", "")) or None
 
@@ -164,3 +250,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if junit and xmlpath and os.path.abspath(xmlpath) == os.path.abspath(junit):
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
     config.pluginmanager.register(_Report(config, path), "_greenloop_pytest_report_writer")
+    stream = os.environ.get(_STREAM_VAR)
+    if stream:
+        # without it (a folder it cannot write) a timed-out run has only its text output
+        with contextlib.suppress(OSError):
+            config.pluginmanager.register(_Stream(stream), "_greenloop_pytest_stream")
+    progress = os.environ.get(_PROGRESS_VAR)
+    if progress:
+        try:
+            fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            return  # no live progress, never a broken run
+        config.pluginmanager.register(_Progress(config, fd), "_greenloop_pytest_progress")
