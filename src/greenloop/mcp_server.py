@@ -109,7 +109,7 @@ log = logging.getLogger("greenloop.mcp")
 
 T = TypeVar("T")
 
-FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo"]
 SandboxArg = Literal["auto", "read-only", "workspace-write", "full-access"]
 SeverityArg = Literal["low", "medium", "high", "critical"]
 SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]

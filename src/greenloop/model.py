@@ -30,7 +30,7 @@ __all__ = [
     "Summary",
 ]
 
-FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo"]
 FRAMEWORKS: tuple[str, ...] = get_args(FrameworkId)
 Outcome = Literal["green", "red", "broken"]
 
@@ -127,6 +127,9 @@ class ParseResult(NamedTuple):
     # The tests the runner reported as run and passed, named as failures are named (the
     # evidence that lets a bug move to fixed). Empty where the output does not name them.
     passed_tests: tuple[str, ...] = ()
+    # The runner's own timeout fired (Go's `panic: test timed out after`): run.py reports the
+    # run as timed out, like greenloop's own deadline.
+    timed_out: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -15,12 +15,19 @@ writes beside its human output (DESIGN §3, Run):
   node:test  node --test --test-reporter=spec …stdout --test-reporter=tap …<dir>/report.tap
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
+  go         go test -json -timeout=<a little under greenloop's> ./...   (every module of a go.work)
+             test2json events on stdout: stdout.txt is the report (frameworks/go.py plans it);
+             last_failed: -run '^(TestA|TestB)$/^(case)$' over the failing tests' packages
+  cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
+             cargo nextest run … --profile default with its JUnit report when cargo-nextest is
+             installed; targets: package names as -p, else test filters; last_failed: -- --exact
 
 Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
 (frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
 finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
 destination), which run.py tails. Text output is no good for this: pytest prints a file's
 dots on one line, vitest's and jest's default reporters print a file's tests when it ends.
+go and cargo count from their output lines (test2json events, libtest's `test … ok`).
 """
 
 from __future__ import annotations
@@ -91,6 +98,8 @@ DIALECTS: dict[str, Dialect] = {
     # TAP, not junit: node's junit reporter drops a failing after() hook (exit 1, no failure).
     "node:test": Dialect("report.tap", "node-tap", "--test-name-pattern"),
     "npm-test": Dialect(None, None, None),
+    "go": Dialect("stdout.txt", "go-json", "-run"),  # go test -json writes its events to stdout
+    "cargo": Dialect(None, None, "--exact"),  # nextest's JUnit when installed (planned below)
 }
 
 # greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
@@ -311,6 +320,57 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
     return args
 
 
+GO_MISSING = "go is not on PATH: install Go (`apt-get install golang-go` or https://go.dev/dl/)"
+CARGO_MISSING = "cargo is not on PATH: install Rust with rustup (https://rustup.rs)"
+
+
+def _native_last_failed_notes(previous: RunResult | None) -> list[str]:
+    if previous is None:
+        return ["last_failed: no previous run is stored for this workspace; ran the full suite"]
+    if not previous.failures:
+        return [f"last_failed: the previous run {previous.run_id} had no failures; ran the full suite"]
+    return [f"last_failed: reran {len(previous.failures)} failure(s) of {previous.run_id}"]
+
+
+def _report_format(framework: str, dialect: Dialect, report_file: str | None) -> str | None:
+    if framework == "cargo":
+        return "nextest-junit" if report_file else None
+    return dialect.report_format
+
+
+def _native_plan(
+    framework: str,
+    root: str,
+    targets: list[str],
+    options: RunOptions,
+    previous: RunResult | None,
+    timeout_ms: int,
+    which: Which,
+) -> tuple[list[str], str | None, str | None, list[str]]:
+    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go.py, cargo.py)."""
+    failures = list(previous.failures) if options.last_failed and previous is not None else None
+    report_file: str | None = None
+    if framework == "go":
+        from greenloop.frameworks import go
+
+        binary = which("go")
+        args, notes = go.plan_args(root, targets, failures, timeout_ms)
+        why = None if binary else GO_MISSING
+        return [binary or "go", "test", *args], None, why, notes
+    from greenloop.frameworks import cargo
+
+    binary = which("cargo")
+    nextest = binary is not None and which("cargo-nextest") is not None
+    args, notes = cargo.plan_args(root, targets, failures, nextest)
+    if nextest:
+        report_file = os.path.join(root, "target", "nextest", cargo.NEXTEST_PROFILE, "junit.xml")
+        notes.append("cargo nextest runs the suite; its JUnit report is read")
+    else:
+        notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
+    why = None if binary else CARGO_MISSING
+    return [binary or "cargo", *args], report_file, why, notes
+
+
 def runner_command(
     framework: str,
     root: str,
@@ -333,6 +393,17 @@ def runner_command(
         node = which("node")
         missing = None if node else "node is not on PATH: install Node.js 20 or later"
         return Toolchain((node or "node", "--test"), unavailable=missing)
+    if framework == "go":
+        from greenloop.frameworks.go import workspace_patterns  # local: only Go needs it
+
+        go = which("go")
+        missing = None if go else GO_MISSING
+        return Toolchain(("go", "test", *workspace_patterns(root)), unavailable=missing)
+    if framework == "cargo":
+        cargo = which("cargo")
+        missing = None if cargo else CARGO_MISSING
+        nextest = cargo is not None and which("cargo-nextest") is not None
+        return Toolchain(("cargo", "nextest", "run") if nextest else ("cargo", "test"), unavailable=missing)
     pm = manager or "npm"
     missing = None if which(pm) else f"{pm} is not on PATH: install it to run the package.json test script"
     return Toolchain(npm_test_command(pm), unavailable=missing)
@@ -435,6 +506,22 @@ def plan(
         if os.path.exists(NODE_REPORTER):
             stream_file = os.path.join(report_dir, STREAM_NAME)
             child_env = (("GREENLOOP_NODE_STREAM", stream_file),)
+    elif framework in ("go", "cargo"):
+        progress_file = ""  # live counts come from their output lines
+        argv, native_report, unavailable, native_notes = _native_plan(
+            framework, root, targets, options, previous, timeout_ms, which
+        )
+        if framework == "go":
+            from greenloop.frameworks.go import workspace_env
+
+            go_env, go_notes = workspace_env(root, env)
+            child_env, native_notes = tuple(go_env), [*native_notes, *go_notes]
+        if framework == "cargo":
+            report_file = native_report
+        notes += native_notes
+        targets = []  # go and cargo place their targets themselves
+        if options.last_failed:
+            notes += _native_last_failed_notes(previous)
     else:  # npm-test
         progress_file = ""
         argv = list(tool.argv)
@@ -443,8 +530,11 @@ def plan(
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
-    selection = "target" if targets or (options.target and framework == "npm-test") else None
-    if options.last_failed:
+    selection = "target" if targets or (options.target and framework in ("npm-test", "go", "cargo")) else None
+    if options.last_failed and framework in ("go", "cargo"):
+        if previous is not None and previous.failures and selection is None:
+            selection = "last_failed"
+    elif options.last_failed:
         narrowing = _last_failed_args(framework, root, previous, notes)
         argv += narrowing
         if narrowing:
@@ -466,7 +556,7 @@ def plan(
         timeout_ms=timeout_ms,
         env=child_env,
         report_file=report_file,
-        report_format=dialect.report_format,
+        report_format=_report_format(framework, dialect, report_file),
         fallback_report_file=fallback[0],
         fallback_report_format=fallback[1],
         notes=tuple(notes),

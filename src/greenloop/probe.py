@@ -4,14 +4,15 @@ First match wins, at the workspace root:
   1. package.json declares vitest      4. pytest markers (pytest.ini, conftest.py, a
   2. package.json declares jest           [tool.pytest…] or pytest dependency in pyproject.toml,
   3. package.json has scripts.test        [tool:pytest] in setup.cfg, [pytest] in tox.ini)
+  5. go.mod or go.work (Go)             6. Cargo.toml (Rust; cargo nextest when installed)
 Then, when the root declares nothing, nested test roots (a monorepo's packages) are listed as
-`suites`; a single one answers for the workspace. Last comes rule 5: `.test.`/`.spec.` files or
+`suites`; a single one answers for the workspace. Last comes rule 7: `.test.`/`.spec.` files or
 test/ folders answer node:test, and Python test files alone answer pytest, since node:test
 would collect none of them.
 
 The walk is breadth-first with an entry budget, never follows symlinked folders and skips
 node_modules, build output, caches and virtualenvs, so a tree of 100,000 files answers at once.
-A run (`probe(files=False)`) skips it when the root itself declares a runner (rules 1-4).
+A run (`probe(files=False)`) skips it when the root itself declares a runner (rules 1-6).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ SKIP_DIRS = NOT_CODE_DIRS | {
     "jspm_packages",
     ".yarn",
     ".pnpm-store",
+    "testdata",  # Go's fixture folders (often holding go.mod files of their own), never a test root
+    "vendor",  # vendored third-party code (Go, PHP, Ruby)
 }
 
 _JS_EXT = r"(?:[cm]?[jt]sx?)"
@@ -68,6 +71,7 @@ _JS_TEST = re.compile(rf"(?:[.\-_]|^)(?:test|spec)\.{_JS_EXT}$|^test-.*\.{_JS_EX
 _JS_FILE = re.compile(rf"\.{_JS_EXT}$")
 _PY_TEST = re.compile(r"^(?:test_.*|.*_test)\.py$")
 _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec"})
+_ROOT_MARKERS = frozenset({"package.json", "pytest.ini", "pyproject.toml", "go.mod", "go.work", "Cargo.toml"})
 
 _LOCKFILES: tuple[tuple[str, str], ...] = (
     ("pnpm-lock.yaml", "pnpm"),
@@ -85,7 +89,7 @@ class WalkResult(NamedTuple):
 
     js_tests: tuple[str, ...]
     py_tests: tuple[str, ...]
-    nested_roots: tuple[str, ...]  # folders below the root with a package.json or pytest marker
+    nested_roots: tuple[str, ...]  # folders below the root with a package.json, pytest, Go or Cargo marker
     truncated: bool
     entries: int
 
@@ -140,7 +144,7 @@ def walk(root: str, *, budget: int = ENTRY_BUDGET) -> WalkResult:
                         continue
                 except OSError:
                     continue
-                if rel and name in ("package.json", "pytest.ini", "pyproject.toml"):
+                if rel and name in _ROOT_MARKERS:
                     nested.append(rel)
                 kind = is_test_file(child_rel)
                 if kind == "js" and len(js) < MAX_TEST_FILES:
@@ -247,7 +251,7 @@ class _Marker(NamedTuple):
 
 
 def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
-    """Rules 1-4 at one folder, whose package.json (if any, and valid) is `pkg`."""
+    """Rules 1-6 at one folder, whose package.json (if any, and valid) is `pkg`."""
     if pkg is not None:
         deps = _deps(pkg)
         script = _test_script(pkg) or ""
@@ -260,6 +264,11 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
     marker = _pytest_marker(root)
     if marker:
         return _Marker("pytest", marker, pkg)
+    go = _first_existing(root, ("go.work", "go.mod"))  # a workspace's go.work covers its modules
+    if go:
+        return _Marker("go", go, pkg)
+    if (root / "Cargo.toml").is_file():
+        return _Marker("cargo", "Cargo.toml", pkg)
     return None
 
 
@@ -353,7 +362,7 @@ def probe(
         notes.append("no runner is declared; only Python test files found, so pytest runs them")
     if framework is None and not suites:
         notes.append(
-            "nothing to test: no package.json test runner, pytest marker or test files "
+            "nothing to test: no package.json test runner, pytest marker, go.mod, Cargo.toml or test files "
             "(add tests, or pass --framework / --command to greenloop run)"
         )
     manager = _manager(framework, answer_root, pkg)

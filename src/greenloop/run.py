@@ -560,6 +560,9 @@ def _execute_launched(
         parsed = _parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)
             notes.append("results parsed from the text output of a verbatim command")
+    if parsed.timed_out and not raw.timed_out:  # the runner's own deadline (go test -timeout)
+        notes.append(f"the {plan.framework} runner's own timeout stopped the run before greenloop's")
+        raw = raw._replace(timed_out=True)
     if raw.timed_out or raw.aborted:
         report_ok = None  # the missing report is a consequence, not the reason
         parsed = _with_stopped_tests(plan, raw, parsed, root)

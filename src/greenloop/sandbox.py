@@ -105,6 +105,13 @@ ENV_ALLOW: frozenset[str] = frozenset(
         "JAVA_HOME", "GOPATH", "GOROOT", "GOFLAGS", "CARGO_HOME", "RUSTUP_HOME",
         "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
         "LD_LIBRARY_PATH", "PLAYWRIGHT_BROWSERS_PATH",
+        # Go and Rust toolchains, by name: a GO*/CARGO_* prefix would also let credentials
+        # through (CARGO_REGISTRY_TOKEN, GOOGLE_APPLICATION_CREDENTIALS)
+        "GOMODCACHE", "GOPROXY", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOTOOLCHAIN",
+        "GOWORK", "GOOS", "GOARCH", "GOAMD64", "GODEBUG", "GOEXPERIMENT", "CGO_ENABLED", "GOCACHE",
+        "CARGO_TARGET_DIR", "CARGO_BUILD_JOBS", "CARGO_BUILD_TARGET", "CARGO_INCREMENTAL",
+        "CARGO_NET_OFFLINE", "CARGO_TERM_COLOR", "RUSTUP_TOOLCHAIN", "RUSTFLAGS", "RUSTDOCFLAGS",
+        "RUST_BACKTRACE", "RUST_TEST_THREADS", "RUST_MIN_STACK", "NEXTEST_PROFILE",
     }
 )  # fmt: skip
 ENV_ALLOW_PREFIXES: tuple[str, ...] = ("LC_", "PYTEST_", "GREENLOOP_")
@@ -544,6 +551,7 @@ _TOOLCHAIN_VARS = (
     "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT", "NVM_DIR", "NVM_BIN", "VOLTA_HOME", "ASDF_DATA_DIR",
     "ASDF_DIR", "FNM_DIR", "FNM_MULTISHELL_PATH", "UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR",
     "UV_TOOL_DIR", "npm_config_prefix", "NODE_PATH", "PYTHONPATH", "JAVA_HOME", "GOROOT",
+    "GOPATH", "GOMODCACHE", "CARGO_HOME", "RUSTUP_HOME",
 )  # fmt: skip
 
 
@@ -659,7 +667,7 @@ _TMP_VARS = ("TMPDIR", "TMP", "TEMP", "TEMPDIR")
 
 
 def cache_env(policy: Policy, base_env: Mapping[str, str], *, tmp: str | None = None) -> dict[str, str]:
-    """Cache locations redirected to places the mode can write (npm, XDG, pytest, TMPDIR).
+    """Cache locations redirected to places the mode can write (npm, XDG, pytest, Go, Cargo, TMPDIR).
 
     workspace-write: under the workspace's `.greenloop/cache/` (kept between runs);
     read-only: under the private temporary folder (gone with the run). That folder is /tmp
@@ -679,6 +687,12 @@ def cache_env(policy: Policy, base_env: Mapping[str, str], *, tmp: str | None = 
         env.update(dict.fromkeys(_TMP_VARS, tmp))
     env["npm_config_cache"] = os.path.join(base, "npm")
     env["XDG_CACHE_HOME"] = os.path.join(base, "xdg")
+    # Go's build cache must be writable; the module cache (GOMODCACHE) and CARGO_HOME are only
+    # read, from where they are. Cargo builds into the workspace's target/ unless the
+    # workspace is read-only.
+    env["GOCACHE"] = os.path.join(base, "go-build")
+    if not policy.workspace_writable:
+        env["CARGO_TARGET_DIR"] = os.path.join(base, "cargo-target")
     # Playwright finds its browsers under the XDG cache; they stay where they are (read-only).
     home = base_env.get("HOME") or os.path.expanduser("~")
     browsers = os.path.join(base_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ms-playwright")

@@ -4,7 +4,7 @@ The entry points other modules call:
 
 - `parse_text(framework, lines)`: streaming, total parse of a runner's human output;
 - `parse_report(report_format, path)`: the machine report greenloop plans
-  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json");
+  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit");
 - `progress_event(framework, line)`: "pass" / "fail" / "skip" for one finished-test line.
 """
 
@@ -35,6 +35,8 @@ MODULES: dict[str, str] = {
     "npm-test": "greenloop.frameworks.npm_test",
     "pytest": "greenloop.frameworks.pytest",
     "node:test": "greenloop.frameworks.node_test",
+    "go": "greenloop.frameworks.go",
+    "cargo": "greenloop.frameworks.cargo",
 }
 
 
@@ -44,7 +46,9 @@ def module(framework: str) -> ModuleType | None:
     return importlib.import_module(name) if name else None
 
 
-REPORT_FORMATS: tuple[str, ...] = ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json")
+REPORT_FORMATS: tuple[str, ...] = (
+    "vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit",
+)
 
 
 def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
@@ -86,6 +90,14 @@ def _parse_report(report_format: str, path: str, root: str | None) -> ParseResul
             from greenloop.frameworks import pytest_report
 
             return pytest_report.parse_json_report(path, root)
+        if report_format == "go-json":
+            from greenloop.frameworks import go
+
+            return go.parse_report(path, root)
+        if report_format == "nextest-junit":
+            from greenloop.frameworks import cargo
+
+            return cargo.parse_nextest_junit(path, root)
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
     known = ", ".join(REPORT_FORMATS)
