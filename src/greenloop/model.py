@@ -30,7 +30,7 @@ __all__ = [
     "Summary",
 ]
 
-FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "mocha", "unittest", "bun"]
 FRAMEWORKS: tuple[str, ...] = get_args(FrameworkId)
 Outcome = Literal["green", "red", "broken"]
 

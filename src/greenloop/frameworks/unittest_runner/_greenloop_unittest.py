@@ -1,0 +1,158 @@
+"""greenloop's unittest runner: `python -m unittest` plus one compact JSON report.
+
+`greenloop run` starts `python -m _greenloop_unittest [ARGS]` through a PYTHONPATH entry that
+holds only this file, so it works with any workspace interpreter. It takes exactly the
+arguments of `python -m unittest` (no arguments: discovery from the working folder) and
+prints exactly its output (the text runner of the standard library); its result class also
+records each outcome, and the report is written when the run ends. It imports nothing from
+greenloop (only the standard library) and keeps to Python 3.8+ syntax.
+
+    GREENLOOP_UNITTEST_REPORT=<path>   where to write the report (nothing is written without it)
+
+The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
+"skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
+"category", "file", "line", "message", "traceback"}], "passed": [ids], "omitted": n,
+"duration": seconds}. Counts are unittest's own: `Ran N tests` and `FAILED (failures=…)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+import unittest
+
+MAX_FAILURES = 200  # failures kept in detail; the counts stay exact
+MAX_TRACEBACK = 20000  # characters of one failure's traceback
+
+_REPORT_VAR = "GREENLOOP_UNITTEST_REPORT"
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def _where(tb):  # type: ignore[no-untyped-def]
+    """(file, line) of the deepest frame in the workspace (not the standard library, not
+    site-packages), relative to the working folder when under it."""
+    cwd = os.getcwd()
+    found = (None, None)
+    for frame in traceback.extract_tb(tb):
+        name = os.path.abspath(frame.filename)
+        if name.startswith(_STDLIB) or "site-packages" in name or frame.filename.startswith("<"):
+            continue
+        rel = os.path.relpath(name, cwd)
+        found = (rel if not rel.startswith("..") else name, frame.lineno)
+    return found
+
+
+def _name(test):  # type: ignore[no-untyped-def]
+    """(name, kind): unittest's id; a module that failed to import is named after the module
+    (kind load); a failing setUpClass/setUpModule keeps unittest's description (kind hook)."""
+    cls = type(test).__name__
+    if cls == "_FailedTest":
+        return getattr(test, "_testMethodName", test.id()), "load"
+    if cls == "_ErrorHolder":
+        return test.id(), "hook"
+    return test.id(), "test"
+
+
+class _Collector(unittest.TextTestResult):
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.greenloop_passed = []  # type: list
+        self.greenloop_failures = []  # type: list
+        self.greenloop_omitted = 0
+
+    def _keep(self, category, test, err):  # type: ignore[no-untyped-def]
+        if len(self.greenloop_failures) >= MAX_FAILURES:
+            self.greenloop_omitted += 1
+            return
+        name, kind = _name(test)
+        file = line = None
+        message = text = ""
+        if err is not None:
+            exc_type, value, tb = err
+            file, line = _where(tb)
+            try:  # the traceback unittest itself prints (its own frames left out)
+                text = self._exc_info_to_string(err, test)
+            except Exception:  # an odd exception never loses the failure
+                text = repr(value)
+            message = "".join(traceback.format_exception_only(exc_type, value)).strip()
+        else:
+            message = "unexpected success: the test is marked expectedFailure but passed"
+        self.greenloop_failures.append({
+            "id": name, "kind": kind, "category": category, "file": file, "line": line,
+            "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
+        })
+
+    def addSuccess(self, test):  # type: ignore[no-untyped-def]
+        super().addSuccess(test)
+        self.greenloop_passed.append(test.id())
+
+    def addFailure(self, test, err):  # type: ignore[no-untyped-def]
+        super().addFailure(test, err)
+        self._keep("failure", test, err)
+
+    def addError(self, test, err):  # type: ignore[no-untyped-def]
+        super().addError(test, err)
+        self._keep("error", test, err)
+
+    def addUnexpectedSuccess(self, test):  # type: ignore[no-untyped-def]
+        super().addUnexpectedSuccess(test)
+        self._keep("unexpected_success", test, None)
+
+    def addSubTest(self, test, subtest, err):  # type: ignore[no-untyped-def]
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            self._keep("failure" if failed else "error", subtest, err)
+
+
+class _Runner(unittest.TextTestRunner):
+    resultclass = _Collector
+
+    def run(self, test):  # type: ignore[no-untyped-def]
+        started = time.time()
+        result = super().run(test)
+        _write(result, time.time() - started)
+        return result
+
+
+def _write(result, duration):  # type: ignore[no-untyped-def]
+    path = os.environ.get(_REPORT_VAR)
+    if not path:
+        return
+    counts = {
+        "run": result.testsRun,
+        "passed": len(getattr(result, "greenloop_passed", ())),
+        "failures": len(result.failures),
+        "errors": len(result.errors),
+        "skipped": len(result.skipped),
+        "expected_failures": len(result.expectedFailures),
+        "unexpected_successes": len(result.unexpectedSuccesses),
+    }
+    data = {
+        "version": 1,
+        "python": sys.version.split()[0],
+        "counts": counts,
+        "failures": getattr(result, "greenloop_failures", []),
+        "passed": getattr(result, "greenloop_passed", []),
+        "omitted": getattr(result, "greenloop_omitted", 0),
+        "duration": round(duration, 3),
+    }
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no report: greenloop says so and reads the text output
+
+
+def main():  # type: ignore[no-untyped-def]
+    sys.argv[0] = "python -m unittest"  # the usage text unittest prints names the command people know
+    unittest.main(module=None, testRunner=_Runner)
+
+
+if __name__ == "__main__":
+    main()
