@@ -99,7 +99,7 @@ log = logging.getLogger("greenloop.mcp")
 
 T = TypeVar("T")
 
-FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test"]
+FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "mocha", "unittest", "bun"]
 SandboxArg = Literal["auto", "read-only", "workspace-write", "full-access"]
 SeverityArg = Literal["low", "medium", "high", "critical"]
 SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]

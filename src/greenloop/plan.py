@@ -15,6 +15,12 @@ writes beside its human output (DESIGN §3, Run):
   node:test  node --test --test-reporter=spec …stdout --test-reporter=tap …<dir>/report.tap
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
+  mocha      <bin> --reporter <greenloop's reporter> --reporter-option output=<dir>/report.json
+             (spec on stdout; --grep '^(?:full title$|…)', failing files)
+  unittest   <python> -m _greenloop_unittest   (frameworks/unittest_runner/ on PYTHONPATH: the
+             text runner of `python -m unittest` plus report.json; targets and reruns are ids)
+  bun        bun test --reporter=junit --reporter-outfile=<dir>/report.xml
+             (-t, failing files as ./paths; no junit when a file fails to load: text output)
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ __all__ = [
     "DIALECTS",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
+    "UNITTEST_RUNNER_DIR",
+    "UNITTEST_RUNNER_NAME",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -43,6 +51,7 @@ __all__ = [
     "name_pattern",
     "plan",
     "python_runner",
+    "unittest_prefix",
 ]
 
 Which = Callable[[str], "str | None"]
@@ -81,7 +90,17 @@ DIALECTS: dict[str, Dialect] = {
     # TAP, not junit: node's junit reporter drops a failing after() hook (exit 1, no failure).
     "node:test": Dialect("report.tap", "node-tap", "--test-name-pattern"),
     "npm-test": Dialect(None, None, None),
+    "mocha": Dialect("report.json", "mocha-json", "--grep"),
+    "unittest": Dialect("report.json", "unittest-json", "ids"),  # test ids as arguments
+    "bun": Dialect("report.xml", "bun-junit", "-t"),
 }
+
+# greenloop's unittest runner: a folder holding only `_greenloop_unittest.py` goes on
+# PYTHONPATH and `python -m _greenloop_unittest` starts it (frameworks/unittest.py reads it)
+UNITTEST_RUNNER_DIR = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "frameworks", "unittest_runner"
+)
+UNITTEST_RUNNER_NAME = "_greenloop_unittest"
 
 # greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
@@ -193,6 +212,17 @@ def python_runner(
     return (python, "-m", "pytest"), tuple(notes), None
 
 
+def unittest_prefix(pytest_argv: Sequence[str]) -> tuple[str, ...]:
+    """The interpreter part of `python_runner`'s pytest argv: `<python> -m pytest` -> `<python>`,
+    `uv run pytest` -> `uv run python` (the same environment, without needing pytest)."""
+    argv = tuple(pytest_argv)
+    if argv[-2:] == ("-m", "pytest"):
+        return argv[:-2]
+    if argv[-1:] == ("pytest",):
+        return (*argv[:-1], "python")
+    return argv
+
+
 def _current_python() -> str:
     import sys
 
@@ -275,6 +305,24 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
         if names:
             args.append(f"--test-name-pattern={name_pattern([_leaf(n) for n in names])}")
         args += files
+    elif framework == "mocha":
+        from greenloop.frameworks.mocha import grep_pattern
+
+        grep = grep_pattern(failures)
+        if grep:
+            args += ["--grep", grep]
+        args += files
+    elif framework == "bun":
+        from greenloop.frameworks.bun import test_files
+
+        runnable = [n for f in failures if f.kind == "test" and (n := f.test)]
+        if runnable and len(runnable) == len([f for f in failures if f.kind != "load"]):
+            args += ["-t", name_pattern(runnable)]
+        args += test_files(files)
+    elif framework == "unittest":
+        from greenloop.frameworks.unittest import rerun_ids
+
+        args += rerun_ids(failures)
     if not args:
         notes.append("last_failed: the previous failures carry no names or files; ran the full suite")
         return []
@@ -356,6 +404,32 @@ def plan(
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
         )
+    elif framework == "mocha":
+        from greenloop.frameworks.mocha import REPORTER
+
+        tool = js_runner(root, "mocha", manager)
+        notes += tool.notes
+        unavailable = tool.unavailable
+        argv = [*tool.argv, "--reporter", REPORTER, "--reporter-option", f"output={report_file}"]
+    elif framework == "bun":
+        from greenloop.frameworks.bun import test_files
+
+        tool = js_runner(root, "bun", manager)
+        if tool.unavailable and which("bun"):
+            tool = Toolchain((which("bun") or "bun",), ("bun runs from PATH (a global install)",))
+        notes += tool.notes
+        unavailable = tool.unavailable
+        argv = [*tool.argv, "test", "--reporter=junit", f"--reporter-outfile={report_file}"]
+        targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
+    elif framework == "unittest":
+        prefix, py_notes, _ = python_runner(root, env, which, interpreter=interpreter)
+        notes += [n.replace("pytest runs", "unittest runs") for n in py_notes]
+        argv = [*unittest_prefix(prefix), "-m", UNITTEST_RUNNER_NAME]
+        inherited = env.get("PYTHONPATH")
+        child_env = (
+            ("PYTHONPATH", UNITTEST_RUNNER_DIR + (os.pathsep + inherited if inherited else "")),
+            ("GREENLOOP_UNITTEST_REPORT", report_file or ""),
+        )
     elif framework == "node:test":
         node = which("node")
         if node is None:
@@ -386,6 +460,8 @@ def plan(
             selection = selection or "last_failed"
     for token in targets:
         path = token.split("::", 1)[0]
+        if framework == "unittest" and re.match(r"^[\w.]+$", token):
+            continue  # a module, class or test id, as `python -m unittest` takes it
         if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
             how = (
                 "pytest needs a path or a node id such as tests/test_a.py::test_name"

@@ -222,6 +222,7 @@ _VITEST_CONFIGS = tuple(
     f"{base}.config.{ext}" for base in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
 )
 _JEST_CONFIGS = tuple(f"jest.config.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
+_MOCHA_CONFIGS = tuple(f".mocharc.{ext}" for ext in ("js", "cjs", "mjs", "yaml", "yml", "jsonc", "json"))
 
 
 def _pytest_marker(root: Path) -> str | None:
@@ -255,6 +256,11 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
             return _Marker("vitest", _first_existing(root, _VITEST_CONFIGS) or "package.json", pkg)
         if "jest" in deps or re.search(r"\bjest\b", script) or isinstance(pkg.get("jest"), dict):
             return _Marker("jest", _first_existing(root, _JEST_CONFIGS) or "package.json", pkg)
+        mocharc = _first_existing(root, _MOCHA_CONFIGS)
+        if "mocha" in deps or re.search(r"\bmocha\b", script) or mocharc:
+            return _Marker("mocha", mocharc or "package.json", pkg)
+        if re.search(r"(?:^|[\s;&|(])bun\s+test\b", script):
+            return _Marker("bun", "package.json", pkg)
         if script:
             return _Marker("npm-test", "package.json", pkg)
     marker = _pytest_marker(root)
@@ -264,7 +270,7 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
 
 
 def _filter_tests(framework: str, walked: WalkResult) -> tuple[str, ...]:
-    return walked.py_tests if framework == "pytest" else walked.js_tests
+    return walked.py_tests if framework in ("pytest", "unittest") else walked.js_tests
 
 
 def npm_test_command(manager: str | None) -> tuple[str, ...]:
@@ -276,7 +282,7 @@ def npm_test_command(manager: str | None) -> tuple[str, ...]:
 
 def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
     """The command a person would type; run.py plans the exact argv (with reporters) itself."""
-    runner = {"vitest": ("vitest", "run"), "jest": ("jest",)}
+    runner = {"vitest": ("vitest", "run"), "jest": ("jest",), "mocha": ("mocha",)}
     if framework in runner:
         exec_prefix = {
             "pnpm": ("pnpm", "exec"),
@@ -290,6 +296,10 @@ def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
         return ("python", "-m", "pytest")
     if framework == "node:test":
         return ("node", "--test")
+    if framework == "bun":
+        return ("bun", "test")
+    if framework == "unittest":
+        return ("python", "-m", "unittest")
     return ()
 
 
@@ -299,7 +309,7 @@ def _declared_at(root: Path) -> _Marker | None:
 
 def _manager(framework: str | None, root: Path, pkg: Mapping[str, Any] | None) -> str | None:
     """The package manager, looked up for JavaScript runners or a folder with a package.json."""
-    if framework in ("vitest", "jest", "npm-test", "node:test") or pkg is not None:
+    if framework in ("vitest", "jest", "npm-test", "node:test", "mocha", "bun") or pkg is not None:
         return package_manager(root, pkg)
     return None
 
@@ -365,11 +375,25 @@ def probe(
             "run one with `greenloop run <root>`"
         )
     elif walked.js_tests:
-        framework = "node:test"
-        notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
+        from greenloop.probe_files import uses_bun_test  # (reads files: only on this path)
+
+        if package_manager(root, root_pkg) == "bun" and uses_bun_test(root, walked.js_tests):
+            framework = "bun"
+            notes.append("no runner is declared; a bun lockfile and test files importing bun:test, "
+                         "so bun test runs them")
+        else:
+            framework = "node:test"
+            notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
     elif walked.py_tests:
-        framework = "pytest"
-        notes.append("no runner is declared; only Python test files found, so pytest runs them")
+        from greenloop.probe_files import uses_unittest_only
+
+        if uses_unittest_only(root, walked.py_tests):
+            framework = "unittest"
+            notes.append("no runner is declared; the Python test files use unittest.TestCase and "
+                         "nothing declares pytest, so unittest runs them")
+        else:
+            framework = "pytest"
+            notes.append("no runner is declared; only Python test files found, so pytest runs them")
     if framework is None and not suites:
         notes.append(
             "nothing to test: no package.json test runner, pytest marker or test files "
@@ -379,10 +403,12 @@ def probe(
     command: tuple[str, ...] = ()
     if framework is not None:
         command = _suggested(framework, manager)
-        if framework == "pytest":
-            from greenloop.plan import python_runner  # local: plan imports this module
+        if framework in ("pytest", "unittest"):
+            from greenloop.plan import python_runner, unittest_prefix  # local: plan imports this module
 
             command = (*python_runner(str(answer_root), env if env is not None else os.environ, which)[0],)
+            if framework == "unittest":
+                command = (*unittest_prefix(command), "-m", "unittest")
     test_files = _filter_tests(framework, walked) if framework else walked.js_tests + walked.py_tests
     return Detection(
         framework=framework,

@@ -93,6 +93,12 @@ def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) ->
         return tuple(f._replace(hint=f.hint or note) for f in failures)
 
 
+# Runners whose report can leave out what their text shows: bun writes no JUnit file when
+# only files that fail to load ran, and leaves errors outside tests (a file that cannot load)
+# out of the file when it writes one, yet prints every result and its closing counts.
+_TEXT_IS_WHOLE = frozenset({"bun"})
+
+
 def _silent_failure(raw: RawRun, parsed: ParseResult) -> bool:
     """A runner that failed while its report lists no failure (vitest's JSON leaves out
     unhandled errors; a crash after the report was written): its text output may say why."""
@@ -414,6 +420,12 @@ def _execute_launched(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
             )
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
+            if text.recognized and plan.framework in _TEXT_IS_WHOLE:
+                report_ok = True  # the runner's own closing counts were read: not a crash
+        elif plan.framework in _TEXT_IS_WHOLE and raw.exit_code not in (None, 0):
+            from greenloop.frameworks.bun import with_text_errors
+
+            parsed = with_text_errors(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:

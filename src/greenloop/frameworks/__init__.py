@@ -90,7 +90,8 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
 
             return pytest_report.parse_json_report(path, root)
         if report_format in OWN_REPORTS:
-            own: ParseResult = importlib.import_module(MODULES[OWN_REPORTS[report_format]]).parse_report(path, root)
+            reader = importlib.import_module(MODULES[OWN_REPORTS[report_format]])
+            own: ParseResult = reader.parse_report(path, root)
             return own
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))

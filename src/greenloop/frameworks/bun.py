@@ -37,7 +37,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "test_files"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "test_files", "with_text_errors"]
 
 Kind = Literal["test", "load", "hook"]
 
@@ -293,3 +293,22 @@ def progress_event(line: str) -> Event | None:
 def test_files(files: Sequence[str]) -> list[str]:
     """bun takes a bare argument as a name filter; a path must start with ./ or /."""
     return [f if f.startswith(("./", "/", "../")) else f"./{f}" for f in files]
+
+
+def with_text_errors(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The JUnit report's result plus the errors outside any test that only the text shows
+    (bun counts each among its failures, and leaves them out of the report)."""
+    known = {f.test for f in report.failures}
+    extra = tuple(f for f in text.failures
+                  if (f.kind == "load" or f.test.endswith("(unhandled error)")) and f.test not in known)
+    if not extra:
+        return report
+    s = report.summary
+    names = ", ".join(f.test for f in extra[:3]) + (" …" if len(extra) > 3 else "")
+    return report._replace(
+        summary=s._replace(total=s.total + len(extra), failed=s.failed + len(extra)),
+        failures=(*report.failures, *extra),
+        notes=(*report.notes, f"bun's JUnit report leaves out errors outside tests; {len(extra)} taken "
+                              f"from its text output: {names}"),
+        load_error=report.load_error or text.load_error,
+    )

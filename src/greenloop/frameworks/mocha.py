@@ -11,6 +11,7 @@ not counted at all. Names join the describe titles and the test's with ` > `
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,10 +34,12 @@ from greenloop.model import Failure, ParseResult
 
 __all__ = ["REPORTER", "TextParser", "grep_pattern", "parse_report", "parse_text", "progress_event"]
 
-import os
+
 
 # greenloop's mocha reporter: spec on stdout and the JSON report (`--reporter <this file>`)
-REPORTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mocha_reporter", "greenloop-mocha-reporter.cjs")
+REPORTER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "mocha_reporter", "greenloop-mocha-reporter.cjs"
+)
 
 Kind = Literal["test", "load", "hook"]
 

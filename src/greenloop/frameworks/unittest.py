@@ -62,7 +62,9 @@ _V_EVENT: dict[str, Event] = {
 _DESC = re.compile(r"^(\w+) \(([\w.]+)\)(?: (\(.*\)))?$")
 _FAILED_TEST = "unittest.loader._FailedTest"
 _HOOKS = ("setUpClass", "tearDownClass", "setUpModule", "tearDownModule")
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt|Warning)|AssertionError)(?:: (.*))?$")
+_EXC_LINE = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt|Warning)|AssertionError)(?:: (.*))?$"
+)
 _NOT_EQUAL = re.compile(r"^(?:AssertionError: )?(?:[A-Z]\w* differ: )?(.+?) != (.+?)(?: : .*)?$")
 
 

@@ -23,6 +23,8 @@ import sys
 import time
 import traceback
 import unittest
+from types import TracebackType
+from typing import Any
 
 MAX_FAILURES = 200  # failures kept in detail; the counts stay exact
 MAX_TRACEBACK = 20000  # characters of one failure's traceback
@@ -31,11 +33,11 @@ _REPORT_VAR = "GREENLOOP_UNITTEST_REPORT"
 _STDLIB = os.path.dirname(os.__file__)
 
 
-def _where(tb):  # type: ignore[no-untyped-def]
+def _where(tb: TracebackType | None) -> tuple[str | None, int | None]:
     """(file, line) of the deepest frame in the workspace (not the standard library, not
     site-packages), relative to the working folder when under it."""
     cwd = os.getcwd()
-    found = (None, None)
+    found: tuple[str | None, int | None] = (None, None)
     for frame in traceback.extract_tb(tb):
         name = os.path.abspath(frame.filename)
         if name.startswith(_STDLIB) or "site-packages" in name or frame.filename.startswith("<"):
@@ -45,7 +47,7 @@ def _where(tb):  # type: ignore[no-untyped-def]
     return found
 
 
-def _name(test):  # type: ignore[no-untyped-def]
+def _name(test: unittest.TestCase) -> tuple[str, str]:
     """(name, kind): unittest's id; a module that failed to import is named after the module
     (kind load); a failing setUpClass/setUpModule keeps unittest's description (kind hook)."""
     cls = type(test).__name__
@@ -57,13 +59,13 @@ def _name(test):  # type: ignore[no-untyped-def]
 
 
 class _Collector(unittest.TextTestResult):
-    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.greenloop_passed = []  # type: list
-        self.greenloop_failures = []  # type: list
+        self.greenloop_passed: list[str] = []
+        self.greenloop_failures: list[dict[str, Any]] = []
         self.greenloop_omitted = 0
 
-    def _keep(self, category, test, err):  # type: ignore[no-untyped-def]
+    def _keep(self, category: str, test: unittest.TestCase, err: Any) -> None:
         if len(self.greenloop_failures) >= MAX_FAILURES:
             self.greenloop_omitted += 1
             return
@@ -74,7 +76,7 @@ class _Collector(unittest.TextTestResult):
             exc_type, value, tb = err
             file, line = _where(tb)
             try:  # the traceback unittest itself prints (its own frames left out)
-                text = self._exc_info_to_string(err, test)
+                text = self._exc_info_to_string(err, test)  # type: ignore[attr-defined]
             except Exception:  # an odd exception never loses the failure
                 text = repr(value)
             message = "".join(traceback.format_exception_only(exc_type, value)).strip()
@@ -85,23 +87,23 @@ class _Collector(unittest.TextTestResult):
             "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
         })
 
-    def addSuccess(self, test):  # type: ignore[no-untyped-def]
+    def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
         self.greenloop_passed.append(test.id())
 
-    def addFailure(self, test, err):  # type: ignore[no-untyped-def]
+    def addFailure(self, test: unittest.TestCase, err: Any) -> None:
         super().addFailure(test, err)
         self._keep("failure", test, err)
 
-    def addError(self, test, err):  # type: ignore[no-untyped-def]
+    def addError(self, test: unittest.TestCase, err: Any) -> None:
         super().addError(test, err)
         self._keep("error", test, err)
 
-    def addUnexpectedSuccess(self, test):  # type: ignore[no-untyped-def]
+    def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
         super().addUnexpectedSuccess(test)
         self._keep("unexpected_success", test, None)
 
-    def addSubTest(self, test, subtest, err):  # type: ignore[no-untyped-def]
+    def addSubTest(self, test: unittest.TestCase, subtest: unittest.TestCase, err: Any) -> None:
         super().addSubTest(test, subtest, err)
         if err is not None:
             failed = issubclass(err[0], test.failureException)
@@ -111,14 +113,14 @@ class _Collector(unittest.TextTestResult):
 class _Runner(unittest.TextTestRunner):
     resultclass = _Collector
 
-    def run(self, test):  # type: ignore[no-untyped-def]
+    def run(self, test: Any) -> Any:
         started = time.time()
         result = super().run(test)
         _write(result, time.time() - started)
         return result
 
 
-def _write(result, duration):  # type: ignore[no-untyped-def]
+def _write(result: unittest.TestResult, duration: float) -> None:
     path = os.environ.get(_REPORT_VAR)
     if not path:
         return
@@ -149,7 +151,7 @@ def _write(result, duration):  # type: ignore[no-untyped-def]
         pass  # no report: greenloop says so and reads the text output
 
 
-def main():  # type: ignore[no-untyped-def]
+def main() -> None:
     sys.argv[0] = "python -m unittest"  # the usage text unittest prints names the command people know
     unittest.main(module=None, testRunner=_Runner)
 
