@@ -1,6 +1,6 @@
 """bun test: its JUnit report (`--reporter=junit --reporter-outfile=FILE`) and its default
 text output (on stderr: `file.test.ts:`, the failure's code frame and error before each
-`(fail) a > b [0.1ms]` line, ` 2 pass`/` 1 fail`, `Ran N tests across M files.`).
+`(fail) a > b [0.1ms]` line (`✗ a > b` with colour), ` 2 pass`/` 1 fail`, `Ran N tests across M files.`).
 
 Counting is bun's closing lines: passed = pass, failed = fail (bun counts an error outside
 any test, such as a file that cannot load, as a failure too), skipped = skip + todo.
@@ -41,7 +41,9 @@ __all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "test_f
 
 Kind = Literal["test", "load", "hook"]
 
-_RESULT = re.compile(r"^\((pass|fail|skip|todo)\) (.*?)(?: \[[\d.]+m?s\])?$")
+# "(pass) name" without colour; "✓ name", "✗", "»" and "✎" with it
+_RESULT = re.compile(r"^(?:\((pass|fail|skip|todo)\)|([✓✗»✎])) (.*?)(?: \[[\d.]+m?s\])?$")
+_MARKS = {"✓": "pass", "✗": "fail", "»": "skip", "✎": "todo"}
 _FILE = re.compile(r"^(\S.*\.(?:[cm]?[jt]sx?)):$")
 _COUNT = re.compile(r"^\s*(\d+) (pass|fail|skip|todo|errors?|snapshots?|expect\(\) calls)\b")
 _RAN = re.compile(r"^Ran (\d+) tests? across (\d+) files?\.(?: \[([\d.]+)(ms|s)\])?")
@@ -206,7 +208,7 @@ class TextParser:
             return
         m = _RESULT.match(line)
         if m:
-            self._result(m.group(1), m.group(2))
+            self._result(m.group(1) or _MARKS[m.group(2)], m.group(3))
             return
         f = _FILE.match(line)
         if f and not line.startswith(" "):
@@ -285,9 +287,9 @@ def parse_text(lines: Any, root: str | None = None) -> ParseResult:
 
 
 def progress_event(line: str) -> Event | None:
-    """`(pass)`, `(fail)`, `(skip)` and `(todo)` lines."""
+    """`(pass)`, `(fail)`, `(skip)` and `(todo)` lines (`✓`, `✗`, `»`, `✎` with colour)."""
     m = _RESULT.match(strip_ansi(line))
-    return _EVENT[m.group(1)] if m else None
+    return _EVENT[m.group(1) or _MARKS[m.group(2)]] if m else None
 
 
 def test_files(files: Sequence[str]) -> list[str]:

@@ -52,6 +52,8 @@ _CLOSING = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$|^NO TESTS RAN(?: \((.*)\))?$
 _V_LINE = re.compile(
     r"^(.*?) \.\.\. (ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$"
 )
+_V_START = re.compile(r"^(.*?) \.\.\. ")
+_V_STATUS = re.compile(r"^(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
 _DOTS = re.compile(r"^[.FEsxu]+$")
 _DOT_EVENT: dict[str, Event] = {".": "pass", "F": "fail", "E": "fail", "u": "fail", "s": "skip", "x": "skip"}
 _V_EVENT: dict[str, Event] = {
@@ -271,14 +273,15 @@ class TextParser:
                 return
         v = _V_LINE.match(line)
         if v:
-            desc = (self.pending_desc or v.group(1)).strip()
-            self.pending_desc = ""
-            status = v.group(2)
-            ev = _V_EVENT.get(status, "skip")
-            self.progress[ev] += 1
-            if ev == "pass":
-                name, _ = _name(desc)
-                self.passed_names.append(name)
+            self._status((self.pending_desc or v.group(1)).strip(), v.group(2))
+            return
+        if self.pending_desc and _V_STATUS.match(line):
+            # -v when the test printed something: its status ends a later line
+            self._status(self.pending_desc, line)
+            return
+        start = _V_START.match(line)
+        if start:
+            self.pending_desc = start.group(1).strip()
             return
         if _DOTS.match(line):
             for ch in line:
@@ -286,6 +289,13 @@ class TextParser:
             return
         if _DESC.match(line.strip()):
             self.pending_desc = line.strip()  # -v with a docstring: the description comes first
+
+    def _status(self, desc: str, status: str) -> None:
+        self.pending_desc = ""
+        ev = _V_EVENT.get(status, "skip")
+        self.progress[ev] += 1
+        if ev == "pass":
+            self.passed_names.append(_name(desc)[0])
 
     def _closing(self, inner: str) -> None:
         counts: dict[str, int] = {}
