@@ -94,11 +94,13 @@ EXACT = [
     ("unittest/mixed/plain", "test_calc.TestCalc.test_adds_wrong", "test", "test_calc.py", 11, "4", "3"),
     ("unittest/mixed/v", "test_calc.TestCalc.test_text", "test", "test_calc.py", 17,
      "'héllo world'", "'héllo wörld'"),
-    ("unittest/mixed/plain", "test_calc.TestCalc.test_subtests (n=2)", "test", "test_calc.py", 33, None, None),
+    ("unittest/mixed/plain", "test_calc.TestCalc.test_subtests (n=2)", "test", "test_calc.py", 33,
+     None, None),
     ("unittest/mixed/v", "setUpClass (test_calc.TestDatabase)", "hook", "test_calc.py", 42, None, None),
     ("unittest/mixed/plain", "test_broken", "load", "test_broken.py", 3, None, None),
     ("bun/mixed/plain", "math > adds wrong", "test", "math.test.ts", 10, "4", "3"),
-    ("bun/mixed/color", "math > nested ünïcode ✓ > throws a TypeError", "test", "math.test.ts", 19, None, None),
+    ("bun/mixed/color", "math > nested ünïcode ✓ > throws a TypeError", "test", "math.test.ts", 19,
+     None, None),
     ("bun/mixed/plain", "database > (unnamed)", "hook", "math.test.ts", 35, None, None),
 ]
 
@@ -198,13 +200,15 @@ BUN_FILE = "import { it } from 'bun:test'\nit('a', () => {})\n"
     ({"package.json": '{"scripts": {"test": "tsc && bun test --coverage"}}'}, "bun", "package.json"),
     ({"package.json": '{"scripts": {"test": "bun run build"}}'}, "npm-test", "package.json"),
     ({"package.json": "{}", "bun.lock": "{}", "a.test.ts": BUN_FILE}, "bun", None),
-    ({"package.json": "{}", "bun.lockb": "x", "a.test.ts": "import test from 'node:test'\n"}, "node:test", None),
+    ({"package.json": "{}", "bun.lockb": "x", "a.test.ts": "import test from 'node:test'\n"}, "node:test",
+     None),
     ({"package.json": "{}", "a.test.ts": BUN_FILE}, "node:test", None),  # no bun lockfile
     ({"test_a.py": UNITTEST_FILE, "tests/test_b.py": UNITTEST_FILE}, "unittest", None),
     ({"test_a.py": UNITTEST_FILE, "test_b.py": "def test_b():\n    assert 1\n"}, "pytest", None),
     ({"test_a.py": UNITTEST_FILE + "import pytest\n"}, "pytest", None),
     ({"test_a.py": UNITTEST_FILE, "conftest.py": ""}, "pytest", "conftest.py"),
-    ({"test_a.py": UNITTEST_FILE, "pyproject.toml": "[tool.pytest.ini_options]\n"}, "pytest", "pyproject.toml"),
+    ({"test_a.py": UNITTEST_FILE, "pyproject.toml": "[tool.pytest.ini_options]\n"}, "pytest",
+     "pyproject.toml"),
     ({"a_test.py": UNITTEST_FILE}, "pytest", None),  # unittest discovers test*.py only
 ])
 def test_probe_rules(tmp_path: Path, files: dict[str, str], framework: str, config: str | None) -> None:
@@ -216,7 +220,8 @@ def test_probe_rules(tmp_path: Path, files: dict[str, str], framework: str, conf
 def test_probe_names_each_new_runners_command(tmp_path: Path) -> None:
     mocha = probe(str(_write(tmp_path / "m", {"package.json": '{"devDependencies": {"mocha": "12"}}'})))
     assert mocha.command == ("npx", "--no-install", "mocha")
-    bun = probe(str(_write(tmp_path / "b", {"package.json": '{"scripts": {"test": "bun test"}}', "bun.lock": ""})))
+    bun_files = {"package.json": '{"scripts": {"test": "bun test"}}', "bun.lock": ""}
+    bun = probe(str(_write(tmp_path / "b", bun_files)))
     assert bun.command == ("bun", "test") and bun.package_manager == "bun"
     unit = probe(str(_write(tmp_path / "u", {"test_a.py": UNITTEST_FILE})))
     assert unit.command[-2:] == ("-m", "unittest") and unit.test_files == ("test_a.py",)
@@ -266,8 +271,8 @@ def test_plan_bun(tmp_path: Path) -> None:
     hook = _plan("bun", ws, _previous(Failure(test="db > (unnamed)", file="a.test.ts", kind="hook")),
                  last_failed=True)
     assert "-t" not in hook.argv and hook.argv[-1] == "./a.test.ts"  # the whole file reruns
-    none = plan(Detection(framework="bun", root=str(ws)), RunOptions(), report_dir=str(ws), default_timeout_ms=1,
-                env={}, which=lambda name: None)
+    none = plan(Detection(framework="bun", root=str(ws)), RunOptions(), report_dir=str(ws),
+                default_timeout_ms=1, env={}, which=lambda name: None)
     assert none.unavailable and "bun" in none.unavailable
 
 
@@ -276,7 +281,8 @@ def test_plan_unittest(tmp_path: Path) -> None:
     p = _plan("unittest", ws, target="test_a.T")
     assert p.argv[1:] == ("-m", "_greenloop_unittest", "test_a.T")
     env = dict(p.env)
-    assert env["PYTHONPATH"] == UNITTEST_RUNNER_DIR and env["GREENLOOP_UNITTEST_REPORT"].endswith("report.json")
+    assert env["PYTHONPATH"] == UNITTEST_RUNNER_DIR
+    assert env["GREENLOOP_UNITTEST_REPORT"].endswith("report.json")
     assert not any("not a path" in n for n in p.notes)  # a dotted id is a target unittest takes
     prev = _previous(Failure(test="test_a.T.test_x"), Failure(test="test_a.T.test_y (n=2)"),
                      Failure(test="setUpClass (test_b.U)", kind="hook"), Failure(test="test_c", kind="load"))
