@@ -267,10 +267,13 @@ def test_plan_bun(tmp_path: Path) -> None:
     assert p.report_format == "bun-junit" and any("PATH" in n for n in p.notes)
     prev = _previous(Failure(test="math > adds", file="a.test.ts"))
     lf = _plan("bun", ws, prev, last_failed=True)
-    assert lf.argv[-3:] == ("-t", "^(?:math(?: > | › | )adds)$", "./a.test.ts")
+    assert lf.argv[-3:] == ("-t", "^(?:math(?: > | › | )adds$)", "./a.test.ts")
     hook = _plan("bun", ws, _previous(Failure(test="db > (unnamed)", file="a.test.ts", kind="hook")),
                  last_failed=True)
-    assert "-t" not in hook.argv and hook.argv[-1] == "./a.test.ts"  # the whole file reruns
+    assert hook.argv[-3:] == ("-t", "^(?:db(?: > | › | ))", "./a.test.ts")  # the tests under the hook
+    top = _plan("bun", ws, _previous(Failure(test="(unnamed)", file="a.test.ts", kind="hook")),
+                last_failed=True)
+    assert "-t" not in top.argv and top.argv[-1] == "./a.test.ts"  # a top-level hook: the whole file
     none = plan(Detection(framework="bun", root=str(ws)), RunOptions(), report_dir=str(ws),
                 default_timeout_ms=1, env={}, which=lambda name: None)
     assert none.unavailable and "bun" in none.unavailable

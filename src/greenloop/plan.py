@@ -313,11 +313,11 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
             args += ["--grep", grep]
         args += files
     elif framework == "bun":
-        from greenloop.frameworks.bun import test_files
+        from greenloop.frameworks.bun import name_filter, test_files
 
-        runnable = [n for f in failures if f.kind == "test" and (n := f.test)]
-        if runnable and len(runnable) == len([f for f in failures if f.kind != "load"]):
-            args += ["-t", name_pattern(runnable)]
+        pattern = name_filter(failures)
+        if pattern:
+            args += ["-t", pattern]
         args += test_files(files)
     elif framework == "unittest":
         from greenloop.frameworks.unittest import rerun_ids

@@ -37,7 +37,15 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "test_files", "with_text_errors"]
+__all__ = [
+    "TextParser",
+    "name_filter",
+    "parse_report",
+    "parse_text",
+    "progress_event",
+    "test_files",
+    "with_text_errors",
+]
 
 Kind = Literal["test", "load", "hook"]
 
@@ -290,6 +298,29 @@ def progress_event(line: str) -> Event | None:
     """`(pass)`, `(fail)`, `(skip)` and `(todo)` lines (`✓`, `✗`, `»`, `✎` with colour)."""
     m = _RESULT.match(strip_ansi(line))
     return _EVENT[m.group(1) or _MARKS[m.group(2)]] if m else None
+
+
+def name_filter(failures: Sequence[Failure]) -> str | None:
+    """`-t` for a rerun of these failures. bun matches it against the full name, titles joined
+    with spaces; greenloop names join them with ` > `, so either separator matches. A failing
+    test's name is anchored; a failing hook (`db > (unnamed)`) reruns its describe block (its
+    title as a prefix). None: a hook outside any describe, or nothing to name."""
+    from greenloop.frameworks.mocha import js_escape
+
+    sep = "(?: > | › | )"
+    alts: list[str] = []
+    for f in failures:
+        if f.kind == "load" or not f.test:
+            continue
+        parts = f.test.split(" > ")
+        if f.kind == "hook" or parts[-1] == _UNNAMED:
+            if len(parts) < 2:
+                return None
+            alts.append(sep.join(js_escape(p) for p in parts[:-1]) + sep)
+        else:
+            alts.append(sep.join(js_escape(p) for p in parts) + "$")
+    alts = list(dict.fromkeys(alts))
+    return f"^(?:{'|'.join(alts)})" if alts else None
 
 
 def test_files(files: Sequence[str]) -> list[str]:

@@ -32,7 +32,9 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["REPORTER", "TextParser", "grep_pattern", "parse_report", "parse_text", "progress_event"]
+__all__ = [
+    "REPORTER", "TextParser", "grep_pattern", "js_escape", "parse_report", "parse_text", "progress_event",
+]
 
 
 
@@ -140,14 +142,14 @@ def grep_pattern(failures: Sequence[Failure]) -> str | None:
         if f.kind == "hook" or _HOOK.match(parts[-1]):
             if len(parts) < 2:
                 return None  # a root-level hook: every test is affected
-            alts.append(" ".join(_js_escape(p) for p in parts[:-1]) + " ")
+            alts.append(" ".join(js_escape(p) for p in parts[:-1]) + " ")
         else:
-            alts.append(" ".join(_js_escape(p) for p in parts) + "$")
+            alts.append(" ".join(js_escape(p) for p in parts) + "$")
     alts = list(dict.fromkeys(alts))
     return f"^(?:{'|'.join(alts)})" if alts else None
 
 
-def _js_escape(text: str) -> str:
+def js_escape(text: str) -> str:
     """Escape a title for a JavaScript RegExp (only its special characters: a Python-escaped
     space or letter would be an error under the `u` flag)."""
     return re.sub(r"[.*+?^${}()|\[\]\\/]", lambda m: "\\" + m.group(0), text)
