@@ -7,8 +7,9 @@
 //
 //   --reporter <this file> --reporter-option output=<path>   (or GREENLOOP_MOCHA_REPORT=<path>)
 //
-// The report has mocha's JSON reporter's shape (stats, tests, pending, failures, passes) and
-// adds to each test its title path (describe titles, then the test's) and whether it is a hook.
+// The report has mocha's JSON reporter's shape (stats, pending, failures, passes; no `tests`
+// list, which repeats the others) and adds to each test its title path (describe titles, then
+// the test's) and whether it is a hook; a passing test keeps only its title path and file.
 const fs = require('node:fs')
 const path = require('node:path')
 
@@ -50,12 +51,15 @@ function show (value) {
   }
 }
 
+function titles (test) {
+  return typeof test.titlePath === 'function' ? test.titlePath() : [test.title]
+}
+
 function entry (test) {
-  const titles = typeof test.titlePath === 'function' ? test.titlePath() : [test.title]
   return {
     title: test.title,
     fullTitle: typeof test.fullTitle === 'function' ? test.fullTitle() : test.title,
-    titlePath: titles,
+    titlePath: titles(test),
     file: test.file || (test.parent && test.parent.file) || null,
     hook: test.type === 'hook',
     duration: test.duration,
@@ -73,12 +77,11 @@ function GreenloopReporter (runner, options) {
     this.spec = new mocha.reporters.Spec(runner, opts)
     this.stats = this.spec.stats
   }
-  const tests = []
   const pending = []
   const failures = []
   const passes = []
-  runner.on('test end', (test) => { tests.push(entry(test)) })
-  runner.on('pass', (test) => { passes.push(entry(test)) })
+  // a passing test keeps only its title path and file: a green run of thousands stays cheap
+  runner.on('pass', (test) => { passes.push({ titlePath: titles(test), file: test.file || null }) })
   runner.on('pending', (test) => { pending.push(entry(test)) })
   runner.on('fail', (test, err) => {
     const e = entry(test)
@@ -88,11 +91,11 @@ function GreenloopReporter (runner, options) {
   runner.once('end', () => {
     if (!output) return
     const stats = runner.stats || (this.spec && this.spec.stats) || {}
-    const report = { greenloop: 1, stats, tests, pending, failures, passes }
+    const report = { greenloop: 1, stats, pending, failures, passes }
     try {
       fs.mkdirSync(path.dirname(output), { recursive: true })
       const tmp = output + '.tmp'
-      fs.writeFileSync(tmp, JSON.stringify(report, null, 1))
+      fs.writeFileSync(tmp, JSON.stringify(report))
       fs.renameSync(tmp, output)
     } catch (err) {
       process.stderr.write('greenloop mocha reporter: cannot write ' + output + ': ' + err.message + '\n')
