@@ -294,3 +294,12 @@ def test_plan_unittest(tmp_path: Path) -> None:
     venv = _write(tmp_path / "v", {".venv/bin/python": "", ".venv/pyvenv.cfg": "home = /usr\n"})
     vp = _plan("unittest", venv)
     assert vp.argv[0] == str(venv / ".venv/bin/python") and vp.unavailable is None  # pytest not needed
+
+
+def test_bun_cache_goes_where_the_sandbox_mode_can_write(tmp_path: Path) -> None:
+    from greenloop import sandbox
+
+    writable = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
+    assert writable["BUN_INSTALL_CACHE_DIR"] == os.path.join(str(tmp_path), ".greenloop", "cache", "bun")
+    read_only = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
+    assert read_only["BUN_INSTALL_CACHE_DIR"].startswith("/tmp/")
