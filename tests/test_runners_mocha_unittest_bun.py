@@ -303,3 +303,20 @@ def test_bun_cache_goes_where_the_sandbox_mode_can_write(tmp_path: Path) -> None
     assert writable["BUN_INSTALL_CACHE_DIR"] == os.path.join(str(tmp_path), ".greenloop", "cache", "bun")
     read_only = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
     assert read_only["BUN_INSTALL_CACHE_DIR"].startswith("/tmp/")
+
+
+@pytest.mark.parametrize(("first", "runner"), [("> mocha", "mocha"), ("$ bun test", "bun"),
+                                               ("> python -m unittest -v", "unittest"),
+                                               ("bun test v1.4.5 (a7733435c)", "bun")])
+def test_npm_test_output_is_sniffed_as_the_new_runners(first: str, runner: str) -> None:
+    from greenloop.frameworks.npm_test import sniff
+
+    assert sniff(first) == runner
+
+
+@pytest.mark.parametrize("fx", ["mocha/mixed/plain", "bun/mixed/plain", "unittest/mixed/v"])
+def test_npm_test_parses_the_new_runners_output_without_a_script_line(fx: str) -> None:
+    direct = _text(FIXTURES / f"{fx}.meta.json")
+    with (FIXTURES / f"{fx}.txt").open(encoding="utf-8") as fh:
+        via_npm = parse_text("npm-test", fh)
+    assert via_npm.summary == direct.summary and via_npm.recognized

@@ -1,17 +1,21 @@
 """Which test framework does a workspace use? Reads files; never runs anything (DESIGN §3, Probe).
 
 First match wins, at the workspace root:
-  1. package.json declares vitest      4. pytest markers (pytest.ini, conftest.py, a
-  2. package.json declares jest           [tool.pytest…] or pytest dependency in pyproject.toml,
-  3. package.json has scripts.test        [tool:pytest] in setup.cfg, [pytest] in tox.ini)
+  1. package.json declares vitest      5. package.json has scripts.test (npm-test)
+  2. package.json declares jest        6. pytest markers (pytest.ini, conftest.py, a
+  3. package.json declares mocha, or      [tool.pytest…] or pytest dependency in pyproject.toml,
+     a .mocharc.* file is there           [tool:pytest] in setup.cfg, [pytest] in tox.ini)
+  4. scripts.test runs `bun test`
 Then, when the root declares nothing, nested test roots (a monorepo's packages) are listed as
-`suites`; a single one answers for the workspace. Last comes rule 5: `.test.`/`.spec.` files or
-test/ folders answer node:test, and Python test files alone answer pytest, since node:test
-would collect none of them.
+`suites`; a single one answers for the workspace. Last comes rule 7: `.test.`/`.spec.` files or
+test/ folders answer node:test (bun when a bun lockfile is there and a test file imports
+bun:test), and Python test files alone answer pytest (unittest when they all use
+unittest.TestCase and none imports pytest), since node:test would collect none of them.
+Rule 7 reads the first few test files (probe_files.py); the others read only manifests.
 
 The walk is breadth-first with an entry budget, never follows symlinked folders and skips
 node_modules, build output, caches and virtualenvs, so a tree of 100,000 files answers at once.
-A run (`probe(files=False)`) skips it when the root itself declares a runner (rules 1-4).
+A run (`probe(files=False)`) skips it when the root itself declares a runner (rules 1-6).
 """
 
 from __future__ import annotations
@@ -248,7 +252,7 @@ class _Marker(NamedTuple):
 
 
 def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
-    """Rules 1-4 at one folder, whose package.json (if any, and valid) is `pkg`."""
+    """Rules 1-6 at one folder, whose package.json (if any, and valid) is `pkg`."""
     if pkg is not None:
         deps = _deps(pkg)
         script = _test_script(pkg) or ""
