@@ -203,7 +203,9 @@ BUN_FILE = "import { it } from 'bun:test'\nit('a', () => {})\n"
     ({"package.json": "{}", "bun.lockb": "x", "a.test.ts": "import test from 'node:test'\n"}, "node:test",
      None),
     ({"package.json": "{}", "a.test.ts": BUN_FILE}, "node:test", None),  # no bun lockfile
-    ({"test_a.py": UNITTEST_FILE, "tests/test_b.py": UNITTEST_FILE}, "unittest", None),
+    ({"test_a.py": UNITTEST_FILE, "tests/__init__.py": "", "tests/test_b.py": UNITTEST_FILE}, "unittest",
+     None),
+    ({"tests/test_b.py": UNITTEST_FILE}, "pytest", None),  # not a package: unittest would not find it
     ({"test_a.py": UNITTEST_FILE, "test_b.py": "def test_b():\n    assert 1\n"}, "pytest", None),
     ({"test_a.py": UNITTEST_FILE + "import pytest\n"}, "pytest", None),
     ({"test_a.py": UNITTEST_FILE, "conftest.py": ""}, "pytest", "conftest.py"),

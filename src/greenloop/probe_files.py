@@ -35,11 +35,19 @@ def uses_bun_test(root: Path, files: Sequence[str]) -> bool:
     return any(_BUN_TEST.search(_head(root, rel)) for rel in files[:MAX_FILES])
 
 
+def _discoverable(root: Path, rel: str) -> bool:
+    """Does `python -m unittest` (discovery from the root) reach this file? Only through
+    folders that are packages (an `__init__.py` in each)."""
+    parts = rel.split("/")[:-1]
+    return all((root.joinpath(*parts[: i + 1]) / "__init__.py").is_file() for i in range(len(parts)))
+
+
 def uses_unittest_only(root: Path, files: Sequence[str]) -> bool:
     """Do the Python test files all use unittest.TestCase and none of them pytest?
 
     A file of bare `def test_…` functions needs pytest (unittest would collect nothing from
-    it), so one such file, or one that imports pytest, answers pytest.
+    it), so one such file, or one that imports pytest, answers pytest; so does a file in a
+    folder that is not a package, which unittest's discovery does not enter.
     """
     looked = files[:MAX_FILES]
     if not looked:
@@ -47,6 +55,8 @@ def uses_unittest_only(root: Path, files: Sequence[str]) -> bool:
     for rel in looked:
         if not rel.rsplit("/", 1)[-1].startswith("test"):
             return False  # unittest discovers test*.py only; pytest also takes *_test.py
+        if not _discoverable(root, rel):
+            return False  # `python -m unittest` would not find it; pytest would
         text = _head(root, rel)
         if _PYTEST.search(text) or not (_UNITTEST.search(text) and _TESTCASE.search(text)):
             return False
