@@ -286,3 +286,29 @@ def test_hung_suite_dies_at_its_timeout_with_no_process_left(framework: str, tmp
     assert "timed out" in str(r["crash_reason"])
     assert done.seconds < timeout_ms / 1000 + 10
     assert processes_under(ws) == []
+
+
+def _big(framework: str, root: Path) -> Path:
+    """2,000 passing tests in 4 files of 500, as each runner finds them."""
+    ws = build(framework, "green", root)
+    for f in range(4):
+        if framework == "mocha":
+            body = "".join(f"  it('t {f} {i}', () => {{}})\n" for i in range(500))
+            (ws / "test" / f"big_{f}.spec.js").write_text(f"describe('big {f}', () => {{\n{body}}})\n")
+        elif framework == "bun":
+            body = "".join(f"it('t {f} {i}', () => expect({i}).toBe({i}))\n" for i in range(500))
+            (ws / f"big_{f}.test.ts").write_text("import { it, expect } from 'bun:test'\n" + body)
+        else:
+            body = "".join(f"    def test_{i}(self):\n        self.assertTrue(True)\n\n" for i in range(500))
+            head = f"import unittest\n\n\nclass Big{f}(unittest.TestCase):\n"
+            (ws / f"test_big_{f}.py").write_text(head + body)
+    return ws
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_thousand_tests(framework: str, tmp_path: Path) -> None:
+    code, r = run_json(_big(framework, tmp_path / "ws"))
+    assert (code, r["outcome"]) == (0, "green"), r
+    assert r["summary"] == {"total": 2001, "passed": 2001, "failed": 0, "skipped": 0}
+    assert len(r["passed_tests"]) == 2001 and len(str(r["output_tail"])) <= 3000
