@@ -255,7 +255,7 @@ def test_plan_mocha(tmp_path: Path) -> None:
     prev = _previous(Failure(test="math > adds (1+1)", file="test/a.spec.js"),
                      Failure(test='db > "before all" hook for "reads"', kind="hook"))
     lf = _plan("mocha", ws, prev, last_failed=True)
-    assert lf.argv[-3:] == ("--grep", r"^(?:math adds \(1\+1\)$|db )", "test/a.spec.js")
+    assert lf.argv[-2:] == ("--grep", r"^(?:math adds \(1\+1\)$|db )")
     assert lf.selection == "last_failed"
     missing = _plan("mocha", tmp_path)
     assert missing.unavailable and "npm install -D mocha" in missing.unavailable
@@ -269,13 +269,14 @@ def test_plan_bun(tmp_path: Path) -> None:
     assert p.report_format == "bun-junit" and any("PATH" in n for n in p.notes)
     prev = _previous(Failure(test="math > adds", file="a.test.ts"))
     lf = _plan("bun", ws, prev, last_failed=True)
-    assert lf.argv[-3:] == ("-t", "^(?:math(?: > | › | )adds$)", "./a.test.ts")
+    assert lf.argv[-2:] == ("-t", "^(?:math(?: > | › | )adds$)")
     hook = _plan("bun", ws, _previous(Failure(test="db > (unnamed)", file="a.test.ts", kind="hook")),
                  last_failed=True)
-    assert hook.argv[-3:] == ("-t", "^(?:db(?: > | › | ))", "./a.test.ts")  # the tests under the hook
+    assert hook.argv[-2:] == ("-t", "^(?:db(?: > | › | ))")  # the tests under the hook
     top = _plan("bun", ws, _previous(Failure(test="(unnamed)", file="a.test.ts", kind="hook")),
                 last_failed=True)
-    assert "-t" not in top.argv and top.argv[-1] == "./a.test.ts"  # a top-level hook: the whole file
+    assert "-t" not in top.argv and top.selection is None  # a top-level hook: the whole suite
+    assert any("ran the full suite" in n for n in top.notes)
     none = plan(Detection(framework="bun", root=str(ws)), RunOptions(), report_dir=str(ws),
                 default_timeout_ms=1, env={}, which=lambda name: None)
     assert none.unavailable and "bun" in none.unavailable

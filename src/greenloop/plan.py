@@ -16,11 +16,11 @@ writes beside its human output (DESIGN §3, Run):
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
   mocha      <bin> --reporter <greenloop's reporter> --reporter-option output=<dir>/report.json
-             (spec on stdout; --grep '^(?:full title$|…)', failing files)
+             (spec on stdout; --grep '^(?:full title$|describe of a failing hook |…)')
   unittest   <python> -m _greenloop_unittest   (frameworks/unittest_runner/ on PYTHONPATH: the
              text runner of `python -m unittest` plus report.json; targets and reruns are ids)
   bun        bun test --reporter=junit --reporter-outfile=<dir>/report.xml
-             (-t, failing files as ./paths; no junit when a file fails to load: text output)
+             (-t like mocha's grep; targets as ./paths; no junit when a file fails to load)
 """
 
 from __future__ import annotations
@@ -305,20 +305,16 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
         if names:
             args.append(f"--test-name-pattern={name_pattern([_leaf(n) for n in names])}")
         args += files
-    elif framework == "mocha":
+    elif framework in ("mocha", "bun"):
+        # The name filter alone: a failure's file is where it failed (possibly a helper module,
+        # or the module a test file could not import), and mocha would run any file it is
+        # given as a test file. Every test file loads, only the named tests run.
+        from greenloop.frameworks.bun import name_filter
         from greenloop.frameworks.mocha import grep_pattern
 
-        grep = grep_pattern(failures)
-        if grep:
-            args += ["--grep", grep]
-        args += files
-    elif framework == "bun":
-        from greenloop.frameworks.bun import name_filter, test_files
-
-        pattern = name_filter(failures)
+        pattern = grep_pattern(failures) if framework == "mocha" else name_filter(failures)
         if pattern:
-            args += ["-t", pattern]
-        args += test_files(files)
+            args += ["--grep" if framework == "mocha" else "-t", pattern]
     elif framework == "unittest":
         from greenloop.frameworks.unittest import rerun_ids
 

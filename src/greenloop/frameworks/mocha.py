@@ -5,7 +5,8 @@ Counting is mocha's closing lines: `N passing`, `N pending`, `N failing`, where 
 hook (`"before all" hook for "x"`) is one failure and the tests it kept from running are
 not counted at all. Names join the describe titles and the test's with ` > `
 (`math > nested > adds`). A file that cannot load stops mocha before any test runs
-(`Exception during run: …`): one load failure named after the file.
+(`Exception during run: …`): one load failure named after the test file, its file:line
+where the error is (the module it imports, for a syntax error there).
 """
 
 from __future__ import annotations
@@ -194,16 +195,19 @@ class TextParser:
         lines, self.load = self.load, None
         text = "\n".join(lines)
         ufile, uline = first_user_frame(text)
+        # the outermost frame in the workspace is the test file mocha was loading
+        spec, _ = first_user_frame("\n".join(reversed(text.splitlines())))
         head = [ln.strip() for ln in _stack_head(text) if ln.strip()]
         # node prints a SyntaxError as "file:line", the code and caret, then the error
         errors = [h for h in head if re.match(r"^[A-Z]\w*(?:Error|Exception)\b", h)] or head[:1]
         where = re.match(r"^(/\S+?):(\d+)$", head[0]) if head else None
         if where:
             ufile, uline = where.group(1), int(where.group(2))
-        name = relativize(ufile, self.root) if ufile else "mocha"
+        name = relativize(spec or ufile or "", self.root) or "mocha"
         message = relativize(bounded_join(errors[:5]), self.root) or "a test file failed to load"
         self.load_errors.append(f"{name}: {message.splitlines()[0]}")
-        self.failures.append(Failure(test=name, file=name if ufile else None, line=uline, message=message,
+        file = relativize(ufile, self.root) if ufile else None
+        self.failures.append(Failure(test=name, file=file, line=uline, message=message,
                                      stack=trim_stack(text, self.root), kind="load"))
 
     def feed(self, raw: str) -> None:
