@@ -252,6 +252,10 @@ def test_plan_mocha(tmp_path: Path) -> None:
     assert p.argv[1] == "--reporter" and p.argv[2].endswith("greenloop-mocha-reporter.cjs")
     assert p.argv[3:] == ("--reporter-option", f"output={ws}/run/report.json")
     assert p.report_format == "mocha-json"
+    assert dict(p.env)["GREENLOOP_MOCHA_REPORT"] == f"{ws}/run/report.json"
+    comma = _write(tmp_path / "a,b", {"node_modules/.bin/mocha": ""})
+    os.chmod(comma / "node_modules/.bin/mocha", 0o755)
+    assert "--reporter-option" not in _plan("mocha", comma).argv  # mocha would cut the path at the comma
     prev = _previous(Failure(test="math > adds (1+1)", file="test/a.spec.js"),
                      Failure(test='db > "before all" hook for "reads"', kind="hook"))
     lf = _plan("mocha", ws, prev, last_failed=True)

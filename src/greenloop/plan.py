@@ -406,7 +406,11 @@ def plan(
         tool = js_runner(root, "mocha", manager)
         notes += tool.notes
         unavailable = tool.unavailable
-        argv = [*tool.argv, "--reporter", REPORTER, "--reporter-option", f"output={report_file}"]
+        argv = [*tool.argv, "--reporter", REPORTER]
+        # mocha splits --reporter-option at commas; a path with one goes by the variable alone
+        if "," not in (report_file or ","):
+            argv += ["--reporter-option", f"output={report_file}"]
+        child_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""),)
     elif framework == "bun":
         from greenloop.frameworks.bun import test_files
 
