@@ -417,6 +417,10 @@ def plan(
         tool = js_runner(root, "bun", manager)
         if tool.unavailable and which("bun"):
             tool = Toolchain((which("bun") or "bun",), ("bun runs from PATH (a global install)",))
+        elif tool.unavailable:
+            why = (f"bun is not installed in {root} nor on PATH: run `{_install_hint(manager, 'bun')}` "
+                   "(the npm package carries bun's binary) or install bun on PATH")
+            tool = tool._replace(unavailable=why)
         notes += tool.notes
         unavailable = tool.unavailable
         argv = [*tool.argv, "test", "--reporter=junit", f"--reporter-outfile={report_file}"]
