@@ -312,3 +312,14 @@ def test_two_thousand_tests(framework: str, tmp_path: Path) -> None:
     assert (code, r["outcome"]) == (0, "green"), r
     assert r["summary"] == {"total": 2001, "passed": 2001, "failed": 0, "skipped": 0}
     assert len(r["passed_tests"]) == 2001 and len(str(r["output_tail"])) <= 3000
+
+
+def test_framework_flag_picks_a_new_runner_over_detection(tmp_path: Path) -> None:
+    ws = build("unittest", "green", tmp_path / "ws")
+    (ws / "pytest.ini").write_text("[pytest]\n")  # detection says pytest
+    assert cli("probe", str(ws), "--json").json["framework"] == "pytest"
+    code, r = run_json(ws, "--framework", "unittest")
+    assert (code, r["outcome"], r["framework"]) == (0, "green", "unittest"), r
+    assert "_greenloop_unittest" in r["command"]
+    bad = cli("run", str(ws), "--framework", "nose")
+    assert bad.code == 2 and "mocha, unittest, bun" in bad.stderr
