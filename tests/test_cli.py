@@ -31,6 +31,7 @@ CALLS = [
     ["units", "proj", "--json"],
     ["serve", "ws", "--port", "0", "--host", "127.0.0.1", "--open"],
     ["mcp", "--workspace", "ws"],
+    ["doctor", "ws", "--json"],
 ]
 
 

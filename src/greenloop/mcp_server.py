@@ -191,6 +191,9 @@ class RunOutput(_Out):
     retry: dict[str, Any] | None = Field(
         default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
     )
+    resume_token: str | None = Field(
+        default=None, description="Continues this run (mode resume) if it is cut short."
+    )
 
 
 class ProbeOutput(_Out):
@@ -670,11 +673,14 @@ def _tools(state: ServerState) -> list[Tool]:
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
         mode: Annotated[
-            Literal["test", "retry"],
+            Literal["test", "retry", "resume"],
             Field(description="test: run as asked. retry (after changing code): the previous run's "
-                  "failures first, then, if they pass, the whole suite; the result's notes and "
-                  "result_ref say which failures were fixed, remain or are new."),
+                  "failures first, then, if they pass, the whole suite; `retry` says which failures "
+                  "were fixed, remain or are new. resume: continue the run resume_token names."),
         ] = "test",
+        resume_token: Annotated[
+            str | None, Field(description="With mode resume: a result's resume_token.")
+        ] = None,
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
@@ -691,6 +697,8 @@ def _tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
+        if resume_token is not None:
+            options["resume_token"] = resume_token
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)

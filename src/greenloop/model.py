@@ -75,8 +75,9 @@ class Failure(NamedTuple):
     hint: str = ""
     bug_id: str | None = None
     # "test" for an ordinary failing test, "load" for a file that failed to import,
-    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error.
-    kind: Literal["test", "load", "hook"] = "test"
+    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error, "timeout" for the
+    # test that was still running when the run's deadline stopped it.
+    kind: Literal["test", "load", "hook", "timeout"] = "test"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,7 +106,7 @@ class Failure(NamedTuple):
             stack=str(d.get("stack") or ""),
             hint=str(d.get("hint") or ""),
             bug_id=_opt_str(d.get("bug_id")),
-            kind=kind if kind in ("test", "load", "hook") else "test",
+            kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
         )
 
 
@@ -197,6 +198,9 @@ class Plan(NamedTuple):
     # How the run is narrowed: None runs the whole suite; "target", "last_failed" or "command"
     # (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
     selection: str | None = None
+    # A record the runner appends to as tests start and end (greenloop's pytest plugin and
+    # node:test reporter): what a run stopped at its deadline saw, and the test it stopped in.
+    stream_file: str | None = None
 
     @property
     def command_text(self) -> str:
@@ -326,6 +330,7 @@ class RunResult(NamedTuple):
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
     retry: RetryInfo | None = None
+    resume_token: str | None = None  # continues this run if greenloop stops before it ends
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -355,6 +360,7 @@ class RunResult(NamedTuple):
             "selection": self.selection,
             "passed_tests": list(self.passed_tests),
             "retry": self.retry.to_json() if self.retry is not None else None,
+            "resume_token": self.resume_token,
         }
 
     @classmethod
@@ -389,4 +395,5 @@ class RunResult(NamedTuple):
             selection=_opt_str(d.get("selection")),
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
+            resume_token=_opt_str(d.get("resume_token")),
         )

@@ -217,8 +217,9 @@ def test_probe_names_the_runner(framework: str, tmp_path: Path) -> None:
     done = cli("probe", str(ws), "--json")
     d = done.json
     assert d["framework"] == framework, d
-    tail = {"mocha": ["--no-install", "mocha"], "bun": ["bun", "test"], "unittest": ["-m", "unittest"]}
-    assert d["command"][-2:] == tail[framework], d
+    ends = {"mocha": ("/node_modules/.bin/mocha",), "bun": ("/node_modules/.bin/bun", "test"),
+            "unittest": ("", "-m", "unittest")}[framework]  # (the interpreter: python, python3 …)
+    assert d["command"][0].endswith(ends[0]) and tuple(d["command"][1:]) == ends[1:], d
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
