@@ -1,7 +1,8 @@
 """`greenloop run` on real mocha, unittest and bun workspaces: a green suite, a red suite of
 tricky failures (nested describes, a failing before-all hook, unicode names, skipped and
 pending tests), a suite that cannot import its code, a `--last-failed` rerun, a read-only
-sandbox, and a hung suite killed at its timeout with no process left.
+sandbox, the closure gate holding on red and letting go on green, 2,000 tests counted
+exactly, and a hung suite killed at its timeout with no process left.
 
 Each case runs the real CLI as a subprocess with `--json`, on the real toolchain (mocha and
 bun from tests/runners/node_modules, unittest from this interpreter).
@@ -324,3 +325,17 @@ def test_framework_flag_picks_a_new_runner_over_detection(tmp_path: Path) -> Non
     assert "_greenloop_unittest" in r["command"]
     bad = cli("run", str(ws), "--framework", "nose")
     assert bad.code == 2 and "mocha, unittest, bun" in bad.stderr
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_closure_gate_holds_on_red_and_lets_go_on_green(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "red", tmp_path / "ws")
+    session = f"gate-{framework}"
+    assert cli("run", str(ws), "--session", session, "--json").code == 1
+    held = cli("check", str(ws), "--session", session, "--json")
+    assert held.code == 1 and held.json["satisfied"] is False, held.stdout
+    write_files(ws, SOURCES[framework]["green"])  # the fix: the same test file, now passing
+    code, r = run_json(ws, "--session", session)
+    assert (code, r["outcome"]) == (0, "green"), r
+    freed = cli("check", str(ws), "--session", session, "--json")
+    assert freed.code == 0 and freed.json["satisfied"] is True, freed.stdout
