@@ -333,3 +333,17 @@ def test_npm_test_parses_the_new_runners_output_without_a_script_line(fx: str) -
     with (FIXTURES / f"{fx}.txt").open(encoding="utf-8") as fh:
         via_npm = parse_text("npm-test", fh)
     assert via_npm.summary == direct.summary and via_npm.recognized
+
+
+def test_the_stream_names_the_tests_still_running(tmp_path: Path) -> None:
+    from greenloop.frameworks.stream import running_tests
+
+    record = tmp_path / "stream.ndjson"
+    record.write_text(
+        '{"start": "a > ok", "file": "' + str(tmp_path) + '/test/a.js"}\n'
+        '{"end": "a > ok"}\n'
+        '{"start": "t.T.test_x", "file": "t.py", "line": 7}\n'
+        '{"start": "a > hangs", "fi'  # torn by the kill
+    )
+    assert running_tests(str(record), str(tmp_path)) == [("t.T.test_x", "t.py", 7)]
+    assert running_tests(str(tmp_path / "missing")) == []

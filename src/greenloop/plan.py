@@ -464,19 +464,23 @@ def plan(
         # mocha splits --reporter-option at commas; a path with one goes by the variable alone
         if "," not in (report_file or ","):
             argv += ["--reporter-option", f"output={report_file}"]
-        child_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""),)
+        stream_file = os.path.join(report_dir, STREAM_NAME)
+        child_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
     elif framework == "bun":
         from greenloop.frameworks.bun import test_files
 
         argv = [*tool.argv, "--reporter=junit", f"--reporter-outfile={report_file}"]
         targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
     elif framework == "unittest":
+        stream_file = os.path.join(report_dir, STREAM_NAME)
         # greenloop's runner module in unittest's place: the same arguments and output
         argv = [*tool.argv[:-1], UNITTEST_RUNNER_NAME]
         inherited = env.get("PYTHONPATH")
         child_env = (
             ("PYTHONPATH", UNITTEST_RUNNER_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_UNITTEST_REPORT", report_file or ""),
+            ("GREENLOOP_UNITTEST_STREAM", stream_file),
+            *PYTHON_STREAMING,
         )
     elif framework == "node:test":
         argv = [

@@ -175,6 +175,10 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
             from greenloop.frameworks.node_test import running_tests
 
             return running_tests(plan.stream_file, root), []
+        if plan.framework in ("mocha", "unittest"):
+            from greenloop.frameworks import stream
+
+            return stream.running_tests(plan.stream_file, root), []
     except Exception:  # a torn record never turns a timeout into a crash of greenloop
         return [], []
     return [], []
@@ -200,7 +204,7 @@ def _with_stopped_tests(plan: Plan, raw: RawRun, parsed: ParseResult, root: str 
         names = ", ".join(n for n, _, _ in running[:3]) + (" …" if len(running) > 3 else "")
         notes.append(f"the run {why} while {names} {'was' if len(running) == 1 else 'were'} running; "
                      "the counts and failures are those seen before it stopped")
-    elif plan.framework in ("pytest", "node:test"):
+    elif plan.framework in ("pytest", "node:test", "mocha", "unittest"):
         notes.append(f"the run {why}; no test was running (it stopped outside any test); the counts "
                      "and failures are those seen before it stopped")
     else:

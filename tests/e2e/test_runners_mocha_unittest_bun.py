@@ -288,6 +288,12 @@ def test_hung_suite_dies_at_its_timeout_with_no_process_left(framework: str, tmp
     assert "timed out" in str(r["crash_reason"])
     assert done.seconds < timeout_ms / 1000 + 10
     assert processes_under(ws) == []
+    if framework != "bun":  # greenloop's mocha reporter and unittest runner record what runs
+        (hung,) = [f for f in r["failures"] if f["kind"] == "timeout"]
+        name = {"mocha": "hangs", "unittest": "test_hang.TestHang.test_hangs"}[framework]
+        assert hung["test"] == name and hung["file"], hung
+        # mocha ran `ok` first; unittest runs methods in name order, so test_hangs came first
+        assert r["summary"]["passed"] == {"mocha": 1, "unittest": 0}[framework], r["summary"]
 
 
 def _big(framework: str, root: Path) -> Path:

@@ -29,6 +29,14 @@ function runningMocha () {
   }
 }
 
+function opened (file) {
+  try {
+    return file ? fs.openSync(file, 'a') : null
+  } catch (e) {
+    return null // no record: a stopped run then has only its text output
+  }
+}
+
 function errorOf (err) {
   if (!err || typeof err !== 'object') return err === undefined ? {} : { message: String(err) }
   const out = {}
@@ -76,6 +84,20 @@ function GreenloopReporter (runner, options) {
   if (mocha && mocha.reporters && mocha.reporters.Spec) {
     this.spec = new mocha.reporters.Spec(runner, opts)
     this.stats = this.spec.stats
+  }
+  // a line per test (and hook) as it starts and ends, so a run stopped at its deadline can
+  // say which one was running (the spec reporter prints a test only once it has finished)
+  const stream = opened(process.env.GREENLOOP_MOCHA_STREAM)
+  if (stream !== null) {
+    const mark = (key) => (test) => {
+      const item = key === 'start' ? { start: titles(test).join(' > '), file: test.file || null }
+        : { end: titles(test).join(' > ') }
+      try { fs.writeSync(stream, JSON.stringify(item) + '\n') } catch (e) { /* a full disk never fails the run */ }
+    }
+    runner.on('test', mark('start'))
+    runner.on('test end', mark('end'))
+    runner.on('hook', mark('start'))
+    runner.on('hook end', mark('end'))
   }
   const pending = []
   const failures = []

@@ -8,6 +8,8 @@ records each outcome, and the report is written when the run ends. It imports no
 greenloop (only the standard library) and keeps to Python 3.8+ syntax.
 
     GREENLOOP_UNITTEST_REPORT=<path>   where to write the report (nothing is written without it)
+    GREENLOOP_UNITTEST_STREAM=<path>   where to append {"start": id, "file", "line"} and
+                                       {"end": id} as each test starts and stops
 
 The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
 "skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
@@ -17,6 +19,7 @@ The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "er
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,6 +33,7 @@ MAX_FAILURES = 200  # failures kept in detail; the counts stay exact
 MAX_TRACEBACK = 20000  # characters of one failure's traceback
 
 _REPORT_VAR = "GREENLOOP_UNITTEST_REPORT"
+_STREAM_VAR = "GREENLOOP_UNITTEST_STREAM"  # a line per test started and stopped, as it happens
 _STDLIB = os.path.dirname(os.__file__)
 
 
@@ -58,9 +62,30 @@ def _name(test: unittest.TestCase) -> tuple[str, str]:
     return test.id(), "test"
 
 
+def _open_stream() -> int | None:
+    path = os.environ.get(_STREAM_VAR)
+    if not path:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return None  # no record: a stopped run then has only its text output
+
+
+def _where_defined(test: unittest.TestCase) -> tuple[str | None, int | None]:
+    """The test method's file (relative to the working folder) and first line."""
+    try:
+        code = getattr(test, test._testMethodName).__code__
+        rel = os.path.relpath(code.co_filename, os.getcwd())
+        return (rel if not rel.startswith("..") else code.co_filename), code.co_firstlineno
+    except Exception:  # an odd test class never stops the run
+        return None, None
+
+
 class _Collector(unittest.TextTestResult):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.greenloop_stream = _open_stream()
         self.greenloop_passed: list[str] = []
         self.greenloop_failures: list[dict[str, Any]] = []
         self.greenloop_omitted = 0
@@ -86,6 +111,23 @@ class _Collector(unittest.TextTestResult):
             "id": name, "kind": kind, "category": category, "file": file, "line": line,
             "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
         })
+
+    def _mark(self, item: dict[str, Any]) -> None:
+        if self.greenloop_stream is not None:
+            line = (json.dumps(item, ensure_ascii=False) + "\n").encode("utf-8")
+            with contextlib.suppress(OSError):  # one write per line, unbuffered: it survives a kill
+                os.write(self.greenloop_stream, line)
+
+    def startTest(self, test: unittest.TestCase) -> None:
+        if self.greenloop_stream is not None:
+            file, line = _where_defined(test)
+            self._mark({"start": test.id(), "file": file, "line": line})
+        super().startTest(test)
+
+    def stopTest(self, test: unittest.TestCase) -> None:
+        super().stopTest(test)
+        if self.greenloop_stream is not None:
+            self._mark({"end": test.id()})
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
