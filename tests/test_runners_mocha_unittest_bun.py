@@ -347,3 +347,10 @@ def test_the_stream_names_the_tests_still_running(tmp_path: Path) -> None:
     )
     assert running_tests(str(record), str(tmp_path)) == [("t.T.test_x", "t.py", 7)]
     assert running_tests(str(tmp_path / "missing")) == []
+    serial = tmp_path / "serial.ndjson"
+    serial.write_text('{"start": "a > one", "serial": true}\n'
+                      '{"start": "a > two", "file": "a.js", "serial": true}\n')
+    assert running_tests(str(serial)) == [("a > two", "a.js", None)]
+    with serial.open("a") as fh:
+        fh.write('{"done": true}\n')  # the run ended: nothing was running
+    assert running_tests(str(serial)) == []

@@ -3,7 +3,9 @@ runner append as they go (`stream.ndjson`), read when a run is stopped at its de
 
 One JSON object a line: `{"start": name, "file": path, "line": n}` when a test (or a mocha
 hook) starts, `{"end": name}` when it finishes. A test started and never finished was
-running when the run stopped. A line torn by the kill is skipped.
+running when the run stopped. A runner that runs one thing at a time (mocha) writes starts
+alone, each with `"serial": true` (it ends whatever ran before), and `{"done": true}` when
+the run ends: half the writes. A line torn by the kill is skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | N
                 continue
             if not isinstance(item, dict):
                 continue
-            if isinstance(item.get("start"), str):
+            if item.get("done") is True:
+                open_.clear()
+            elif isinstance(item.get("start"), str):
+                if item.get("serial") is True:
+                    open_.clear()
                 file = item.get("file") if isinstance(item.get("file"), str) else None
                 line = item.get("line") if isinstance(item.get("line"), int) else None
                 open_[item["start"]] = (relativize(file, root) if file else None, line)

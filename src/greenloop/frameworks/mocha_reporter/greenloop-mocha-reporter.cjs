@@ -85,19 +85,19 @@ function GreenloopReporter (runner, options) {
     this.spec = new mocha.reporters.Spec(runner, opts)
     this.stats = this.spec.stats
   }
-  // a line per test (and hook) as it starts and ends, so a run stopped at its deadline can
-  // say which one was running (the spec reporter prints a test only once it has finished)
+  // a line per test (and hook) as it starts, so a run stopped at its deadline can say which
+  // one was running (the spec reporter prints a test only once it has finished). mocha runs
+  // one thing at a time, so a start also ends what ran before ("serial"), and the run's end
+  // closes the last: one write per test instead of two.
   const stream = opened(process.env.GREENLOOP_MOCHA_STREAM)
   if (stream !== null) {
-    const mark = (key) => (test) => {
-      const item = key === 'start' ? { start: titles(test).join(' > '), file: test.file || null }
-        : { end: titles(test).join(' > ') }
+    const write = (item) => {
       try { fs.writeSync(stream, JSON.stringify(item) + '\n') } catch (e) { /* a full disk never fails the run */ }
     }
-    runner.on('test', mark('start'))
-    runner.on('test end', mark('end'))
-    runner.on('hook', mark('start'))
-    runner.on('hook end', mark('end'))
+    const start = (test) => write({ start: titles(test).join(' > '), file: test.file || null, serial: true })
+    runner.on('test', start)
+    runner.on('hook', start)
+    runner.once('end', () => write({ done: true }))
   }
   const pending = []
   const failures = []

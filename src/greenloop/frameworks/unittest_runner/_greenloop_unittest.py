@@ -72,20 +72,29 @@ def _open_stream() -> int | None:
         return None  # no record: a stopped run then has only its text output
 
 
+_CWD = os.getcwd()
+_RELATIVE: dict[str, str] = {}  # a test file's path relative to the working folder, once per file
+
+
 def _where_defined(test: unittest.TestCase) -> tuple[str | None, int | None]:
     """The test method's file (relative to the working folder) and first line."""
     try:
         code = getattr(test, test._testMethodName).__code__
-        rel = os.path.relpath(code.co_filename, os.getcwd())
-        return (rel if not rel.startswith("..") else code.co_filename), code.co_firstlineno
     except Exception:  # an odd test class never stops the run
         return None, None
+    name = code.co_filename
+    rel = _RELATIVE.get(name)
+    if rel is None:
+        rel = os.path.relpath(name, _CWD)
+        rel = _RELATIVE[name] = name if rel.startswith("..") else rel
+    return rel, code.co_firstlineno
 
 
 class _Collector(unittest.TextTestResult):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.greenloop_stream = _open_stream()
+        self.greenloop_id = ""  # the JSON-quoted id of the test running now
         self.greenloop_passed: list[str] = []
         self.greenloop_failures: list[dict[str, Any]] = []
         self.greenloop_omitted = 0
@@ -112,22 +121,23 @@ class _Collector(unittest.TextTestResult):
             "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
         })
 
-    def _mark(self, item: dict[str, Any]) -> None:
+    def _mark(self, text: str) -> None:
         if self.greenloop_stream is not None:
-            line = (json.dumps(item, ensure_ascii=False) + "\n").encode("utf-8")
             with contextlib.suppress(OSError):  # one write per line, unbuffered: it survives a kill
-                os.write(self.greenloop_stream, line)
+                os.write(self.greenloop_stream, text.encode("utf-8"))
 
     def startTest(self, test: unittest.TestCase) -> None:
         if self.greenloop_stream is not None:
             file, line = _where_defined(test)
-            self._mark({"start": test.id(), "file": file, "line": line})
+            self.greenloop_id = json.dumps(test.id())
+            where = f'"file": {json.dumps(file)}, "line": {json.dumps(line)}'
+            self._mark(f'{{"start": {self.greenloop_id}, {where}}}\n')
         super().startTest(test)
 
     def stopTest(self, test: unittest.TestCase) -> None:
         super().stopTest(test)
         if self.greenloop_stream is not None:
-            self._mark({"end": test.id()})
+            self._mark(f'{{"end": {self.greenloop_id}}}\n')
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
