@@ -412,6 +412,10 @@ def test_detect_test_command() -> None:
     assert detect_test_command("node --test test/") == "node:test"
     assert detect_test_command("npm test") == "npm-test"
     assert detect_test_command("pnpm run test") == "npm-test"
+    assert detect_test_command("npx mocha test/") == "mocha"
+    assert detect_test_command("python -m unittest -v") == "unittest"
+    assert detect_test_command("bun test ./a.test.ts") == "bun"
+    assert detect_test_command("bun run test") == "npm-test"
     assert detect_test_command("greenloop run") is None
     assert detect_test_command("cat pytest.ini") is None
     assert detect_test_command("ls") is None

@@ -144,7 +144,8 @@ def test_lists_every_tool_with_input_and_output_schemas(tmp_path: Path, home: Pa
     assert set(run_in["properties"]) >= RUN_ARGS
     assert not run_in.get("required")  # every argument of test_run is optional
     framework = run_in["properties"]["framework"]["anyOf"][0]["enum"]
-    assert set(framework) == {"vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo"}
+    assert set(framework) == {"vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo", "mocha",
+                              "unittest", "bun"}
     assert run_in["properties"]["timeout_ms"]["anyOf"][0]["minimum"] == 1
     run_out = tools["test_run"].output_schema or {}
     assert {"ok", "outcome", "summary", "failures", "result_ref", "job_id"} <= set(run_out["properties"])

@@ -337,7 +337,7 @@ def test_parse_command_human_json_and_exit_codes(capsys: pytest.CaptureFixture[s
 
 
 def test_parse_command_bad_input_and_stdin(tmp_path: Path) -> None:
-    unknown = _run("parse", "--framework", "mocha", str(tmp_path))
+    unknown = _run("parse", "--framework", "ava", str(tmp_path))
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert "vitest, jest, npm-test, pytest, node:test" in unknown.stderr
     missing = _run("parse", "--framework", "jest", str(tmp_path / "none.txt"))

@@ -206,8 +206,8 @@ def test_verbatim_command_ignores_target_and_last_failed_with_notes(tmp_path: Pa
 def test_nothing_to_test_and_unknown_framework_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="nothing to test"):
         mk(tmp_path, None)
-    with pytest.raises(UsageError, match="unknown framework 'mocha'"):
-        mk(tmp_path, "mocha")
+    with pytest.raises(UsageError, match="unknown framework 'ava'"):
+        mk(tmp_path, "ava")
 
 
 def test_last_failed_vitest_and_jest_use_t_with_the_failing_files(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_jest_declared_by_dependency_script_or_config_key(tmp_path: Path) -> Non
 
 
 def test_test_script_is_npm_test_but_npm_default_script_is_not(tmp_path: Path) -> None:
-    pkg(tmp_path / "a", scripts={"test": "mocha"})
+    pkg(tmp_path / "a", scripts={"test": "ava"})
     assert probe(str(tmp_path / "a")).framework == "npm-test"
     assert probe(str(tmp_path / "a")).command == ("npm", "test")
     pkg(tmp_path / "b", scripts={"test": 'echo "Error: no test specified" && exit 1'})

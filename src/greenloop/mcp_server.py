@@ -109,7 +109,9 @@ log = logging.getLogger("greenloop.mcp")
 
 T = TypeVar("T")
 
-FrameworkArg = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo"]
+FrameworkArg = Literal[
+    "vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo", "mocha", "unittest", "bun"
+]
 SandboxArg = Literal["auto", "read-only", "workspace-write", "full-access"]
 SeverityArg = Literal["low", "medium", "high", "critical"]
 SourceArg = Literal["unit_test", "unit_test_infra", "integration_test"]

@@ -30,7 +30,9 @@ __all__ = [
     "Summary",
 ]
 
-FrameworkId = Literal["vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo"]
+FrameworkId = Literal[
+    "vitest", "jest", "npm-test", "pytest", "node:test", "go", "cargo", "mocha", "unittest", "bun"
+]
 FRAMEWORKS: tuple[str, ...] = get_args(FrameworkId)
 Outcome = Literal["green", "red", "broken"]
 

@@ -22,6 +22,13 @@ writes beside its human output (DESIGN §3, Run):
              cargo nextest run … --profile default with its JUnit report when cargo-nextest is
              installed; targets: package names as -p, else test filters; last_failed: -- --exact
 
+  mocha      <bin> --reporter <greenloop's reporter> --reporter-option output=<dir>/report.json
+             (spec on stdout; --grep '^(?:full title$|describe of a failing hook |…)')
+  unittest   <python> -m _greenloop_unittest   (frameworks/unittest_runner/ on PYTHONPATH: the
+             text runner of `python -m unittest` plus report.json; targets and reruns are ids)
+  bun        bun test --reporter=junit --reporter-outfile=<dir>/report.xml
+             (-t like mocha's grep; targets as ./paths; no junit when a file fails to load)
+
 Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
 (frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
 finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
@@ -52,6 +59,8 @@ __all__ = [
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
     "PYTHON_STREAMING",
+    "UNITTEST_RUNNER_DIR",
+    "UNITTEST_RUNNER_NAME",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -60,6 +69,7 @@ __all__ = [
     "plan",
     "python_runner",
     "runner_command",
+    "unittest_prefix",
 ]
 
 Which = Callable[[str], "str | None"]
@@ -100,7 +110,17 @@ DIALECTS: dict[str, Dialect] = {
     "npm-test": Dialect(None, None, None),
     "go": Dialect("stdout.txt", "go-json", "-run"),  # go test -json writes its events to stdout
     "cargo": Dialect(None, None, "--exact"),  # nextest's JUnit when installed (planned below)
+    "mocha": Dialect("report.json", "mocha-json", "--grep"),
+    "unittest": Dialect("report.json", "unittest-json", "ids"),  # test ids as arguments
+    "bun": Dialect("report.xml", "bun-junit", "-t"),
 }
+
+# greenloop's unittest runner: a folder holding only `_greenloop_unittest.py` goes on
+# PYTHONPATH and `python -m _greenloop_unittest` starts it (frameworks/unittest.py reads it)
+UNITTEST_RUNNER_DIR = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "frameworks", "unittest_runner"
+)
+UNITTEST_RUNNER_NAME = "_greenloop_unittest"
 
 # greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
@@ -231,6 +251,17 @@ def python_runner(
     return (python, "-m", "pytest"), tuple(notes), None
 
 
+def unittest_prefix(pytest_argv: Sequence[str]) -> tuple[str, ...]:
+    """The interpreter part of `python_runner`'s pytest argv: `<python> -m pytest` -> `<python>`,
+    `uv run pytest` -> `uv run python` (the same environment, without needing pytest)."""
+    argv = tuple(pytest_argv)
+    if argv[-2:] == ("-m", "pytest"):
+        return argv[:-2]
+    if argv[-1:] == ("pytest",):
+        return (*argv[:-1], "python")
+    return argv
+
+
 def _current_python() -> str:
     import sys
 
@@ -313,6 +344,20 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
         if names:
             args.append(f"--test-name-pattern={name_pattern([_leaf(n) for n in names])}")
         args += files
+    elif framework in ("mocha", "bun"):
+        # The name filter alone: a failure's file is where it failed (possibly a helper module,
+        # or the module a test file could not import), and mocha would run any file it is
+        # given as a test file. Every test file loads, only the named tests run.
+        from greenloop.frameworks.bun import name_filter
+        from greenloop.frameworks.mocha import grep_pattern
+
+        pattern = grep_pattern(failures) if framework == "mocha" else name_filter(failures)
+        if pattern:
+            args += ["--grep" if framework == "mocha" else "-t", pattern]
+    elif framework == "unittest":
+        from greenloop.frameworks.unittest import rerun_ids
+
+        args += rerun_ids(failures)
     if not args:
         notes.append("last_failed: the previous failures carry no names or files; ran the full suite")
         return []
@@ -404,6 +449,23 @@ def runner_command(
         missing = None if cargo else CARGO_MISSING
         nextest = cargo is not None and which("cargo-nextest") is not None
         return Toolchain(("cargo", "nextest", "run") if nextest else ("cargo", "test"), unavailable=missing)
+    if framework == "mocha":
+        return js_runner(root, "mocha", manager)
+    if framework == "bun":
+        tool = js_runner(root, "bun", manager)
+        found = which("bun")
+        if tool.unavailable and found:
+            tool = Toolchain((found,), ("bun runs from PATH (a global install)",))
+        elif tool.unavailable:
+            why = (f"bun is not installed in {root} nor on PATH: run `{_install_hint(manager, 'bun')}` "
+                   "(the npm package carries bun's binary) or install bun on PATH")
+            tool = tool._replace(unavailable=why)
+        return tool._replace(argv=(*tool.argv, "test"))
+    if framework == "unittest":
+        # the workspace's interpreter as pytest would have it, without needing pytest
+        argv, notes, _ = python_runner(root, env, which, interpreter=interpreter)
+        py_notes = tuple(n.replace("pytest runs", "unittest runs") for n in notes)
+        return Toolchain((*unittest_prefix(argv), "-m", "unittest"), py_notes)
     pm = manager or "npm"
     missing = None if which(pm) else f"{pm} is not on PATH: install it to run the package.json test script"
     return Toolchain(npm_test_command(pm), unavailable=missing)
@@ -492,6 +554,31 @@ def plan(
             (PROGRESS_VAR, progress_file),
             *PYTHON_STREAMING,
         )
+    elif framework == "mocha":
+        from greenloop.frameworks.mocha import REPORTER
+
+        argv = [*tool.argv, "--reporter", REPORTER]
+        # mocha splits --reporter-option at commas; a path with one goes by the variable alone
+        if "," not in (report_file or ","):
+            argv += ["--reporter-option", f"output={report_file}"]
+        stream_file = os.path.join(report_dir, STREAM_NAME)
+        child_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
+    elif framework == "bun":
+        from greenloop.frameworks.bun import test_files
+
+        argv = [*tool.argv, "--reporter=junit", f"--reporter-outfile={report_file}"]
+        targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
+    elif framework == "unittest":
+        stream_file = os.path.join(report_dir, STREAM_NAME)
+        # greenloop's runner module in unittest's place: the same arguments and output
+        argv = [*tool.argv[:-1], UNITTEST_RUNNER_NAME]
+        inherited = env.get("PYTHONPATH")
+        child_env = (
+            ("PYTHONPATH", UNITTEST_RUNNER_DIR + (os.pathsep + inherited if inherited else "")),
+            ("GREENLOOP_UNITTEST_REPORT", report_file or ""),
+            ("GREENLOOP_UNITTEST_STREAM", stream_file),
+            *PYTHON_STREAMING,
+        )
     elif framework == "node:test":
         argv = [
             *tool.argv,
@@ -541,6 +628,8 @@ def plan(
             selection = selection or "last_failed"
     for token in targets:
         path = token.split("::", 1)[0]
+        if framework == "unittest" and re.match(r"^[\w.]+$", token):
+            continue  # a module, class or test id, as `python -m unittest` takes it
         if not token.startswith("-") and not os.path.exists(os.path.join(root, path)):
             how = (
                 "pytest needs a path or a node id such as tests/test_a.py::test_name"

@@ -1,14 +1,18 @@
 """Which test framework does a workspace use? Reads files; never runs anything (DESIGN §3, Probe).
 
 First match wins, at the workspace root:
-  1. package.json declares vitest      4. pytest markers (pytest.ini, conftest.py, a
+  1. package.json declares vitest      6. pytest markers (pytest.ini, conftest.py, a
   2. package.json declares jest           [tool.pytest…] or pytest dependency in pyproject.toml,
-  3. package.json has scripts.test        [tool:pytest] in setup.cfg, [pytest] in tox.ini)
-  5. go.mod or go.work (Go)             6. Cargo.toml (Rust; cargo nextest when installed)
+  3. package.json declares mocha, or      [tool:pytest] in setup.cfg, [pytest] in tox.ini)
+     a .mocharc.* file is there        7. go.mod or go.work (Go)
+  4. scripts.test runs `bun test`      8. Cargo.toml (Rust; cargo nextest when installed)
+  5. package.json has scripts.test (npm-test)
 Then, when the root declares nothing, nested test roots (a monorepo's packages) are listed as
-`suites`; a single one answers for the workspace. Last comes rule 7: `.test.`/`.spec.` files or
-test/ folders answer node:test, and Python test files alone answer pytest, since node:test
-would collect none of them.
+`suites`; a single one answers for the workspace. Last comes rule 9: `.test.`/`.spec.` files or
+test/ folders answer node:test (bun when a bun lockfile is there and a test file imports
+bun:test), and Python test files alone answer pytest (unittest when they all use
+unittest.TestCase and none imports pytest), since node:test would collect none of them.
+Rule 9 reads the first few test files (probe_files.py); the others read only manifests.
 
 The walk is breadth-first with an entry budget, never follows symlinked folders and skips
 node_modules, build output, caches and virtualenvs, so a tree of 100,000 files answers at once.
@@ -226,6 +230,7 @@ _VITEST_CONFIGS = tuple(
     f"{base}.config.{ext}" for base in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
 )
 _JEST_CONFIGS = tuple(f"jest.config.{ext}" for ext in ("ts", "mts", "cts", "js", "mjs", "cjs", "json"))
+_MOCHA_CONFIGS = tuple(f".mocharc.{ext}" for ext in ("js", "cjs", "mjs", "yaml", "yml", "jsonc", "json"))
 
 
 def _pytest_marker(root: Path) -> str | None:
@@ -259,6 +264,11 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
             return _Marker("vitest", _first_existing(root, _VITEST_CONFIGS) or "package.json", pkg)
         if "jest" in deps or re.search(r"\bjest\b", script) or isinstance(pkg.get("jest"), dict):
             return _Marker("jest", _first_existing(root, _JEST_CONFIGS) or "package.json", pkg)
+        mocharc = _first_existing(root, _MOCHA_CONFIGS)
+        if "mocha" in deps or re.search(r"\bmocha\b", script) or mocharc:
+            return _Marker("mocha", mocharc or "package.json", pkg)
+        if re.search(r"(?:^|[\s;&|(])bun\s+test\b", script):
+            return _Marker("bun", "package.json", pkg)
         if script:
             return _Marker("npm-test", "package.json", pkg)
     marker = _pytest_marker(root)
@@ -273,7 +283,7 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
 
 
 def _filter_tests(framework: str, walked: WalkResult) -> tuple[str, ...]:
-    return walked.py_tests if framework == "pytest" else walked.js_tests
+    return walked.py_tests if framework in ("pytest", "unittest") else walked.js_tests
 
 
 def npm_test_command(manager: str | None) -> tuple[str, ...]:
@@ -289,7 +299,7 @@ def _declared_at(root: Path) -> _Marker | None:
 
 def _manager(framework: str | None, root: Path, pkg: Mapping[str, Any] | None) -> str | None:
     """The package manager, looked up for JavaScript runners or a folder with a package.json."""
-    if framework in ("vitest", "jest", "npm-test", "node:test") or pkg is not None:
+    if framework in ("vitest", "jest", "npm-test", "node:test", "mocha", "bun") or pkg is not None:
         return package_manager(root, pkg)
     return None
 
@@ -355,11 +365,25 @@ def probe(
             "run one with `greenloop run <root>`"
         )
     elif walked.js_tests:
-        framework = "node:test"
-        notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
+        from greenloop.probe_files import uses_bun_test  # (reads files: only on this path)
+
+        if package_manager(root, root_pkg) == "bun" and uses_bun_test(root, walked.js_tests):
+            framework = "bun"
+            notes.append("no runner is declared; a bun lockfile and test files importing bun:test, "
+                         "so bun test runs them")
+        else:
+            framework = "node:test"
+            notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
     elif walked.py_tests:
-        framework = "pytest"
-        notes.append("no runner is declared; only Python test files found, so pytest runs them")
+        from greenloop.probe_files import uses_unittest_only
+
+        if uses_unittest_only(root, walked.py_tests):
+            framework = "unittest"
+            notes.append("no runner is declared; the Python test files use unittest.TestCase and "
+                         "nothing declares pytest, so unittest runs them")
+        else:
+            framework = "pytest"
+            notes.append("no runner is declared; only Python test files found, so pytest runs them")
     if framework is None and not suites:
         notes.append(
             "nothing to test: no package.json test runner, pytest marker, go.mod, Cargo.toml or test files "

@@ -95,6 +95,12 @@ def _with_hints(
         return tuple(f._replace(hint=f.hint or note) for f in failures)
 
 
+# Runners whose report can leave out what their text shows: bun writes no JUnit file when
+# only files that fail to load ran, and leaves errors outside tests (a file that cannot load)
+# out of the file when it writes one, yet prints every result and its closing counts.
+_TEXT_IS_WHOLE = frozenset({"bun"})
+
+
 def _silent_failure(raw: RawRun, parsed: ParseResult) -> bool:
     """A runner that failed while its report lists no failure (vitest's JSON leaves out
     unhandled errors; a crash after the report was written): its text output may say why."""
@@ -169,6 +175,10 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
             from greenloop.frameworks.node_test import running_tests
 
             return running_tests(plan.stream_file, root), []
+        if plan.framework in ("mocha", "unittest"):
+            from greenloop.frameworks import stream
+
+            return stream.running_tests(plan.stream_file, root), []
     except Exception:  # a torn record never turns a timeout into a crash of greenloop
         return [], []
     return [], []
@@ -194,7 +204,7 @@ def _with_stopped_tests(plan: Plan, raw: RawRun, parsed: ParseResult, root: str 
         names = ", ".join(n for n, _, _ in running[:3]) + (" …" if len(running) > 3 else "")
         notes.append(f"the run {why} while {names} {'was' if len(running) == 1 else 'were'} running; "
                      "the counts and failures are those seen before it stopped")
-    elif plan.framework in ("pytest", "node:test"):
+    elif plan.framework in ("pytest", "node:test", "mocha", "unittest"):
         notes.append(f"the run {why}; no test was running (it stopped outside any test); the counts "
                      "and failures are those seen before it stopped")
     else:
@@ -550,6 +560,12 @@ def _execute_launched(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
             )
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
+            if text.recognized and plan.framework in _TEXT_IS_WHOLE:
+                report_ok = True  # the runner's own closing counts were read: not a crash
+        elif plan.framework in _TEXT_IS_WHOLE and raw.exit_code not in (None, 0):
+            from greenloop.frameworks.bun import with_text_errors
+
+            parsed = with_text_errors(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
         elif plan.framework == "vitest" and any(

@@ -693,6 +693,7 @@ def cache_env(policy: Policy, base_env: Mapping[str, str], *, tmp: str | None = 
     env["GOCACHE"] = os.path.join(base, "go-build")
     if not policy.workspace_writable:
         env["CARGO_TARGET_DIR"] = os.path.join(base, "cargo-target")
+    env["BUN_INSTALL_CACHE_DIR"] = os.path.join(base, "bun")  # bun's module cache (bun test, bunx)
     # Playwright finds its browsers under the XDG cache; they stay where they are (read-only).
     home = base_env.get("HOME") or os.path.expanduser("~")
     browsers = os.path.join(base_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ms-playwright")
@@ -801,7 +802,7 @@ def launch(
         Path(report_dir).mkdir(parents=True, exist_ok=True)
         writable.append(report_dir)
     if policy.workspace_writable and present:
-        for sub in ("npm", "xdg"):
+        for sub in ("npm", "xdg", "bun"):
             Path(policy.workspace_root, ".greenloop", "cache", sub).mkdir(parents=True, exist_ok=True)
     if chosen.enforcer == "bwrap":
         assert chosen.bwrap_path is not None

@@ -4,7 +4,8 @@ The entry points other modules call:
 
 - `parse_text(framework, lines)`: streaming, total parse of a runner's human output;
 - `parse_report(report_format, path)`: the machine report greenloop plans
-  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit");
+  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit", and
+  through OWN_REPORTS "mocha-json", "unittest-json", "bun-junit");
 - `progress_event(framework, line)`: "pass" / "fail" / "skip" for one finished-test line.
 """
 
@@ -20,6 +21,7 @@ from greenloop.model import ParseResult
 
 __all__ = [
     "MODULES",
+    "OWN_REPORTS",
     "REPORT_FORMATS",
     "module",
     "parse_report",
@@ -37,6 +39,9 @@ MODULES: dict[str, str] = {
     "node:test": "greenloop.frameworks.node_test",
     "go": "greenloop.frameworks.go",
     "cargo": "greenloop.frameworks.cargo",
+    "mocha": "greenloop.frameworks.mocha",
+    "unittest": "greenloop.frameworks.unittest",
+    "bun": "greenloop.frameworks.bun",
 }
 
 
@@ -49,6 +54,8 @@ def module(framework: str) -> ModuleType | None:
 REPORT_FORMATS: tuple[str, ...] = (
     "vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit",
 )
+# report formats read by the module of the runner that writes them: format -> framework id
+OWN_REPORTS: dict[str, str] = {"mocha-json": "mocha", "unittest-json": "unittest", "bun-junit": "bun"}
 
 
 def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
@@ -98,9 +105,13 @@ def _parse_report(report_format: str, path: str, root: str | None) -> ParseResul
             from greenloop.frameworks import cargo
 
             return cargo.parse_nextest_junit(path, root)
+        if report_format in OWN_REPORTS:
+            reader = importlib.import_module(MODULES[OWN_REPORTS[report_format]])
+            own: ParseResult = reader.parse_report(path, root)
+            return own
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
-    known = ", ".join(REPORT_FORMATS)
+    known = ", ".join((*REPORT_FORMATS, *OWN_REPORTS))
     return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
 
 

@@ -3,7 +3,9 @@ delegate to its parser.
 
 The script line npm echoes (`> vitest run`) decides first; otherwise the runners' own
 anchor lines do (` RUN  v`, `Test Files`, `Tests:`, `TAP version`, `ℹ tests`, pytest's
-`test session starts`). Lines seen before the decision are buffered (bounded) and replayed.
+`test session starts`, `bun test v`); mocha's and unittest's output is known by its script line
+or, failing that, by whichever parser recognises the closing summary. Lines seen before the
+decision are buffered (bounded) and replayed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from greenloop.frameworks import jest, node_test, pytest, vitest
+from greenloop.frameworks import bun, jest, mocha, node_test, pytest, unittest, vitest
 from greenloop.frameworks.common import Event, LineParser, run_parser, strip_ansi
 from greenloop.model import ParseResult
 
@@ -22,13 +24,20 @@ __all__ = ["TextParser", "parse_text", "progress_event", "sniff"]
 _BUFFER_LINES = 5000
 # npm and pnpm echo the script as "> vitest run", yarn and bun as "$ vitest run"; env
 # assignments or wrappers (cross-env, npx) may precede the runner.
-_SCRIPT = re.compile(r"^[>$] (?:\S+ )*?(vitest|jest|node --test|pytest|python -m pytest|mocha)\b")
+_SCRIPT = re.compile(
+    r"^[>$] (?:\S+ )*?(vitest|jest|node --test|pytest|python -m pytest|mocha|bun test|python -m unittest)\b"
+)
 _FACTORIES: dict[str, Callable[[str | None], LineParser]] = {
     "vitest": lambda root: vitest.TextParser(root=root),
     "jest": lambda root: jest.TextParser(root=root),
     "node:test": lambda root: node_test.TextParser(root=root),
     "pytest": lambda root: pytest.TextParser(root=root),
+    "mocha": lambda root: mocha.TextParser(root=root),
+    "bun": lambda root: bun.TextParser(root=root),
+    "unittest": lambda root: unittest.TextParser(root=root),
 }
+_SCRIPT_RUNNER = {"node --test": "node:test", "python -m pytest": "pytest", "bun test": "bun",
+                  "python -m unittest": "unittest"}
 
 
 def sniff(line: str) -> str | None:
@@ -37,8 +46,7 @@ def sniff(line: str) -> str | None:
     m = _SCRIPT.match(s)
     if m:
         word = m.group(1)
-        return {"node --test": "node:test", "python -m pytest": "pytest"}.get(word, word) \
-            if word != "mocha" else None
+        return _SCRIPT_RUNNER.get(word, word)
     if s.startswith(" RUN  v") or re.match(r"^\s*Test Files\s+\d", s) or "⎯⎯ Failed Tests" in s:
         return "vitest"
     if s.startswith(("Tests:", "Test Suites:")) or re.match(r"^\s*(PASS|FAIL) \S+\.(?:[cm]?[jt]sx?)", s):
@@ -47,6 +55,8 @@ def sniff(line: str) -> str | None:
         return "node:test"
     if "test session starts" in s and s.startswith("="):
         return "pytest"
+    if s.startswith("bun test v"):
+        return "bun"
     return None
 
 
@@ -115,7 +125,8 @@ def parse_text(lines: Iterable[Any], root: str | None = None) -> ParseResult:
 
 
 def progress_event(line: str) -> Event | None:
-    for fn in (vitest.progress_event, jest.progress_event, node_test.progress_event, pytest.progress_event):
+    for fn in (vitest.progress_event, jest.progress_event, node_test.progress_event, pytest.progress_event,
+               mocha.progress_event, bun.progress_event, unittest.progress_event):
         ev = fn(line)
         if ev is not None:
             return ev

@@ -201,6 +201,9 @@ _PATTERNS = (
     ("vitest", r"(^|[\s;&|(/])vitest(\s|$)"),
     ("jest", r"(^|[\s;&|(/])jest(\s|$)"),
     ("node:test", r"(^|[\s;&|(])node\s+(.*\s)?--test(\s|$|=)"),
+    ("mocha", r"(^|[\s;&|(/])mocha(\s|$)"),
+    ("unittest", r"-m\s+unittest\b"),
+    ("bun", r"(^|[\s;&|(/])bun\s+test(\s|$)"),
     ("npm-test", r"(^|[\s;&|(])(npm|pnpm|yarn|bun)\s+(run\s+)?(test|t)(\s|$|:)"),
 )
 _GREENLOOP = r"(^|[\s;&|(/])greenloop(\s|$)"

@@ -1,0 +1,212 @@
+"""greenloop's unittest runner: `python -m unittest` plus one compact JSON report.
+
+`greenloop run` starts `python -m _greenloop_unittest [ARGS]` through a PYTHONPATH entry that
+holds only this file, so it works with any workspace interpreter. It takes exactly the
+arguments of `python -m unittest` (no arguments: discovery from the working folder) and
+prints exactly its output (the text runner of the standard library); its result class also
+records each outcome, and the report is written when the run ends. It imports nothing from
+greenloop (only the standard library) and keeps to Python 3.8+ syntax.
+
+    GREENLOOP_UNITTEST_REPORT=<path>   where to write the report (nothing is written without it)
+    GREENLOOP_UNITTEST_STREAM=<path>   where to append {"start": id, "file", "line"} and
+                                       {"end": id} as each test starts and stops
+
+The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
+"skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
+"category", "file", "line", "message", "traceback"}], "passed": [ids], "omitted": n,
+"duration": seconds}. Counts are unittest's own: `Ran N tests` and `FAILED (failures=…)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+import unittest
+from types import TracebackType
+from typing import Any
+
+MAX_FAILURES = 200  # failures kept in detail; the counts stay exact
+MAX_TRACEBACK = 20000  # characters of one failure's traceback
+
+_REPORT_VAR = "GREENLOOP_UNITTEST_REPORT"
+_STREAM_VAR = "GREENLOOP_UNITTEST_STREAM"  # a line per test started and stopped, as it happens
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def _where(tb: TracebackType | None) -> tuple[str | None, int | None]:
+    """(file, line) of the deepest frame in the workspace (not the standard library, not
+    site-packages), relative to the working folder when under it."""
+    cwd = os.getcwd()
+    found: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(tb):
+        name = os.path.abspath(frame.filename)
+        if name.startswith(_STDLIB) or "site-packages" in name or frame.filename.startswith("<"):
+            continue
+        rel = os.path.relpath(name, cwd)
+        found = (rel if not rel.startswith("..") else name, frame.lineno)
+    return found
+
+
+def _name(test: unittest.TestCase) -> tuple[str, str]:
+    """(name, kind): unittest's id; a module that failed to import is named after the module
+    (kind load); a failing setUpClass/setUpModule keeps unittest's description (kind hook)."""
+    cls = type(test).__name__
+    if cls == "_FailedTest":
+        return getattr(test, "_testMethodName", test.id()), "load"
+    if cls == "_ErrorHolder":
+        return test.id(), "hook"
+    return test.id(), "test"
+
+
+def _open_stream() -> int | None:
+    path = os.environ.get(_STREAM_VAR)
+    if not path:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return None  # no record: a stopped run then has only its text output
+
+
+_CWD = os.getcwd()
+_RELATIVE: dict[str, str] = {}  # a test file's path relative to the working folder, once per file
+
+
+def _where_defined(test: unittest.TestCase) -> tuple[str | None, int | None]:
+    """The test method's file (relative to the working folder) and first line."""
+    try:
+        code = getattr(test, test._testMethodName).__code__
+    except Exception:  # an odd test class never stops the run
+        return None, None
+    name = code.co_filename
+    rel = _RELATIVE.get(name)
+    if rel is None:
+        rel = os.path.relpath(name, _CWD)
+        rel = _RELATIVE[name] = name if rel.startswith("..") else rel
+    return rel, code.co_firstlineno
+
+
+class _Collector(unittest.TextTestResult):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.greenloop_stream = _open_stream()
+        self.greenloop_id = ""  # the JSON-quoted id of the test running now
+        self.greenloop_passed: list[str] = []
+        self.greenloop_failures: list[dict[str, Any]] = []
+        self.greenloop_omitted = 0
+
+    def _keep(self, category: str, test: unittest.TestCase, err: Any) -> None:
+        if len(self.greenloop_failures) >= MAX_FAILURES:
+            self.greenloop_omitted += 1
+            return
+        name, kind = _name(test)
+        file = line = None
+        message = text = ""
+        if err is not None:
+            exc_type, value, tb = err
+            file, line = _where(tb)
+            try:  # the traceback unittest itself prints (its own frames left out)
+                text = self._exc_info_to_string(err, test)  # type: ignore[attr-defined]
+            except Exception:  # an odd exception never loses the failure
+                text = repr(value)
+            message = "".join(traceback.format_exception_only(exc_type, value)).strip()
+        else:
+            message = "unexpected success: the test is marked expectedFailure but passed"
+        self.greenloop_failures.append({
+            "id": name, "kind": kind, "category": category, "file": file, "line": line,
+            "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
+        })
+
+    def _mark(self, text: str) -> None:
+        if self.greenloop_stream is not None:
+            with contextlib.suppress(OSError):  # one write per line, unbuffered: it survives a kill
+                os.write(self.greenloop_stream, text.encode("utf-8"))
+
+    def startTest(self, test: unittest.TestCase) -> None:
+        if self.greenloop_stream is not None:
+            file, line = _where_defined(test)
+            self.greenloop_id = json.dumps(test.id())
+            where = f'"file": {json.dumps(file)}, "line": {json.dumps(line)}'
+            self._mark(f'{{"start": {self.greenloop_id}, {where}}}\n')
+        super().startTest(test)
+
+    def stopTest(self, test: unittest.TestCase) -> None:
+        super().stopTest(test)
+        if self.greenloop_stream is not None:
+            self._mark(f'{{"end": {self.greenloop_id}}}\n')
+
+    def addSuccess(self, test: unittest.TestCase) -> None:
+        super().addSuccess(test)
+        self.greenloop_passed.append(test.id())
+
+    def addFailure(self, test: unittest.TestCase, err: Any) -> None:
+        super().addFailure(test, err)
+        self._keep("failure", test, err)
+
+    def addError(self, test: unittest.TestCase, err: Any) -> None:
+        super().addError(test, err)
+        self._keep("error", test, err)
+
+    def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
+        super().addUnexpectedSuccess(test)
+        self._keep("unexpected_success", test, None)
+
+    def addSubTest(self, test: unittest.TestCase, subtest: unittest.TestCase, err: Any) -> None:
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            self._keep("failure" if failed else "error", subtest, err)
+
+
+class _Runner(unittest.TextTestRunner):
+    resultclass = _Collector
+
+    def run(self, test: Any) -> Any:
+        started = time.time()
+        result = super().run(test)
+        _write(result, time.time() - started)
+        return result
+
+
+def _write(result: unittest.TestResult, duration: float) -> None:
+    path = os.environ.get(_REPORT_VAR)
+    if not path:
+        return
+    counts = {
+        "run": result.testsRun,
+        "passed": len(getattr(result, "greenloop_passed", ())),
+        "failures": len(result.failures),
+        "errors": len(result.errors),
+        "skipped": len(result.skipped),
+        "expected_failures": len(result.expectedFailures),
+        "unexpected_successes": len(result.unexpectedSuccesses),
+    }
+    data = {
+        "version": 1,
+        "python": sys.version.split()[0],
+        "counts": counts,
+        "failures": getattr(result, "greenloop_failures", []),
+        "passed": getattr(result, "greenloop_passed", []),
+        "omitted": getattr(result, "greenloop_omitted", 0),
+        "duration": round(duration, 3),
+    }
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no report: greenloop says so and reads the text output
+
+
+def main() -> None:
+    sys.argv[0] = "python -m unittest"  # the usage text unittest prints names the command people know
+    unittest.main(module=None, testRunner=_Runner)
+
+
+if __name__ == "__main__":
+    main()
