@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult
+from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult, ShardInfo
 
 if TYPE_CHECKING:
     from greenloop.gate import ClosureCheck
@@ -115,14 +115,19 @@ def test_run(
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     mode: str = "test",
+    shard: str | ShardInfo | None = None,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
     `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
     run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
-    as one result whose `retry` says which failures were fixed, which remain and which are new."""
+    as one result whose `retry` says which failures were fixed, which remain and which are new.
+
+    `shard` ("I/N"): run only shard I of N in the runner's own dialect (docs/scale.md); the
+    result's `selection` is "shard" and `greenloop merge` folds the N results into one."""
     if mode not in RUN_MODES:
         raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+    the_shard = _check_shard(shard, target=target, last_failed=last_failed, command=command, mode=mode)
     if mode == "retry":
         if target is not None or last_failed or command is not None:
             raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
@@ -161,7 +166,7 @@ def test_run(
         previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
         detection,
-        RunOptions(framework, target, last_failed, command, timeout_ms),
+        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -196,6 +201,8 @@ def test_run(
             on_exit=fingerprint.start,
         )
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
+        if the_plan.shard is not None:
+            result = _sharded(result, the_plan)
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
         if unit is not None:
@@ -214,6 +221,46 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
+
+
+def _check_shard(shard: object, *, target: object, last_failed: object, command: object,
+                 mode: str) -> ShardInfo | None:
+    """The validated shard, or None; a shard with anything else that narrows the run is refused
+    (shards of a narrowed run would not add up to the suite `greenloop merge` reports on)."""
+    if shard is None or shard == "":
+        return None
+    from greenloop.plan import parse_shard
+
+    parsed = parse_shard(shard)
+    clash = [name for name, given in (("target", target is not None), ("last_failed", bool(last_failed)),
+                                      ("command", command is not None), ("mode retry", mode == "retry"))
+             if given]
+    if clash:
+        raise UsageError(f"shard splits the whole suite: drop {', '.join(clash)} (or drop shard)")
+    return parsed
+
+
+def _sharded(result: RunResult, the_plan: Any) -> RunResult:
+    """Mark a shard's result; a pytest shard whose report is missing did not load greenloop's
+    plugin, so nothing was deselected: it ran the whole suite, and merging it would count
+    every test N times, so it is broken rather than green."""
+    result = result._replace(shard=the_plan.shard, selection="shard")
+    empty_exit = (0, 5) if the_plan.framework == "pytest" else (0,)  # pytest: 5 when all deselected
+    if result.crash_reason == "no tests ran" and result.exit_code in empty_exit:
+        # N exceeds what the runner splits (files, for vitest, jest and node:test): an empty shard
+        # is not a broken one. `greenloop merge` still calls a suite with no test at all broken.
+        spec = f"{the_plan.shard.index}/{the_plan.shard.total}"
+        return result._replace(ok=True, outcome="green", crashed=False, crash_reason=None, next_action=None,
+                               notes=(*result.notes, f"shard {spec} holds no test (more shards than the "
+                                      "runner can split the suite into); it counts as an empty part"))
+    if (the_plan.framework == "pytest" and not result.timed_out and not result.aborted
+            and the_plan.report_file and not os.path.exists(the_plan.report_file)
+            and result.outcome != "broken"):
+        reason = ("shard: greenloop's pytest plugin did not load (was it disabled with -p no:…?), so "
+                  "the shard was not applied and the whole suite ran; remove what disables it")
+        result = result._replace(ok=False, outcome="broken", crashed=True, crash_reason=reason,
+                                 next_action="retry_tester")
+    return result
 
 
 def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None = None) -> ClosureCheck:

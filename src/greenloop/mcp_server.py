@@ -191,6 +191,9 @@ class RunOutput(_Out):
     retry: dict[str, Any] | None = Field(
         default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
     )
+    shard: dict[str, int] | None = Field(
+        default=None, description="A run of one shard: {index, total}; selection is then 'shard'."
+    )
 
 
 class ProbeOutput(_Out):
@@ -675,6 +678,12 @@ def _tools(state: ServerState) -> list[Tool]:
                   "failures first, then, if they pass, the whole suite; the result's notes and "
                   "result_ref say which failures were fixed, remain or are new."),
         ] = "test",
+        shard: Annotated[
+            str | None,
+            Field(description="Run only shard I of N of the suite, as 'I/N' (e.g. '2/4'), in the "
+                  "runner's own dialect; the result's selection is 'shard'. Fold the N results with "
+                  "`greenloop merge`."),
+        ] = None,
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
@@ -691,6 +700,8 @@ def _tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
+        if shard is not None:
+            options["shard"] = shard
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)

@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.mode != "test":
         options["mode"] = args.mode
+    if getattr(args, "shard", None) is not None:
+        options["shard"] = args.shard
     if args.background:
         return _background(path, options, as_json=args.json)
     with _stop_on_signals() as cancel:

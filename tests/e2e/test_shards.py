@@ -1,0 +1,167 @@
+"""Sharding on real runners: `--shard I/N` in each runner's own dialect. The N shards of a suite
+are disjoint and together are the whole suite: the shards' totals add up to the whole run's
+and the union of their passed tests is the whole run's, for pytest, vitest, jest, node:test and
+an npm test script that runs `node --test`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from greenloop import api
+from greenloop.model import RunResult
+from greenloop.schema import validate_run_result
+
+from .helpers import cli, js_workspace, node_workspace, py_workspace
+
+pytestmark = pytest.mark.e2e
+
+FILES = 6  # three tests a file; `c3` fails
+SHARDS = 3
+
+
+def _pytest(root: Path) -> Path:
+    files = {
+        f"tests/test_f{i}.py": (
+            "def test_a():\n    pass\n\n"
+            "def test_b():\n    pass\n\n"
+            f"def test_c():\n    assert {i} != 3\n"
+        )
+        for i in range(1, FILES + 1)
+    }
+    return py_workspace(root, files)
+
+
+def _js(runner: str) -> Callable[[Path], Path]:
+    head = "import { test, expect } from 'vitest'\n" if runner == "vitest" else ""
+
+    def build(root: Path) -> Path:
+        files = {
+            f"f{i}.test.js": (
+                f"{head}test('a{i}', () => {{}})\ntest('b{i}', () => {{}})\n"
+                f"test('c{i}', () => {{ expect({i}).not.toBe(3) }})\n"
+            )
+            for i in range(1, FILES + 1)
+        }
+        return js_workspace(root, runner, files)
+
+    return build
+
+
+def _node_files() -> dict[str, str]:
+    return {
+        f"test/f{i}.test.js": (
+            "const test = require('node:test')\nconst assert = require('node:assert')\n"
+            f"test('a{i}', () => {{}})\ntest('b{i}', () => {{}})\n"
+            f"test('c{i}', () => {{ assert.notStrictEqual({i}, 3) }})\n"
+        )
+        for i in range(1, FILES + 1)
+    }
+
+
+def _node(root: Path) -> Path:
+    return node_workspace(root, _node_files())
+
+
+def _npm_node(root: Path) -> Path:
+    ws = node_workspace(root, _node_files())
+    (ws / "package.json").write_text(json.dumps({"name": "ws", "private": True,
+                                                 "scripts": {"test": "node --test"}}))
+    return ws
+
+
+BUILDERS: dict[str, Callable[[Path], Path]] = {
+    "pytest": _pytest,
+    "vitest": _js("vitest"),
+    "jest": _js("jest"),
+    "node:test": _node,
+    "npm-test": _npm_node,
+}
+
+
+def run_shards(ws: Path, total: int = SHARDS) -> tuple[RunResult, list[RunResult]]:
+    whole = api.test_run(ws, session_id="whole", sandbox="full-access")
+    shards = [api.test_run(ws, session_id=f"shard{i}", sandbox="full-access", shard=f"{i}/{total}")
+              for i in range(1, total + 1)]
+    return whole, shards
+
+
+@pytest.mark.parametrize("framework", list(BUILDERS))
+def test_shards_are_disjoint_and_cover_the_suite(tmp_path: Path, framework: str) -> None:
+    ws = BUILDERS[framework](tmp_path / "ws")
+    whole, shards = run_shards(ws)
+    assert whole.framework == framework and whole.summary.total == 3 * FILES, whole
+    assert whole.selection is None and whole.shard is None
+    for i, s in enumerate(shards, 1):
+        assert s.framework == framework
+        assert s.selection == "shard" and s.shard is not None
+        assert (s.shard.index, s.shard.total) == (i, SHARDS)
+        assert s.to_json()["shard"] == {"index": i, "total": SHARDS}
+        assert validate_run_result(s.to_json()) == []
+        assert s.outcome in ("green", "red"), s
+    # together: the same totals and exactly the same tests
+    for key in ("total", "passed", "failed", "skipped"):
+        assert sum(getattr(s.summary, key) for s in shards) == getattr(whole.summary, key), key
+    passed = [t for s in shards for t in s.passed_tests]
+    assert len(passed) == len(set(passed)), "a test ran in two shards"
+    assert set(passed) == set(whole.passed_tests)
+    if framework != "npm-test":  # a script's text output does not name passed tests
+        assert len(passed) == 3 * FILES - 1
+    failing = [f.test for s in shards for f in s.failures]
+    assert failing == [f.test for f in whole.failures]
+    assert sum(1 for s in shards if s.outcome == "red") == 1
+
+
+def test_pytest_shard_is_stable_across_runs(tmp_path: Path) -> None:
+    ws = _pytest(tmp_path / "ws")
+    first = api.test_run(ws, session_id="a", sandbox="full-access", shard="2/3")
+    again = api.test_run(ws, session_id="a", sandbox="full-access", shard="2/3")
+    assert first.passed_tests and sorted(first.passed_tests) == sorted(again.passed_tests)
+
+
+def test_empty_shard_is_an_empty_part_not_a_broken_run(tmp_path: Path) -> None:
+    ws = _js("vitest")(tmp_path / "ws")
+    last = api.test_run(ws, session_id="s", sandbox="full-access", shard="8/8")  # 6 files, 8 shards
+    assert last.outcome == "green" and last.ok and last.summary.total == 0, last
+    assert any("holds no test" in n for n in last.notes)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--shard", "3/2"], "out of range"),
+        (["--shard", "0/2"], "out of range"),
+        (["--shard", "x"], "must be I/N"),
+        (["--shard", "1/2", "--last-failed"], "drop last_failed"),
+        (["--shard", "1/2", "--target", "tests"], "drop target"),
+        (["--shard", "1/2", "--command", "true"], "drop command"),
+    ],
+)
+def test_bad_shard_exits_2_naming_the_fix_and_starts_nothing(
+    tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    ws = _pytest(tmp_path / "ws")
+    r = cli("run", str(ws), *args)
+    assert r.code == 2, r
+    assert "shard" in r.stderr and fragment in r.stderr, r.stderr
+    assert not (ws / ".greenloop").exists()
+
+
+def test_npm_test_script_with_an_unknown_runner_is_refused(tmp_path: Path) -> None:
+    ws = node_workspace(tmp_path / "ws", _node_files())
+    (ws / "package.json").write_text(json.dumps({"name": "ws", "scripts": {"test": "mocha"}}))
+    r = cli("run", str(ws), "--shard", "1/2", "--json")
+    assert r.code == 2 and "test script's runner" in r.stderr and "--framework" in r.stderr, r
+    assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
+
+
+def test_cli_shard_json(tmp_path: Path) -> None:
+    ws = _node(tmp_path / "ws")
+    r = cli("run", str(ws), "--shard", "1/2", "--json", "--sandbox", "full-access")
+    data = r.json
+    assert r.code in (0, 1) and data["selection"] == "shard" and data["shard"] == {"index": 1, "total": 2}
+    assert "--test-shard=1/2" in data["command"]
