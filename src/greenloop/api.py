@@ -3,6 +3,7 @@
     test_probe(workspace) -> Detection
     test_run(workspace, *, framework, target, last_failed, command, timeout_ms, session_id,
              sandbox, on_progress, cancel) -> RunResult
+    merge_results(paths, *, workspace, session_id) -> RunResult   N shards' results as one run
     bounded(result, *, max_failures=5) -> dict        what a model reads
     latest_run(workspace) -> RunResult | None          the run store
     load_run(workspace, run_id) -> RunResult
@@ -23,7 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "latest_run",
     "list_runs",
     "load_run",
+    "merge_results",
     "prune_runs",
     "test_closure_check",
     "test_probe",
@@ -261,6 +263,53 @@ def _sharded(result: RunResult, the_plan: Any) -> RunResult:
         result = result._replace(ok=False, outcome="broken", crashed=True, crash_reason=reason,
                                  next_action="retry_tester")
     return result
+
+
+def merge_results(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    workspace: str | os.PathLike[str] = ".",
+    session_id: str | None = None,
+) -> RunResult:
+    """Fold the result.json files of a suite's shards into one run (greenloop.merge), store it
+    as a run of `workspace` and record it like any run: the bug log (as a run of the whole
+    suite when all N shards are there) and the session's closure state, so the gate decides on
+    the whole suite. Files that are not one suite's shards: UsageError, nothing written."""
+    from greenloop import config as config_mod
+    from greenloop import merge
+
+    ws = _workspace(workspace)
+    if isinstance(paths, (str, os.PathLike)) or not paths:
+        raise UsageError("merge needs a list of the shards' result.json files (RESULT.json …)")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+        raise UsageError("session_id must be a non-empty string (or left out)")
+    named: list[tuple[str, RunResult]] = []
+    for path in paths:
+        name = os.fspath(path)
+        try:
+            named.append((name, _read_result(name)))
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UsageError(f"cannot read {name}: {why}; pass the shards' result.json files") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{name} is not a greenloop result.json ({type(exc).__name__}: {exc}); "
+                             "pass the result.json each `greenloop run --shard I/N` wrote") from exc
+    merge.check_shards(named)  # refused before anything is written
+    cfg = config_mod.load(ws)
+    if session_id is None:
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
+    root = probe_root(ws)
+    run_id = layout.new_run_id()
+    layout.make_state_dir(layout.state_dir(root))
+    run_dir = layout.run_dir(root, run_id)
+    merged = merge.merge(named, run_id=run_id, tail_chars=cfg.summary_tail_chars, workspace=str(ws))
+    merged = merged._replace(session_id=session_id, result_ref=str(run_dir / RESULT_FILE))
+    final = _after_run(str(ws), merged)
+    _store(final, run_dir, None)
+    prune_runs(root, keep=KEEP_RUNS, protect=run_id)
+    return final
 
 
 def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None = None) -> ClosureCheck:

@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp", "merge",
 )  # fmt: skip
 
 
@@ -252,6 +252,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")
         p.add_argument("--workspace", default=".", help="workspace folder (default: .)")
         _handler(p, "mcp:serve")
+
+    # --- scale: shards of a suite split across CI machines, flaky tests
+    if only in (None, "merge"):
+        p = sub.add_parser("merge", help="fold the result.json files of a suite's shards into one run")
+        p.add_argument("results", nargs="+", metavar="RESULT.json", help="one result.json per shard")
+        p.add_argument("--path", default=".", help="workspace the merged run is recorded in (default: .)")
+        p.add_argument("--session", help="record the merged run for this agent session id")
+        _json_flag(p)
+        _handler(p, "merge:merge")
     return parser
 
 

@@ -115,6 +115,19 @@ def test_shards_are_disjoint_and_cover_the_suite(tmp_path: Path, framework: str)
     assert failing == [f.test for f in whole.failures]
     assert sum(1 for s in shards if s.outcome == "red") == 1
 
+    # greenloop merge folds the N results into the whole run's
+    refs = [str(s.result_ref) for s in shards]
+    merged = api.merge_results(list(reversed(refs)), workspace=ws, session_id="merger")
+    assert merged.outcome == "red" and not merged.ok and merged.selection is None and merged.shard is None
+    assert merged.summary == whole.summary
+    assert set(merged.passed_tests) == set(whole.passed_tests)
+    assert [f.test for f in merged.failures] == [f.test for f in whole.failures]
+    assert merged.duration_ms == max(s.duration_ms for s in shards)
+    assert any(f"{sum(s.duration_ms for s in shards)} ms summed" in n for n in merged.notes)
+    assert validate_run_result(merged.to_json()) == []
+    stored = json.loads(Path(str(merged.result_ref)).read_text())
+    assert stored["run_id"] == merged.run_id and stored["summary"] == whole.summary.to_json()
+
 
 def test_pytest_shard_is_stable_across_runs(tmp_path: Path) -> None:
     ws = _pytest(tmp_path / "ws")
@@ -165,3 +178,56 @@ def test_cli_shard_json(tmp_path: Path) -> None:
     data = r.json
     assert r.code in (0, 1) and data["selection"] == "shard" and data["shard"] == {"index": 1, "total": 2}
     assert "--test-shard=1/2" in data["command"]
+
+
+def test_merge_records_the_whole_suite_for_the_gate_and_the_bug_log(tmp_path: Path) -> None:
+    ws = _pytest(tmp_path / "ws")
+    shards = [api.test_run(ws, session_id="ci", sandbox="full-access", shard=f"{i}/3") for i in (1, 2, 3)]
+    refs = [str(s.result_ref) for s in shards]
+    red = next(s for s in shards if s.outcome == "red")
+
+    # a missing shard: broken, names the missing index, never green, never closes the suite
+    partial = [str(s.result_ref) for s in shards if s is not red]
+    broken = api.merge_results(partial, workspace=ws, session_id="gate")
+    assert red.shard is not None
+    assert broken.outcome == "broken" and f"{red.shard.index}/3 missing" in (broken.crash_reason or "")
+    assert broken.selection == "shard"
+    assert not api.test_closure_check(ws, "gate").satisfied
+
+    merged = api.merge_results(refs, workspace=ws, session_id="gate")
+    assert merged.outcome == "red"
+    bug = merged.failures[0].bug_id
+    # the same bug the red shard opened here (one bug log, deduplicated by unit and test)
+    assert bug and bug == red.failures[0].bug_id and not merged.bugs_opened
+    check = api.test_closure_check(ws, "gate")
+    assert not check.satisfied and check.last_run is not None and check.last_run.run_id == merged.run_id
+
+    # the fix: every shard green, the merge is a green run of the whole suite and closes the bug
+    (ws / "tests" / "test_f3.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n\n"
+                                             "def test_c():\n    pass\n")
+    green = [api.test_run(ws, session_id="ci", sandbox="full-access", shard=f"{i}/3") for i in (1, 2, 3)]
+    done = api.merge_results([str(s.result_ref) for s in green], workspace=ws, session_id="gate")
+    assert done.outcome == "green" and done.ok and done.exit_code == 0 and done.selection is None
+    assert done.summary.total == 18 and done.summary.passed == 18
+    assert api.test_closure_check(ws, "gate").satisfied
+    from greenloop import bugs
+
+    assert bugs.BugLog(bugs.bug_log_path(ws)).get(bug).status == "fixed"
+
+
+def test_merge_refuses_what_is_not_one_suites_shards(tmp_path: Path) -> None:
+    ws = _pytest(tmp_path / "ws")
+    a = api.test_run(ws, session_id="ci", sandbox="full-access", shard="1/2")
+    b = api.test_run(ws, session_id="ci", sandbox="full-access", shard="1/3")
+    whole = api.test_run(ws, session_id="ci", sandbox="full-access")
+    before = sorted(p.name for p in (ws / ".greenloop" / "runs").iterdir())
+    for files, fragment in (
+        ([a.result_ref, b.result_ref], "mixed N"),
+        ([a.result_ref, a.result_ref], "both shard 1/2"),
+        ([a.result_ref, whole.result_ref], "not a shard's result"),
+        ([str(ws / "nope.json")], "cannot read"),
+        ([str(ws / "pytest.ini")], "not a greenloop result.json"),
+    ):
+        r = cli("merge", *[str(f) for f in files], "--path", str(ws))
+        assert r.code == 2 and fragment in r.stderr, (fragment, r)
+    assert sorted(p.name for p in (ws / ".greenloop" / "runs").iterdir()) == before  # nothing written
