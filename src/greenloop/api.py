@@ -39,6 +39,7 @@ __all__ = [
     "RESULT_FILE",
     "bounded",
     "dashboard_link",
+    "flaky_tests",
     "latest_run",
     "list_runs",
     "load_run",
@@ -118,6 +119,7 @@ def test_run(
     cancel: threading.Event | None = None,
     mode: str = "test",
     shard: str | ShardInfo | None = None,
+    rerun_failures: int = 0,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
@@ -126,15 +128,22 @@ def test_run(
     as one result whose `retry` says which failures were fixed, which remain and which are new.
 
     `shard` ("I/N"): run only shard I of N in the runner's own dialect (docs/scale.md); the
-    result's `selection` is "shard" and `greenloop merge` folds the N results into one."""
+    result's `selection` is "shard" and `greenloop merge` folds the N results into one.
+
+    `rerun_failures` (K): rerun the failing tests up to K times in the runner's own dialect; a
+    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests")."""
     if mode not in RUN_MODES:
         raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+    if isinstance(rerun_failures, bool) or not isinstance(rerun_failures, int) or rerun_failures < 0:
+        raise UsageError(f"rerun_failures (--rerun-failures) must be a whole number >= 0 (e.g. 2), "
+                         f"got {rerun_failures!r}")
     the_shard = _check_shard(shard, target=target, last_failed=last_failed, command=command, mode=mode)
     if mode == "retry":
         if target is not None or last_failed or command is not None:
             raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
         return _retry(workspace, framework=framework, timeout_ms=timeout_ms, session_id=session_id,
-                      sandbox=sandbox, on_progress=on_progress, cancel=cancel)
+                      sandbox=sandbox, on_progress=on_progress, cancel=cancel,
+                      **({"rerun_failures": rerun_failures} if rerun_failures else {}))
     from greenloop import config as config_mod
     from greenloop.fingerprint import Pending
     from greenloop.plan import RunOptions, plan
@@ -205,6 +214,9 @@ def test_run(
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
         if the_plan.shard is not None:
             result = _sharded(result, the_plan)
+        if rerun_failures and result.outcome == "red" and not result.aborted and not the_plan.shell:
+            result = _rerun(result, the_plan, detection, rerun_failures, run_dir=run_dir, config=cfg,
+                            policy=policy, workspace=str(ws), cancel=cancel)
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
         if unit is not None:
@@ -223,6 +235,89 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
+
+
+def _rerun(result: RunResult, the_plan: Any, detection: Detection, times: int, *, run_dir: Path,
+           config: Any, policy: Any, workspace: str, cancel: threading.Event | None) -> RunResult:
+    """Rerun the failing tests up to `times` times, each a plan of its own narrowed to them in
+    the runner's dialect (last_failed's filter: names and files), in `run_dir/rerun-<n>/`."""
+    from greenloop import flaky
+    from greenloop.plan import RunOptions, plan
+    from greenloop.run import execute
+
+    still = [f for f in result.failures if f.kind == "test" and f.test]
+    notes: list[str] = []
+    if not still:
+        notes.append("rerun_failures: no failing test to rerun (only files that failed to load or hooks)")
+        return flaky.fold_reruns(result, set(), policy=config.flaky, last_exit_code=None, notes=notes)
+    flaky_names: set[str] = set()
+    last_exit: int | None = None
+    for attempt in range(1, times + 1):
+        folder = run_dir / f"rerun-{attempt}"
+        previous = result._replace(failures=tuple(still))
+        rerun_plan = plan(detection, RunOptions(the_plan.framework, None, True, None, the_plan.timeout_ms),
+                          report_dir=str(folder), default_timeout_ms=the_plan.timeout_ms, previous=previous)
+        rerun = execute(rerun_plan, run_id=f"{result.run_id}-rerun-{attempt}", run_dir=folder, config=config,
+                        cancel=cancel, policy=policy, workspace=workspace)
+        if rerun.outcome == "broken" or rerun.aborted:
+            notes.append(f"rerun_failures: rerun {attempt} broke ({rerun.crash_reason or 'broken'}); "
+                         f"stopped rerunning (output in {folder})")
+            break
+        passed = flaky.passed_in(rerun, (f.test for f in still))
+        flaky_names |= passed
+        still = [f for f in still if f.test not in passed]
+        last_exit = rerun.exit_code
+        notes.append(f"rerun_failures: rerun {attempt} of {times} ({rerun.run_id}): {len(passed)} passed, "
+                     f"{len(still)} still failing; output in {folder}")
+        if not still:
+            break
+    return flaky.fold_reruns(result, flaky_names, policy=config.flaky,
+                             last_exit_code=last_exit if not still else result.exit_code, notes=notes)
+
+
+def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:
+    """Flaky tests from the stored history (`greenloop flaky`): tests one run failed and another
+    passed with the same working-tree fingerprint, and tests a run's reruns found flaky."""
+    from greenloop import flaky
+    from greenloop.store import Store
+
+    ws = _workspace(workspace)
+    root = probe_root(ws)
+    with Store(ws, warn=lambda _m: None) as st:
+        records = st.runs(limit=limit)
+    evidence: list[flaky.RunEvidence] = []
+    unreadable = 0
+    for rec in records:
+        passed: tuple[str, ...] | None = None
+        marked: tuple[str, ...] = ()
+        for path in (layout.run_dir(root, rec.run_id) / RESULT_FILE, rec.result_ref):
+            if not path:
+                continue
+            try:
+                stored = _read_result(path)
+            except _UNREADABLE:
+                continue
+            passed = stored.passed_tests
+            if not passed and stored.ok and stored.selection is None:
+                passed = ()  # a green run of the whole suite that names no test: no evidence by name
+            marked = tuple(f.test for f in stored.failures if f.flaky)
+            break
+        else:
+            unreadable += 1
+        evidence.append(flaky.RunEvidence(rec.run_id, rec.at, rec.fingerprint, rec.failing, passed, marked))
+    found = flaky.from_history(evidence)
+    notes = []
+    if unreadable:
+        notes.append(f"{unreadable} run(s) have no readable result.json (pruned or moved); their passed "
+                     "tests are unknown")
+    if not any(r.fingerprint for r in records):
+        notes.append("no run has a working-tree fingerprint; only reruns' flaky marks are known")
+    return {
+        "workspace": str(ws),
+        "runs_examined": len(records),
+        "flaky": [t.to_json() for t in found],
+        "notes": notes,
+    }
 
 
 def _check_shard(shard: object, *, target: object, last_failed: object, command: object,

@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp", "merge",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp", "merge", "flaky",
 )  # fmt: skip
 
 
@@ -87,6 +87,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--sandbox", help=f"sandbox mode: {', '.join(SANDBOX_MODES)}")
         p.add_argument("--shard", help="run only shard I of N (e.g. 2/4) in the runner's own dialect; "
                                        "fold the N results with `greenloop merge`")
+        p.add_argument("--rerun-failures", metavar="K",
+                       help="rerun failing tests up to K times; one that fails, then passes is flaky")
         _json_flag(p)
         _handler(p, "run:run")
 
@@ -261,6 +263,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--session", help="record the merged run for this agent session id")
         _json_flag(p)
         _handler(p, "merge:merge")
+
+    if only in (None, "flaky"):
+        p = sub.add_parser("flaky", help="tests whose outcome changed without a code change (run history)")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(p)
+        _handler(p, "merge:flaky")
     return parser
 
 

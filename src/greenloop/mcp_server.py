@@ -684,6 +684,12 @@ def _tools(state: ServerState) -> list[Tool]:
                   "runner's own dialect; the result's selection is 'shard'. Fold the N results with "
                   "`greenloop merge`."),
         ] = None,
+        rerun_failures: Annotated[
+            int,
+            Field(ge=0, description="Rerun failing tests up to this many times; a test that fails, then "
+                  "passes is marked flaky (failures[].flaky, summary.flaky) and gets a bug of category "
+                  "flaky. The run stays red unless the config says flaky = \"warn\"."),
+        ] = 0,
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
@@ -702,6 +708,8 @@ def _tools(state: ServerState) -> list[Tool]:
             options["mode"] = mode
         if shard is not None:
             options["shard"] = shard
+        if rerun_failures:
+            options["rerun_failures"] = rerun_failures
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)
@@ -718,7 +726,8 @@ def _tools(state: ServerState) -> list[Tool]:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _default_timeout_ms(ws, state.config)
             )
-        limit_s = run_ms / 1000 * (2 if mode == "retry" else 1) + RUN_MARGIN_S  # retry: up to two runs
+        runs = (2 if mode == "retry" else 1) * (1 + rerun_failures)  # retry: up to two runs, each rerun
+        limit_s = run_ms / 1000 * runs + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)

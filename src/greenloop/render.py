@@ -199,6 +199,8 @@ def _failure_text(f: Failure, st: _Style) -> list[str]:
     if f.file:
         where = f"  ({f.file}{':' + str(f.line) if f.line else ''})"
     label = {"load": "LOAD ERROR", "hook": "HOOK ERROR"}.get(f.kind, "FAILED")
+    if f.flaky:
+        label = "FLAKY"  # failed, then passed when rerun
     out = [f"{st.red(label)} {st.bold(f.test)}{st.dim(where)}"]
     if f.message:
         msg_lines = f.message.strip().splitlines()
@@ -225,6 +227,7 @@ def run_text(r: RunResult, *, colour: bool = False, cwd: str | None = None) -> s
     st = _Style(colour)
     s = r.summary
     counts = f"{s.failed} failed, {s.passed} passed" + (f", {s.skipped} skipped" if s.skipped else "")
+    counts += f", {s.flaky} flaky" if s.flaky else ""
     counts += f" ({s.total} tests)"
     fw = f" [{r.framework}]" if r.framework else ""
     lines: list[str] = []
