@@ -56,6 +56,13 @@ def test_a_broken_shard_breaks_the_merge_over_red() -> None:
     assert m.outcome == "broken" and "shard 2/2 broke: timed out" in (m.crash_reason or "")
 
 
+def test_same_commit_or_unknown_commits_merge() -> None:
+    a = ("a.json", shard(1, 2)[1]._replace(shard=ShardInfo(1, 2, "c" * 40)))
+    b = ("b.json", shard(2, 2)[1]._replace(shard=ShardInfo(2, 2, "c" * 40)))
+    assert merge([a, b], run_id="m").outcome == "green"
+    assert merge([a, shard(2, 2)], run_id="m").outcome == "green"  # one shard outside git: not comparable
+
+
 def test_no_test_in_any_shard_is_broken() -> None:
     _, a = shard(1, 2)
     _, b = shard(2, 2)
@@ -70,6 +77,8 @@ def test_no_test_in_any_shard_is_broken() -> None:
         ([shard(1, 2), shard(2, 3)], "mixed N"),
         ([shard(1, 2), shard(2, 2, framework="vitest")], "different suites"),
         ([shard(1, 2), shard(1, 2)], "both shard 1/2"),
+        ([("a.json", shard(1, 2)[1]._replace(shard=ShardInfo(1, 2, "a" * 40))),
+          ("b.json", shard(2, 2)[1]._replace(shard=ShardInfo(2, 2, "b" * 40)))], "different commits"),
         ([shard(1, 2), ("whole.json", shard(2, 2)[1]._replace(shard=None))], "not a shard's result"),
     ],
 )

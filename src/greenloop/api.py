@@ -320,6 +320,40 @@ def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict
     }
 
 
+def _git_commit(start: str) -> str | None:
+    """The commit HEAD names in the git work tree around `start`, read from git's own files
+    (no process: `.git` or a worktree's `gitdir:` file, loose refs, then packed-refs); None
+    outside git or when HEAD names nothing yet."""
+    root = layout.git_root(start)
+    if root is None:
+        return None
+    gitdir = os.path.join(root, ".git")
+    try:
+        if os.path.isfile(gitdir):  # a worktree or submodule: "gitdir: <path>"
+            with open(gitdir, encoding="utf-8") as fh:
+                target = fh.read().strip().removeprefix("gitdir:").strip()
+            gitdir = os.path.normpath(os.path.join(root, target))
+        with open(os.path.join(gitdir, "HEAD"), encoding="utf-8") as fh:
+            head = fh.read().strip()
+        if not head.startswith("ref:"):
+            return head or None  # a detached HEAD (CI checkouts) holds the commit itself
+        ref = head[4:].strip()
+        common = gitdir
+        with contextlib.suppress(OSError), open(os.path.join(gitdir, "commondir"), encoding="utf-8") as fh:
+            common = os.path.normpath(os.path.join(gitdir, fh.read().strip()))
+        for folder in dict.fromkeys((gitdir, common)):
+            with contextlib.suppress(OSError), open(os.path.join(folder, ref), encoding="utf-8") as fh:
+                return fh.read().strip() or None
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref:
+                    return parts[0]
+    except OSError:
+        return None
+    return None
+
+
 def _check_shard(shard: object, *, target: object, last_failed: object, command: object,
                  mode: str) -> ShardInfo | None:
     """The validated shard, or None; a shard with anything else that narrows the run is refused
@@ -341,7 +375,8 @@ def _sharded(result: RunResult, the_plan: Any) -> RunResult:
     """Mark a shard's result; a pytest shard whose report is missing did not load greenloop's
     plugin, so nothing was deselected: it ran the whole suite, and merging it would count
     every test N times, so it is broken rather than green."""
-    result = result._replace(shard=the_plan.shard, selection="shard")
+    shard = ShardInfo(the_plan.shard.index, the_plan.shard.total, commit=_git_commit(the_plan.cwd))
+    result = result._replace(shard=shard, selection="shard")
     empty_exit = (0, 5) if the_plan.framework == "pytest" else (0,)  # pytest: 5 when all deselected
     if result.crash_reason == "no tests ran" and result.exit_code in empty_exit:
         # N exceeds what the runner splits (files, for vitest, jest and node:test): an empty shard

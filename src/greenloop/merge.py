@@ -25,7 +25,7 @@ __all__ = ["check_shards", "merge", "missing_shards"]
 
 def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
     """The shard count N of `(name, result)` pairs that are shards of one suite; UsageError when
-    they are not (no shard, mixed N, mixed frameworks, one index given twice)."""
+    they are not (no shard, mixed N, mixed frameworks, different commits, one index twice)."""
     if not results:
         raise UsageError("merge needs the result.json of each shard: pass RESULT.json files")
     first_name, first = results[0]
@@ -48,6 +48,12 @@ def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
                 f"{name} ran {r.framework or 'an unknown runner'} but {first_name} ran "
                 f"{first.framework or 'an unknown runner'}: these are shards of different suites; "
                 "pass the results of one suite"
+            )
+        if r.shard.commit and first.shard.commit and r.shard.commit != first.shard.commit:
+            raise UsageError(
+                f"{name} ran at commit {r.shard.commit[:12]} but {first_name} at "
+                f"{first.shard.commit[:12]}: shards of different commits cannot be merged; pass the "
+                "results of one pipeline's shards"
             )
         if r.shard.index in seen:
             raise UsageError(

@@ -190,37 +190,47 @@ class Detection(NamedTuple):
 
 
 class ShardInfo:
-    """Which part of a suite split across machines a run is: shard `index` of `total` (1-based).
+    """Which part of a suite split across machines a run is: shard `index` of `total` (1-based),
+    and the git commit the shard ran at (None outside git), so `merge` can refuse shards of
+    different commits.
 
     A small immutable class, not a NamedTuple (a tuple's own `index` method would clash with
     the field) nor a dataclass (importing `dataclasses` costs the hook path, see above)."""
 
-    __slots__ = ("index", "total")
+    __slots__ = ("commit", "index", "total")
     index: int
     total: int
+    commit: str | None
 
-    def __init__(self, index: int, total: int) -> None:
+    def __init__(self, index: int, total: int, commit: str | None = None) -> None:
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "total", total)
+        object.__setattr__(self, "commit", commit)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ShardInfo is immutable: cannot set {name}")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ShardInfo) and (self.index, self.total) == (other.index, other.total)
+        return isinstance(other, ShardInfo) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.index, self.total))
+        return hash(self._key())
+
+    def _key(self) -> tuple[int, int, str | None]:
+        return (self.index, self.total, self.commit)
 
     def __repr__(self) -> str:
-        return f"ShardInfo(index={self.index}, total={self.total})"
+        return f"ShardInfo(index={self.index}, total={self.total}, commit={self.commit!r})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "total": self.total}
+        d: dict[str, Any] = {"index": self.index, "total": self.total}
+        if self.commit is not None:
+            d["commit"] = self.commit
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ShardInfo":
-        return cls(index=int(d["index"]), total=int(d["total"]))
+        return cls(index=int(d["index"]), total=int(d["total"]), commit=_opt_str(d.get("commit")))
 
 
 class Plan(NamedTuple):

@@ -231,3 +231,33 @@ def test_merge_refuses_what_is_not_one_suites_shards(tmp_path: Path) -> None:
         r = cli("merge", *[str(f) for f in files], "--path", str(ws))
         assert r.code == 2 and fragment in r.stderr, (fragment, r)
     assert sorted(p.name for p in (ws / ".greenloop" / "runs").iterdir()) == before  # nothing written
+
+
+def _git(ws: Path, *args: str) -> str:
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": str(ws)}
+    done = subprocess.run(["git", *args], cwd=ws, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_shards_of_different_commits_are_refused(tmp_path: Path) -> None:
+    ws = _pytest(tmp_path / "ws")
+    (ws / ".git").rmdir()
+    _git(ws, "init", "-q", "-b", "main")
+    (ws / ".gitignore").write_text(".greenloop/\nbugs.ndjson\ntimeline.ndjson\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "one")
+    first = api.test_run(ws, session_id="ci", sandbox="full-access", shard="1/2")
+    assert first.shard is not None and first.shard.commit == _git(ws, "rev-parse", "HEAD")
+    assert first.to_json()["shard"]["commit"] == first.shard.commit
+    (ws / "tests" / "test_new.py").write_text("def test_new():\n    pass\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "two")
+    _git(ws, "pack-refs", "--all")  # the commit is then read from packed-refs
+    second = api.test_run(ws, session_id="ci", sandbox="full-access", shard="2/2")
+    assert second.shard is not None and second.shard.commit == _git(ws, "rev-parse", "HEAD")
+    assert second.shard.commit != first.shard.commit
+    r = cli("merge", str(first.result_ref), str(second.result_ref), "--path", str(ws))
+    assert r.code == 2 and "different commits" in r.stderr, r
