@@ -230,6 +230,8 @@ def run_text(r: RunResult, *, colour: bool = False, cwd: str | None = None) -> s
     counts += f", {s.flaky} flaky" if s.flaky else ""
     counts += f" ({s.total} tests)"
     fw = f" [{r.framework}]" if r.framework else ""
+    if r.shard is not None:  # one part of a split suite: say which, so no one reads it as the whole
+        fw = f" [{r.framework or 'unknown'}, shard {r.shard.index}/{r.shard.total}]"
     lines: list[str] = []
     if r.failures:
         lines.append("")

@@ -261,3 +261,15 @@ def test_shards_of_different_commits_are_refused(tmp_path: Path) -> None:
     assert second.shard.commit != first.shard.commit
     r = cli("merge", str(first.result_ref), str(second.result_ref), "--path", str(ws))
     assert r.code == 2 and "different commits" in r.stderr, r
+
+
+def test_background_shard_and_human_summary(tmp_path: Path) -> None:
+    ws = _pytest(tmp_path / "ws")
+    started = cli("run", str(ws), "--shard", "2/3", "--rerun-failures", "1", "--background", "--json",
+                  "--sandbox", "full-access")
+    assert started.code == 0, started
+    job = cli("job", started.json["job_id"], str(ws), "--wait", "--json", timeout=180)
+    result = job.json["result"]
+    assert result["selection"] == "shard" and result["shard"]["index"] == 2 and result["shard"]["total"] == 3
+    human = cli("run", str(ws), "--shard", "1/3", "--sandbox", "full-access")
+    assert "[pytest, shard 1/3]" in human.stdout, human.stdout
