@@ -34,6 +34,7 @@ CALLS = [
     ["mcp", "--workspace", "ws"],
     ["merge", "a.json", "b.json", "--path", "ws", "--session", "s", "--json"],
     ["flaky", "ws", "--json"],
+    ["doctor", "ws", "--json"],
 ]
 
 

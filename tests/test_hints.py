@@ -299,9 +299,11 @@ def test_fallback_names_test_expectation_and_top_user_frame() -> None:
     assert top_user_frame(failure) == "code/cart.js:7"
     for language in LANGUAGES:
         hint = hint_for(failure, language=language)
-        assert "cart > total includes tax" in hint
+        # the values, the test's line and the function that produced the value (not the test's
+        # name, which the failure record already carries)
         assert "11" in hint and "10" in hint
-        assert "code/cart.js:7" in hint
+        assert "total (code/cart.js:7)" in hint and "tests/cart.test.js:12" in hint
+    assert "off by one" in hint_for(failure).lower()
     bare = Failure(test="it works", message="")
     assert "it works" in hint_for(bare)
     assert top_user_frame(bare) is None
@@ -393,3 +395,90 @@ def test_pytest_where_line_names_the_function_that_returned_the_wrong_value() ->
         message="AssertionError: assert False\n +  where False = is_valid('a@b')",
     )
     assert "expects a different value" in hint_for(truthy)
+
+
+# With the workspace's files (as `greenloop run` gives them), the same failures name the call
+# the test checked and the function (file:line) that produced the value or raised; the
+# templates above could only name the test's line.
+WITH_SOURCES: dict[str, tuple[str, ...]] = {
+    "vitest:service-title-length-of-an-empty-body": ("titleLength (code/service.js:3)", "body.title.length"),
+    "vitest:service-owner-of-an-orphan-todo": ("ownerName (code/service.js:7)", "todo.owner.name"),
+    "vitest:service-password-check-for-a-missing-user": ("checkPassword (code/service.js:11)",),
+    "vitest:service-parses-a-todo": (
+        "service.parseTodo(' a ')",
+        "done",
+        "parseTodo (code/service.js:14)",
+    ),
+    "vitest:service-lists-open-titles": (
+        "service.listTitles(",
+        "listTitles (code/service.js:18)",
+    ),
+    "vitest:service-rejects-an-empty-title": ("service.parseTodo('')", "parseTodo (code/service.js:14)"),
+    "vitest:service-has-a-done-flag": (
+        "service.parseTodo('x')",
+        "false",
+        "parseTodo (code/service.js:14)",
+    ),
+    "jest:service-title-length-of-an-empty-body": ("titleLength (code/service.js:3)",),
+    "jest:service-parses-a-todo": ("service.parseTodo(' a ')", "parseTodo (code/service.js:14)"),
+    "node:test:todos-parses-a-todo": ("service.parseTodo(' a ')", "parseTodo (code/service.js:14)"),
+    "node:test:todos-title-length-of-an-empty-body": ("titleLength (code/service.js:3)",),
+    "pytest:tests-test-service-py-test-owner-of-orphan-todo": ("owner_title (code/service.py:13)",),
+    "pytest:tests-test-service-py-test-user-without-email": (
+        "user_email (code/service.py:17)",
+        'user["email"]',
+    ),
+    "pytest:tests-test-service-py-test-parse-todo": (
+        'service.parse_todo(" a ")',
+        "parse_todo (code/service.py:24)",
+    ),
+    "pytest:tests-test-service-py-test-duplicate-email": (
+        "insert_user (code/service.py:29)",
+        "users.email",
+        'service.insert_user(db, "a@x")',
+    ),
+    "pytest:tests-test-service-py-test-ratio-of-empty-list": ("ratio (code/service.py:39)", "done / total"),
+    "pytest:tests-test-service-py-test-empty-title-is-rejected": ('service.validate_title("")',),
+    # an HTTP status names the request the test sent (read through `res = await call(…)`)
+    "vitest:auth-unknown-user-gets-401": ("call(app, 'POST', '/login'",),
+    "vitest:todos-health-answers-200": ("call(app, 'GET', '/api/health')",),
+    "jest:todos-invalid-item-gives-400": ("call(app, 'POST', '/items', { qty: -1 })",),
+    "node:test:todos-unknown-todo-gives-404": ("call(app, 'GET', '/todos/1')",),
+    "pytest:tests-test-api-py-test-unknown-user-gets-401": ('app("POST", "/login"',),
+    "pytest:tests-test-api-py-test-missing-title-gives-400": ('app("POST", "/todos", {})',),
+}
+
+
+@pytest.fixture(scope="module")
+def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each runner's unit laid out as scripts/capture_hint_cases ran it (code/ + tests/)."""
+    import shutil
+
+    src = CASES_FILE.parent / "src"
+    base = tmp_path_factory.mktemp("units")
+    out = {"pytest": src / "pytest"}
+    for runner in ("vitest", "jest", "node:test"):
+        ws = base / runner.replace(":", "_")
+        (ws / "code").mkdir(parents=True)
+        shutil.copytree(src / runner.replace(":", "_"), ws / "tests")
+        for name in ("server.js", "service.js"):
+            shutil.copy(src / name, ws / "code" / name)
+        out[runner] = ws
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_with_the_workspace_files_the_hint_names_the_call_and_the_function(
+    case: dict[str, Any], units: dict[str, Path]
+) -> None:
+    from greenloop.hint_source import Sources
+
+    failure = _failure(case)
+    sources = Sources(str(units[case["runner"]]))
+    rule, location, detail = EXPECTED[case["id"]]
+    assert match(failure) == rule
+    for language in LANGUAGES:
+        text = hint_for(failure, framework=case["runner"], language=language, sources=sources)
+        for name in (location, *((detail,) if detail else ()), *WITH_SOURCES.get(case["id"], ())):
+            assert name in text, f"hint misses {name!r}: {text}"
+        assert _sentences(text) <= 2 and len(text) <= 450, text

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.env import child_env
+from greenloop.env import changes, child_env
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
+from greenloop.plan import NODE_REPORTER, RunOptions, name_pattern, plan, python_runner
 from greenloop.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
-from greenloop.plan import RunOptions, name_pattern, plan, python_runner
 
 
 def det(root: Path, framework: str | None, manager: str | None = None) -> Detection:
@@ -160,9 +160,13 @@ def test_node_test_writes_spec_to_stdout_and_tap_to_the_run_folder(tmp_path: Pat
         "--test",
         "--test-reporter=spec",
         "--test-reporter-destination=stdout",
-        "--test-reporter=tap",  # junit drops a failing after() hook; TAP keeps it
+        # node's TAP (junit drops a failing after() hook; TAP keeps it) through greenloop's
+        # reporter, which also records each test as it starts and completes
+        f"--test-reporter={NODE_REPORTER}",
         f"--test-reporter-destination={report}",
     )
+    stream = str(tmp_path / ".greenloop" / "runs" / "r1" / "stream.ndjson")
+    assert p.stream_file == stream and ("GREENLOOP_NODE_STREAM", stream) in p.env
     assert (p.report_file, p.report_format) == (report, "node-tap")
 
 
@@ -235,7 +239,7 @@ def test_name_pattern_escapes_regex_characters() -> None:
     assert not re.search(pat, "a (b) * c? dXe")
 
 
-def test_child_env_drops_agent_markers_and_adds_ci() -> None:
+def test_child_env_drops_agent_markers_and_leaves_colour_and_ci_alone() -> None:
     base = {
         "PATH": "/bin",
         "CLAUDECODE": "1",
@@ -243,15 +247,24 @@ def test_child_env_drops_agent_markers_and_adds_ci() -> None:
         "CURSOR_AGENT": "1",
         "GITHUB_ACTIONS": "true",
         "FORCE_COLOR": "3",
+        "NO_COLOR": "1",
+        "CI": "true",
         "PYTEST_CURRENT_TEST": "t",
         "HOME": "/h",
         "KEEP": "me",
     }
     env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
-    expected = {"PATH": "/bin", "HOME": "/h", "CI": "1", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    expected["EXTRA"] = "1"
+    expected = {"PATH": "/bin", "HOME": "/h", "FORCE_COLOR": "3", "NO_COLOR": "1", "CI": "true", "EXTRA": "1"}
     assert env == expected
     assert base["CLAUDECODE"] == "1"  # the caller's mapping is untouched
+    note = changes(base, env)
+    assert note is not None
+    assert "removed AI_AGENT, CLAUDECODE, CURSOR_AGENT, GITHUB_ACTIONS, KEEP, PYTEST_CURRENT_TEST;" in note
+    assert "set EXTRA=1 " in note
+    plain = {"PATH": "/bin", "PYTHONUNBUFFERED": "1", "GREENLOOP_PYTEST_REPORT": "/r"}
+    assert changes({"PATH": "/bin", "PYTHONUNBUFFERED": "1"}, plain) is None  # greenloop's own: no note
+    grown = changes({"PYTHONPATH": "/a"}, {"PYTHONPATH": "/plugin:/a"})
+    assert grown is not None and "PYTHONPATH (prefixed)" in grown
 
 
 def test_default_interpreter_is_this_one(tmp_path: Path) -> None:

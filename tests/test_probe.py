@@ -93,9 +93,9 @@ def test_only_python_test_files_answer_pytest_not_node_test(tmp_path: Path) -> N
 def test_js_test_files_answer_node_test(tmp_path: Path) -> None:
     write(tmp_path, "test/math.test.mjs")
     write(tmp_path, "lib/util.js")
-    d = probe(str(tmp_path))
+    d = probe(str(tmp_path), which=lambda n: f"/bin/{n}")
     assert d.framework == "node:test"
-    assert d.command == ("node", "--test")
+    assert d.command == ("/bin/node", "--test")  # the node run would start
     assert d.test_files == ("test/math.test.mjs",)
 
 
@@ -108,22 +108,38 @@ def test_empty_workspace_answers_none_with_a_note(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("lockfile", "manager", "command"),
+    ("lockfile", "manager", "install"),
     [
-        ("package-lock.json", "npm", ("npx", "--no-install", "vitest", "run")),
-        ("pnpm-lock.yaml", "pnpm", ("pnpm", "exec", "vitest", "run")),
-        ("yarn.lock", "yarn", ("yarn", "vitest", "run")),
-        ("bun.lockb", "bun", ("bunx", "vitest", "run")),
+        ("package-lock.json", "npm", "npm install -D vitest"),
+        ("pnpm-lock.yaml", "pnpm", "pnpm add -D vitest"),
+        ("yarn.lock", "yarn", "yarn add -D vitest"),
+        ("bun.lockb", "bun", "bun add -d vitest"),
     ],
 )
-def test_package_manager_from_lockfile_is_used_in_the_command(
-    tmp_path: Path, lockfile: str, manager: str, command: tuple[str, ...]
+def test_probe_shows_the_command_run_starts(
+    tmp_path: Path, lockfile: str, manager: str, install: str
 ) -> None:
+    # one source for both: the workspace's own node_modules/.bin runner, never `pnpm exec …`
+    # (pnpm need not be installed for run to work); what is missing is a note
+    (tmp_path / ".git").mkdir()
     pkg(tmp_path, devDependencies={"vitest": "4"})
     write(tmp_path, lockfile)
-    d = probe(str(tmp_path))
-    assert d.package_manager == manager
-    assert d.command == command
+    nothing = probe(str(tmp_path), which=lambda n: None)
+    assert nothing.package_manager == manager
+    assert nothing.command == ("vitest", "run")
+    assert any(n.startswith("greenloop run would not start: vitest is not installed") and install in n
+               for n in nothing.notes), nothing.notes
+    binary = write(tmp_path, "node_modules/.bin/vitest", "#!/bin/sh\n")
+    binary.chmod(0o755)
+    d = probe(str(tmp_path), which=lambda n: None)  # no package manager on PATH at all
+    assert d.command == (str(binary), "run")
+    assert not any("would not start" in n for n in d.notes)
+    from greenloop.model import Detection
+    from greenloop.plan import RunOptions, plan
+
+    planned = plan(Detection(**{**d._asdict(), "command": ()}), RunOptions(), report_dir=str(tmp_path / "r"),
+                   default_timeout_ms=1000, which=lambda n: None)
+    assert planned.argv[: len(d.command)] == d.command and planned.unavailable is None
 
 
 def test_package_manager_field_and_parent_lockfile(tmp_path: Path) -> None:

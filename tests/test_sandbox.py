@@ -252,7 +252,9 @@ def test_sandboxed_env_starts_from_an_allow_list(tmp_path: Path) -> None:
     ):
         assert gone not in env
     assert "HOME" not in env  # the plan's drop applies too
-    assert env["TMPDIR"] == "/tmp" and env["CI"] == "1"
+    assert env["TMPDIR"] == "/tmp" and "CI" not in env and "NO_COLOR" not in env  # nothing forced
+    coloured = sandbox.child_env({**base, "NO_COLOR": "1", "FORCE_COLOR": "2", "CI": "true"}, p)
+    assert (coloured["NO_COLOR"], coloured["FORCE_COLOR"], coloured["CI"]) == ("1", "2", "true")
     cache = os.path.join(p.workspace_root, ".greenloop", "cache")
     assert env["npm_config_cache"] == os.path.join(cache, "npm")
     assert env["XDG_CACHE_HOME"] == os.path.join(cache, "xdg")

@@ -120,12 +120,14 @@ def test_run(
     mode: str = "test",
     shard: str | ShardInfo | None = None,
     rerun_failures: int = 0,
+    resume_token: str | None = None,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
     `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
     run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
-    as one result whose `retry` says which failures were fixed, which remain and which are new.
+    as one result whose `retry` says which failures were fixed, which remain and which are new;
+    "resume" continues the run `resume_token` names (greenloop.recover).
 
     `shard` ("I/N"): run only shard I of N in the runner's own dialect (docs/scale.md); the
     result's `selection` is "shard" and `greenloop merge` folds the N results into one.
@@ -138,6 +140,11 @@ def test_run(
         raise UsageError(f"rerun_failures (--rerun-failures) must be a whole number >= 0 (e.g. 2), "
                          f"got {rerun_failures!r}")
     the_shard = _check_shard(shard, target=target, last_failed=last_failed, command=command, mode=mode)
+    if (mode == "resume") != (resume_token is not None):
+        raise UsageError("mode resume needs resume_token (a result's resume_token), and resume_token "
+                         "goes only with mode resume")
+    if mode == "resume":
+        return _resume(workspace, str(resume_token), on_progress=on_progress, cancel=cancel)
     if mode == "retry":
         if target is not None or last_failed or command is not None:
             raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
@@ -190,6 +197,14 @@ def test_run(
     dashboard: list[tuple[str, Any]] = []
 
     def while_running() -> None:
+        from greenloop import recover
+
+        recover.write_run_file(
+            run_dir, plan=the_plan, session_id=session_id, root=detection.root,
+            config_path=detection.config_path,
+            options={"framework": framework, "target": target, "last_failed": last_failed,
+                     "command": command, "timeout_ms": timeout_ms, "sandbox": sandbox},
+        )
         _announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
 
@@ -217,7 +232,8 @@ def test_run(
         if rerun_failures and result.outcome == "red" and not result.aborted and not the_plan.shell:
             result = _rerun(result, the_plan, detection, rerun_failures, run_dir=run_dir, config=cfg,
                             policy=policy, workspace=str(ws), cancel=cancel)
-        result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None)
+        result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
+                           root=detection.root)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
         if unit is not None:
             status = "passed" if final.ok else "failed"
@@ -362,7 +378,8 @@ def _check_shard(shard: object, *, target: object, last_failed: object, command:
 
     parsed = parse_shard(shard)
     clash = [name for name, given in (("target", target is not None), ("last_failed", bool(last_failed)),
-                                      ("command", command is not None), ("mode retry", mode == "retry"))
+                                      ("command", command is not None), ("mode retry", mode == "retry"),
+                                      ("mode resume", mode == "resume"))
              if given]
     if clash:
         raise UsageError(f"shard splits the whole suite: drop {', '.join(clash)} (or drop shard)")
@@ -447,11 +464,45 @@ def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None
     return closure_check(str(_workspace(workspace)), session_id)
 
 
-def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None) -> RunResult:
+def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None, root: str) -> RunResult:
+    from greenloop.recover import resume_token
+
     return result._replace(
         session_id=session_id,
         result_ref=str(ref) if ref is not None else result.result_ref,
+        resume_token=resume_token(root, result.run_id),
     )
+
+
+def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> RunResult:
+    """mode resume: the finished run as it is, a run rebuilt from its runner's report, or the
+    suite again with the same options (greenloop.recover)."""
+    from greenloop import recover
+
+    ws = _workspace(workspace)
+    root = probe_root(ws)
+    run_dir = recover.check(root, token)
+    stored = run_dir / RESULT_FILE
+    if stored.is_file():
+        done = _read_result(stored)
+        return done._replace(notes=(*done.notes, "resume: this run had finished; nothing ran"))
+    data = recover.read_run_file(run_dir)
+    rebuilt = recover.from_report(run_dir, data, str(ws))
+    if rebuilt is None:
+        options = {k: v for k, v in (data.get("options") or {}).items() if v not in (None, False)}
+        again = test_run(ws, session_id=data.get("session_id"), **options, **callbacks)
+        note = (f"resume of {run_dir.name}: its runner had not finished (no complete report), so the "
+                f"suite ran again with the same options as {again.run_id}")
+        again = again._replace(notes=(*again.notes, note))
+        _rewrite(again, root)
+        return again
+    unit = layout.unit_of(ws)
+    unit_dir = unit[0] / "units" / unit[1] / "runs" / rebuilt.run_id if unit else None
+    result = _finalize(rebuilt, session_id=data.get("session_id"),
+                       ref=unit_dir / RESULT_FILE if unit_dir else None, root=root)
+    final = _after_run(str(ws), result)
+    _store(final, run_dir, unit_dir)
+    return final
 
 
 _REPORT_MODULES: dict[str, tuple[str, ...]] = {
@@ -501,7 +552,7 @@ class _Preload:
             self._thread.join()
 
 
-RUN_MODES = ("test", "retry")
+RUN_MODES = ("test", "retry", "resume")
 
 
 def _retry(workspace: str | os.PathLike[str], *, session_id: str | None, **options: Any) -> RunResult:

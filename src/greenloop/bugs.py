@@ -829,10 +829,21 @@ class BugLog:
         key = bug_id.encode("utf-8", "surrogatepass")
         quoted = json.dumps(bug_id).encode()
         entries: list[HistoryEntry] = []
-        for lineno, raw in enumerate(data.split(b"\n"), 1):
+        # Every line of this bug holds its quoted id, so only the lines where bytes.find lands
+        # are parsed (a big log is scanned at C speed, not split into lines first).
+        pos = counted = 0
+        lineno = 1
+        while (hit := data.find(quoted, pos)) >= 0:
+            start = data.rfind(b"\n", 0, hit) + 1
+            end = data.find(b"\n", hit)
+            end = len(data) if end < 0 else end
+            lineno += data.count(b"\n", counted, start)
+            counted = start
+            pos = end + 1
+            raw = data[start:end]
             pid = self._prefix_id(raw)
-            if pid != key and (pid is not None or quoted not in raw):
-                continue
+            if pid != key and pid is not None:
+                continue  # another bug's line that mentions this id
             try:
                 bug = _record(raw, pid)
             except _Skip as why:

@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "mcp", "merge", "flaky",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
 )  # fmt: skip
 
 
@@ -79,8 +79,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                             "workspace's latest, with a note naming whose)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
         p.add_argument("--mode", default="test",
-                       help="test (default), or retry: the previous run's failures first, then, if they "
-                            "pass, the whole suite, as one result saying what was fixed, remains, is new")
+                       help="test (default); retry: the previous run's failures first, then, if they "
+                            "pass, the whole suite, as one result saying what was fixed, remains, is new; "
+                            "resume: continue the run --resume-token names")
+        p.add_argument("--resume-token", help="with --mode resume: a result's resume_token")
         p.add_argument("--timeout-ms", help="kill the whole process tree after this many milliseconds")
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
@@ -249,6 +251,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
         p.add_argument("--open", action="store_true", help="open the dashboard in the browser")
         _handler(p, "serve:serve")
+
+    if only in (None, "doctor"):
+        p = sub.add_parser("doctor", help="check this machine and a workspace: runner, sandbox, hooks, state")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(p)
+        _handler(p, "doctor:doctor")
 
     if only in (None, "mcp"):
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")

@@ -1,16 +1,23 @@
 """The child environment of a test run, built in one place (house style 6).
 
-What a runner sees is: the inherited environment, minus the variables that make runners
-change their output behind greenloop's back, plus a few that make output predictable.
+A test sees the environment it would see in the shell that started greenloop, changed only
+where greenloop must change it to read the runner's results, and every such change is said
+in the run's `notes` (`changes`).
 
 - Dropped: the agent markers (CLAUDECODE, AI_AGENT, CURSOR_AGENT, …) that make vitest 4
   switch to its minimal "agent" reporter, GITHUB_ACTIONS (vitest and jest add `::error`
-  annotations), colour forcing (FORCE_COLOR, PY_COLORS), and the marker variables of a
-  runner that may be running greenloop itself (VITEST, JEST_WORKER_ID, PYTEST_CURRENT_TEST),
-  which would otherwise leak into the child's own runner.
-- Added: CI=1 (no watch mode, no interactive prompts), NO_COLOR=1 (greenloop stores the
-  output on disk and shows its own progress; colour codes there only cost bytes), and
-  PYTHONUNBUFFERED=1 so a Python runner's lines reach the file as tests finish.
+  annotations), and the marker variables of a runner that may be running greenloop itself
+  (VITEST, JEST_WORKER_ID, PYTEST_CURRENT_TEST, NODE_TEST_CONTEXT), which would otherwise
+  leak into the child's own runner. A shell without them is unchanged.
+- Added: nothing for every run. A pytest run gets PYTHONUNBUFFERED=1 (plan.py), so its lines
+  reach the output file as tests finish (live progress, and what a run stopped at its
+  deadline had seen), and PYTHONPATH gains the folder of greenloop's report plugin.
+- Left alone: colour (NO_COLOR, FORCE_COLOR, PY_COLORS, CLICOLOR_FORCE) and CI. A test may
+  read them (commander.js asserts on its colour output under NO_COLOR), and CI changes
+  behaviour (jest does not write new snapshots under CI). greenloop needs neither: the
+  output goes to a file, not a terminal, so runners print no colour unless the shell
+  forces it; the machine reports are colour-free; the text parsers strip ANSI codes. No
+  runner needs CI=1 to finish: stdin is closed, so none starts a watch mode or a prompt.
 
 Sandboxed and MCP-started runs start from an allow-list instead (sandbox.py).
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-__all__ = ["ADDED", "DROPPED", "child_env"]
+__all__ = ["ADDED", "DROPPED", "changes", "child_env"]
 
 DROPPED: tuple[str, ...] = (
     # agent markers that std-env (vitest 4) and other tools read to pick an "agent" reporter
@@ -42,10 +49,6 @@ DROPPED: tuple[str, ...] = (
     "REPL_ID",
     # CI annotation modes
     "GITHUB_ACTIONS",
-    # colour forcing: Node warns when FORCE_COLOR and NO_COLOR are both set
-    "FORCE_COLOR",
-    "PY_COLORS",
-    "CLICOLOR_FORCE",
     # a runner running greenloop must not leak its worker identity into the child's runner
     "VITEST",
     "VITEST_MODE",
@@ -59,11 +62,10 @@ DROPPED: tuple[str, ...] = (
     "NODE_TEST_CONTEXT",
 )
 
-ADDED: tuple[tuple[str, str], ...] = (
-    ("CI", "1"),
-    ("NO_COLOR", "1"),
-    ("PYTHONUNBUFFERED", "1"),
-)
+ADDED: tuple[tuple[str, str], ...] = ()  # nothing for every run (plan.py adds per runner)
+
+# greenloop's own bookkeeping variables (report paths, the process token): no test reads them
+_OWN_PREFIX = "GREENLOOP_"
 
 
 def child_env(
@@ -83,3 +85,29 @@ def child_env(
     env.update(ADDED)
     env.update(add)
     return env
+
+
+def changes(base: Mapping[str, str], env: Mapping[str, str]) -> str | None:
+    """One note saying how `env` differs from `base` (the shell's environment, or what a
+    sandbox's allow-list lets through), or None when a test sees it unchanged."""
+    removed = sorted(k for k in base if k not in env and not k.startswith(_OWN_PREFIX))
+    set_: list[str] = []
+    for k in sorted(env):
+        if k.startswith(_OWN_PREFIX) or base.get(k) == env[k]:
+            continue
+        old = base.get(k)
+        if old is not None and env[k].endswith(old) and len(env[k]) > len(old):
+            set_.append(f"{k} (prefixed)")  # PYTHONPATH gains greenloop's pytest plugin folder
+        elif len(env[k]) <= 8:
+            set_.append(f"{k}={env[k]}")
+        else:
+            set_.append(k)
+    if not removed and not set_:
+        return None
+    parts: list[str] = []
+    if removed:
+        parts.append("removed " + ", ".join(removed))
+    if set_:
+        parts.append("set " + ", ".join(set_))
+    return ("the runner's environment differs from the one greenloop was given: " + "; ".join(parts)
+            + " (why: src/greenloop/env.py, docs/sandbox.md); nothing else was changed")

@@ -40,7 +40,7 @@ from typing import Any
 
 from greenloop.errors import UsageError
 
-__all__ = ["HARNESSES", "FileChange", "InitReport", "hook_command", "init"]
+__all__ = ["HARNESSES", "FileChange", "InitReport", "hook_command", "init", "is_greenloop_hook"]
 
 SERVER_NAME = "greenloop"
 MCP_COMMAND = "greenloop"
@@ -99,6 +99,11 @@ def _is_ours(command: Any, harness: str) -> bool:
         and "greenloop" in command
         and bool(re.search(rf"(^|\s)hook\s+{re.escape(harness)}(\s|$)", command))
     )
+
+
+def is_greenloop_hook(command: Any, harness: str) -> bool:
+    """Whether a hook command is greenloop's own for `harness` (how init recognises its entries)."""
+    return _is_ours(command, harness)
 
 
 def _read_json(path: str) -> dict[str, Any]:

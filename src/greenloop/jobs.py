@@ -30,8 +30,8 @@ JobState = Literal["starting", "running", "done", "failed", "lost", "cancelled"]
 POLL_S = 0.1
 # The keyword arguments of api.test_run a job may carry (json-serialisable ones).
 JOB_KWARGS = frozenset(
-    {"framework", "target", "last_failed", "command", "timeout_ms", "sandbox", "mode", "shard",
-     "rerun_failures"}
+    {"framework", "target", "last_failed", "command", "timeout_ms", "sandbox", "mode", "resume_token",
+     "shard", "rerun_failures"}
 )
 
 

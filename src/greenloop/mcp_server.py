@@ -194,6 +194,9 @@ class RunOutput(_Out):
     shard: dict[str, int] | None = Field(
         default=None, description="A run of one shard: {index, total}; selection is then 'shard'."
     )
+    resume_token: str | None = Field(
+        default=None, description="Continues this run (mode resume) if it is cut short."
+    )
 
 
 class ProbeOutput(_Out):
@@ -673,10 +676,10 @@ def _tools(state: ServerState) -> list[Tool]:
             SandboxArg | None, Field(description="Sandbox mode for the run (default: the session's).")
         ] = None,
         mode: Annotated[
-            Literal["test", "retry"],
+            Literal["test", "retry", "resume"],
             Field(description="test: run as asked. retry (after changing code): the previous run's "
-                  "failures first, then, if they pass, the whole suite; the result's notes and "
-                  "result_ref say which failures were fixed, remain or are new."),
+                  "failures first, then, if they pass, the whole suite; `retry` says which failures "
+                  "were fixed, remain or are new. resume: continue the run resume_token names."),
         ] = "test",
         shard: Annotated[
             str | None,
@@ -690,6 +693,9 @@ def _tools(state: ServerState) -> list[Tool]:
                   "passes is marked flaky (failures[].flaky, summary.flaky) and gets a bug of category "
                   "flaky. The run stays red unless the config says flaky = \"warn\"."),
         ] = 0,
+        resume_token: Annotated[
+            str | None, Field(description="With mode resume: a result's resume_token.")
+        ] = None,
     ) -> RunOutput:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
@@ -710,6 +716,8 @@ def _tools(state: ServerState) -> list[Tool]:
             options["shard"] = shard
         if rerun_failures:
             options["rerun_failures"] = rerun_failures
+        if resume_token is not None:
+            options["resume_token"] = resume_token
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: _lib("jobs").start(ws, session_id=sid, **options)

@@ -83,8 +83,9 @@ class Failure(NamedTuple):
     hint: str = ""
     bug_id: str | None = None
     # "test" for an ordinary failing test, "load" for a file that failed to import,
-    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error.
-    kind: Literal["test", "load", "hook"] = "test"
+    # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error, "timeout" for the
+    # test that was still running when the run's deadline stopped it.
+    kind: Literal["test", "load", "hook", "timeout"] = "test"
     # True: the test failed, then passed when rerun (`rerun_failures`). Written only when set.
     flaky: bool = False
 
@@ -118,7 +119,7 @@ class Failure(NamedTuple):
             stack=str(d.get("stack") or ""),
             hint=str(d.get("hint") or ""),
             bug_id=_opt_str(d.get("bug_id")),
-            kind=kind if kind in ("test", "load", "hook") else "test",
+            kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
             flaky=bool(d.get("flaky", False)),
         )
 
@@ -256,6 +257,9 @@ class Plan(NamedTuple):
     # or "shard" (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
     selection: str | None = None
     shard: ShardInfo | None = None  # the part of the suite this run runs (`--shard I/N`)
+    # A record the runner appends to as tests start and end (greenloop's pytest plugin and
+    # node:test reporter): what a run stopped at its deadline saw, and the test it stopped in.
+    stream_file: str | None = None
 
     @property
     def command_text(self) -> str:
@@ -387,6 +391,7 @@ class RunResult(NamedTuple):
     retry: RetryInfo | None = None
     # Set on a run of one shard (`--shard I/N`); `greenloop merge` folds all N into one result.
     shard: ShardInfo | None = None
+    resume_token: str | None = None  # continues this run if greenloop stops before it ends
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -417,6 +422,7 @@ class RunResult(NamedTuple):
             "passed_tests": list(self.passed_tests),
             "retry": self.retry.to_json() if self.retry is not None else None,
             "shard": self.shard.to_json() if self.shard is not None else None,
+            "resume_token": self.resume_token,
         }
 
     @classmethod
@@ -452,4 +458,5 @@ class RunResult(NamedTuple):
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
             shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
+            resume_token=_opt_str(d.get("resume_token")),
         )

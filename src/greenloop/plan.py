@@ -40,8 +40,10 @@ from greenloop.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
+    "NODE_REPORTER",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
+    "PYTHON_STREAMING",
     "Dialect",
     "RunOptions",
     "Toolchain",
@@ -50,6 +52,7 @@ __all__ = [
     "parse_shard",
     "plan",
     "python_runner",
+    "runner_command",
     "script_runner",
 ]
 
@@ -133,6 +136,15 @@ DIALECTS: dict[str, Dialect] = {
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
 PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
 PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
+# greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
+# completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
+NODE_REPORTER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "frameworks", "node_reporter", "greenloop_tap.mjs"
+)
+STREAM_NAME = "stream.ndjson"
+# Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
+# output file as tests finish (live progress, and what a run stopped at its deadline saw)
+PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -328,6 +340,33 @@ def _last_failed_args(framework: str, root: str, previous: RunResult | None, not
     return args
 
 
+def runner_command(
+    framework: str,
+    root: str,
+    manager: str | None,
+    env: Mapping[str, str],
+    which: Which | None = None,
+    *,
+    interpreter: str | None = None,
+) -> Toolchain:
+    """The command that runs `framework` in the workspace at `root`, before greenloop's
+    reporter flags: what `greenloop run` starts and `greenloop probe` shows (one source)."""
+    which = which or shutil.which
+    if framework in ("vitest", "jest"):
+        tool = js_runner(root, framework, manager)
+        return tool._replace(argv=(*tool.argv, "run")) if framework == "vitest" else tool
+    if framework == "pytest":
+        argv, notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
+        return Toolchain(argv, notes, unavailable)
+    if framework == "node:test":
+        node = which("node")
+        missing = None if node else "node is not on PATH: install Node.js 20 or later"
+        return Toolchain((node or "node", "--test"), unavailable=missing)
+    pm = manager or "npm"
+    missing = None if which(pm) else f"{pm} is not on PATH: install it to run the package.json test script"
+    return Toolchain(npm_test_command(pm), unavailable=missing)
+
+
 def plan(
     detection: Detection,
     options: RunOptions,
@@ -357,6 +396,7 @@ def plan(
             argv=(options.command,),
             cwd=root,
             timeout_ms=timeout_ms,
+            env=PYTHON_STREAMING if framework == "pytest" else (),
             shell=True,
             notes=tuple(notes),
             selection="command",
@@ -381,46 +421,43 @@ def plan(
     argv: list[str]
     child_env: tuple[tuple[str, str], ...] = ()
     fallback: tuple[str | None, str | None] = (None, None)
+    stream_file: str | None = None
 
-    if framework in ("vitest", "jest"):
-        tool = js_runner(root, framework, manager)
-        notes += tool.notes
-        unavailable = tool.unavailable
-        if framework == "vitest":
-            argv = [*tool.argv, "run", "--reporter=default", "--reporter=json"]
-            argv.append(f"--outputFile.json={report_file}")
-        else:
-            argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+    tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
+    notes += tool.notes
+    unavailable = tool.unavailable
+    if framework == "vitest":
+        argv = [*tool.argv, "--reporter=default", "--reporter=json", f"--outputFile.json={report_file}"]
+    elif framework == "jest":
+        argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
     elif framework == "pytest":
-        prefix, py_notes, unavailable = python_runner(root, env, which, interpreter=interpreter)
-        notes += py_notes
+        stream_file = os.path.join(report_dir, STREAM_NAME)
         fallback = (os.path.join(report_dir, "report.xml"), "junit")
-        argv = [*prefix, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
+        argv = [*tool.argv, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
         inherited = env.get("PYTHONPATH")
         child_env = (
             ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
+            ("GREENLOOP_PYTEST_STREAM", stream_file),
+            *PYTHON_STREAMING,
         )
     elif framework == "node:test":
-        node = which("node")
-        if node is None:
-            unavailable = "node is not on PATH: install Node.js 20 or later"
         argv = [
-            node or "node",
-            "--test",
+            *tool.argv,
             "--test-reporter=spec",
             "--test-reporter-destination=stdout",
-            "--test-reporter=tap",
+            # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
+            f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
         ]
+        if os.path.exists(NODE_REPORTER):
+            stream_file = os.path.join(report_dir, STREAM_NAME)
+            child_env = (("GREENLOOP_NODE_STREAM", stream_file),)
     else:  # npm-test
-        pm = manager or "npm"
-        if which(pm) is None:
-            unavailable = f"{pm} is not on PATH: install it to run the package.json test script"
-        argv = list(npm_test_command(pm))
+        argv = list(tool.argv)
         if targets:
-            argv += ["--", *targets] if pm == "npm" else targets
+            argv += ["--", *targets] if (manager or "npm") == "npm" else targets
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
@@ -483,5 +520,6 @@ def plan(
         unavailable=unavailable,
         selection=selection,
         shard=shard,
+        stream_file=stream_file,
     )
 

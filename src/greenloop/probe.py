@@ -274,25 +274,6 @@ def npm_test_command(manager: str | None) -> tuple[str, ...]:
     )
 
 
-def _suggested(framework: str, manager: str | None) -> tuple[str, ...]:
-    """The command a person would type; run.py plans the exact argv (with reporters) itself."""
-    runner = {"vitest": ("vitest", "run"), "jest": ("jest",)}
-    if framework in runner:
-        exec_prefix = {
-            "pnpm": ("pnpm", "exec"),
-            "yarn": ("yarn",),
-            "bun": ("bunx",),
-        }.get(manager or "npm", ("npx", "--no-install"))
-        return (*exec_prefix, *runner[framework])
-    if framework == "npm-test":
-        return npm_test_command(manager)
-    if framework == "pytest":
-        return ("python", "-m", "pytest")
-    if framework == "node:test":
-        return ("node", "--test")
-    return ()
-
-
 def _declared_at(root: Path) -> _Marker | None:
     return _declared(root, _read_json(root / "package.json"))
 
@@ -378,11 +359,16 @@ def probe(
     manager = _manager(framework, answer_root, pkg)
     command: tuple[str, ...] = ()
     if framework is not None:
-        command = _suggested(framework, manager)
-        if framework == "pytest":
-            from greenloop.plan import python_runner  # local: plan imports this module
+        # the command `greenloop run` starts (without its reporter flags), from the same
+        # function run uses; what is missing to start it is a note
+        from greenloop.plan import runner_command  # local: plan imports this module
 
-            command = (*python_runner(str(answer_root), env if env is not None else os.environ, which)[0],)
+        base_env = env if env is not None else os.environ
+        tool = runner_command(framework, str(answer_root), manager, base_env, which)
+        command = tool.argv
+        notes.extend(tool.notes)
+        if tool.unavailable:
+            notes.append(f"greenloop run would not start: {tool.unavailable}")
     test_files = _filter_tests(framework, walked) if framework else walked.js_tests + walked.py_tests
     return Detection(
         framework=framework,

@@ -10,11 +10,22 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from greenloop.model import Detection, Failure, Progress, RunResult
 
-__all__ = ["LiveProgress", "detection_text", "duration", "progress_line", "run_text", "use_colour"]
+if TYPE_CHECKING:
+    from greenloop.doctor import Report
+
+__all__ = [
+    "LiveProgress",
+    "detection_text",
+    "doctor_text",
+    "duration",
+    "progress_line",
+    "run_text",
+    "use_colour",
+]
 
 NON_TTY_INTERVAL_S = 5.0  # a progress line at most this often when stderr is not a terminal
 TTY_INTERVAL_S = 0.2
@@ -198,7 +209,7 @@ def _failure_text(f: Failure, st: _Style) -> list[str]:
     where = ""
     if f.file:
         where = f"  ({f.file}{':' + str(f.line) if f.line else ''})"
-    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR"}.get(f.kind, "FAILED")
+    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR", "timeout": "TIMED OUT"}.get(f.kind, "FAILED")
     if f.flaky:
         label = "FLAKY"  # failed, then passed when rerun
     out = [f"{st.red(label)} {st.bold(f.test)}{st.dim(where)}"]
@@ -274,3 +285,32 @@ def run_text(r: RunResult, *, colour: bool = False, cwd: str | None = None) -> s
     for n in r.notes:
         lines.append(st.dim(f"  note: {n}"))
     return "\n".join(lines).lstrip("\n")
+
+
+def doctor_text(report: Report, *, colour: bool = False) -> str:
+    """`greenloop doctor`: one line per check (✓ ok, ! warn, ✗ fail), each problem's fix under it."""
+    st = _Style(colour)
+    mark = {"ok": st.green("✓"), "warn": st.yellow("!"), "fail": st.red("✗")}
+    area_w = max((len(c.area) for c in report.checks), default=0)
+    name_w = max((len(c.name) for c in report.checks), default=0)
+    lines = [f"{st.bold('workspace')}  {report.workspace}", ""]
+    for c in report.checks:
+        lines.append(
+            f"{mark.get(c.status, '?')} {c.area:<{area_w}}  {st.bold(f'{c.name:<{name_w}}')}  {c.detail}"
+        )
+        if c.fix and c.status != "ok":
+            lines.append(f"  {' ' * area_w}  {' ' * name_w}  {st.dim('fix:')} {c.fix}")
+    fails = sum(c.status == "fail" for c in report.checks)
+    warns = sum(c.status == "warn" for c in report.checks)
+    advice = f" ({warns} warning{'s' if warns != 1 else ''})" if warns else ""
+    lines.append("")
+    if fails:
+        lines.append(
+            st.red(
+                st.bold(f"✗ {fails} problem{'s' if fails != 1 else ''} need{'s' if fails == 1 else ''} a fix")
+            )
+            + advice
+        )
+    else:
+        lines.append(st.green(st.bold("✓ all well")) + advice)
+    return "\n".join(lines)

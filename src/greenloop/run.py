@@ -83,11 +83,13 @@ def _parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
         return ParseResult(notes=(f"the {fmt} report could not be read ({type(exc).__name__}: {exc})",))
 
 
-def _with_hints(failures: tuple[Failure, ...], framework: str, language: str) -> tuple[Failure, ...]:
+def _with_hints(
+    failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
+) -> tuple[Failure, ...]:
     from greenloop import hints
 
-    try:
-        return hints.apply(failures, framework=framework or None, language=language)
+    try:  # root: the hints read the failing lines and called functions from the runner's folder
+        return hints.apply(failures, framework=framework or None, language=language, root=root)
     except Exception as exc:  # a hint-table bug must not turn a red run into a crash
         note = f"hints could not be built ({type(exc).__name__}: {exc})"
         return tuple(f._replace(hint=f.hint or note) for f in failures)
@@ -121,6 +123,89 @@ def _with_text_failures(report: ParseResult, text: ParseResult) -> ParseResult:
     )
 
 
+def _shortened(value: str | None) -> bool:
+    # vitest's JSON report has only the assertion message, whose values chai shortens
+    # ('Unexpected end at index 7, expected }…') or leaves out (toThrow's "but got '…'")
+    return value is None or "…" in value
+
+
+def _with_text_values(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The report's failures with expected/got from the text output of the same run where the
+    report's are missing or shortened: the printed `Expected:`/`Received:` lines and diffs
+    hold the full values."""
+    printed = {f.test: f for f in text.failures if f.expected is not None or f.got is not None}
+    failures = list(report.failures)
+    changed = False
+    for i, f in enumerate(failures):
+        t = printed.get(f.test)
+        if t is None or not (_shortened(f.expected) or _shortened(f.got)):
+            continue
+        failures[i] = f._replace(expected=t.expected if t.expected is not None else f.expected,
+                                 got=t.got if t.got is not None else f.got)
+        changed = True
+    return report._replace(failures=tuple(failures)) if changed else report
+
+
+_Running = list[tuple[str, str | None, int | None]]  # (test name, file, line)
+
+
+def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
+    """A run stopped before it finished: the tests that were running (name, file, line) and
+    the failures the runner's partial stream recorded in detail (pytest's plugin)."""
+    if not plan.stream_file:
+        return [], []
+    try:
+        if plan.framework == "pytest":
+            from greenloop.frameworks.pytest_report import read_stream
+
+            part = read_stream(plan.stream_file, root)
+            if part is None:
+                return [], []
+            running: _Running = []
+            if part.running:
+                running.append((part.running, part.running.split("::", 1)[0], part.line))
+            return running, list(part.failures)
+        if plan.framework == "node:test":
+            from greenloop.frameworks.node_test import running_tests
+
+            return running_tests(plan.stream_file, root), []
+    except Exception:  # a torn record never turns a timeout into a crash of greenloop
+        return [], []
+    return [], []
+
+
+def _with_stopped_tests(plan: Plan, raw: RawRun, parsed: ParseResult, root: str | None) -> ParseResult:
+    """What a run stopped at its deadline (or interrupted) had seen: the partial counts and
+    failures already parsed from its output and report, the detailed failures of the
+    runner's stream, and one failure of kind "timeout" per test that was still running."""
+    running, streamed = _stopped_in(plan, root)
+    failures = list(parsed.failures)
+    if streamed:  # the stream's failures carry details a cut text output does not
+        detailed = {f.test for f in streamed}
+        failures = [f for f in failures if f.test not in detailed] + streamed
+    why = f"timed out after {plan.timeout_ms} ms" if raw.timed_out else "was interrupted"
+    notes = list(parsed.notes)
+    for name, file, line in running:
+        failures.append(Failure(
+            test=name, file=file, line=line, kind="timeout",
+            message=f"still running when the run {why}; the whole process tree was stopped",
+        ))
+    if running:
+        names = ", ".join(n for n, _, _ in running[:3]) + (" …" if len(running) > 3 else "")
+        notes.append(f"the run {why} while {names} {'was' if len(running) == 1 else 'were'} running; "
+                     "the counts and failures are those seen before it stopped")
+    elif plan.framework in ("pytest", "node:test"):
+        notes.append(f"the run {why}; no test was running (it stopped outside any test); the counts "
+                     "and failures are those seen before it stopped")
+    else:
+        notes.append(f"the run {why}; the counts and failures are those its output showed before it "
+                     f"stopped ({plan.framework or 'the runner'} does not say which test was running)")
+    s = parsed.summary
+    seen = max(s.failed, sum(1 for f in failures if f.kind != "timeout"))
+    summary = s._replace(failed=seen + len(running), total=s.passed + s.skipped + seen + len(running))
+    return parsed._replace(summary=summary, failures=tuple(failures), notes=tuple(notes))
+
+
 # ----------------------------------------------------------------------------- outcome
 
 
@@ -135,8 +220,11 @@ class Verdict(NamedTuple):
     notes: tuple[str, ...]
 
 
-def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None) -> Verdict:
-    """Cross-check the process with the parse. `report_ok` None: no machine report was planned."""
+def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | None,
+             said: str | None = None) -> Verdict:
+    """Cross-check the process with the parse. `report_ok` None: no machine report was planned.
+    `said`: the runner's own error lines (frameworks.common.runner_error) when its output
+    was not recognised as a test run."""
     from greenloop.frameworks.common import load_failures_only, load_note
 
     notes: list[str] = []
@@ -150,8 +238,13 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         return broken(f"the command could not start: {raw.spawn_error}", None)
     if raw.timed_out:
         reason = f"timed out after {plan.timeout_ms} ms; the whole process tree was stopped"
-        if failed:
-            notes.append(f"{failed} test(s) had failed before the timeout")
+        stopped = [f.test for f in parsed.failures if f.kind == "timeout"]
+        if stopped:
+            more = f" (and {len(stopped) - 1} more)" if len(stopped) > 1 else ""
+            reason += f" while {stopped[0]} was running{more}"
+        before = failed - len(stopped)
+        if before > 0:
+            notes.append(f"{before} test(s) had failed before the timeout")
         return broken(reason, None)
     if raw.aborted:
         return broken("interrupted before the run finished; the whole process tree was stopped", None)
@@ -159,6 +252,9 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         return broken(f"the suite could not load the code under test: {parsed.load_error}")
     if report_ok is False:
         fmt = plan.report_format or "machine"
+        if said:  # the runner said why it stopped: that is the reason, in its own words
+            notes.append(f"the {fmt} report was missing after exit code {raw.exit_code}")
+            return broken(f"the runner stopped before running the tests: {said}")
         reason = f"the {fmt} report was missing or invalid after exit code {raw.exit_code}"
         if raw.signal:
             reason += f" (killed by signal {raw.signal})"
@@ -178,6 +274,8 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         )
         return broken("no tests ran", "retry_tester", crashed=False)
     if raw.exit_code != 0:
+        if said:
+            return broken(f"the runner exited with code {raw.exit_code} before any test result: {said}")
         return broken(
             f"the runner exited with code {raw.exit_code} but no failing test was recognised "
             "(see stdout.txt/stderr.txt)"
@@ -274,7 +372,7 @@ def execute(
     def result(raw: RawRun | None, verdict: Verdict, parsed: ParseResult, info: SandboxInfo) -> RunResult:
         failures = parsed.failures
         if failures:
-            failures = _with_hints(failures, plan.framework, config.hint_language)
+            failures = _with_hints(failures, plan.framework, config.hint_language, plan.cwd)
         if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
             from greenloop.sandbox import apply_denial_hints
 
@@ -360,6 +458,8 @@ def _execute_launched(
 
     info = launched.info
     bwrapped = (info.enforced_by or "").startswith("bubblewrap")
+    if launched.env_note:
+        notes.append(launched.env_note)
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
     for report in (plan.report_file, plan.fallback_report_file):
@@ -408,7 +508,11 @@ def _execute_launched(
                     f"greenloop's plugin); results come from the {plan.fallback_report_format} report"
                 )
         report_ok = parsed.recognized
-        if not report_ok:
+        if not report_ok and (raw.timed_out or raw.aborted) and (parsed.summary.total or parsed.failures):
+            # node's TAP file stops where the run was stopped: what it holds is exact so far
+            notes.append(f"the {plan.report_format} report was cut short by the stop; counts come "
+                         "from the entries it holds")
+        elif not report_ok:
             text = _parse_text(plan.framework, stdout_path, stderr_path, root)
             notes.append(
                 f"the {plan.report_format} report was missing or invalid; counts come from the text output"
@@ -416,13 +520,24 @@ def _execute_launched(
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
+        elif plan.framework == "vitest" and any(
+            _shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test"
+        ):
+            parsed = _with_text_values(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
         parsed = _parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)
             notes.append("results parsed from the text output of a verbatim command")
     if raw.timed_out or raw.aborted:
         report_ok = None  # the missing report is a consequence, not the reason
-    verdict = classify(plan, raw, parsed, report_ok=report_ok)
+        parsed = _with_stopped_tests(plan, raw, parsed, root)
+    said = None
+    if not parsed.recognized and raw.exit_code not in (None, 0) and not (raw.timed_out or raw.aborted):
+        from greenloop.frameworks.common import relativize, runner_error
+
+        said = runner_error(_lines(stdout_path, stderr_path))
+        said = relativize(said, root) if said else None
+    verdict = classify(plan, raw, parsed, report_ok=report_ok, said=said)
     if counter is not None:
         with contextlib.suppress(Exception):
             on_progress(counter.snapshot())  # type: ignore[misc]

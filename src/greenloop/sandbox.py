@@ -58,6 +58,7 @@ __all__ = [
     "Policy",
     "SandboxUnavailable",
     "Source",
+    "allowed_env",
     "apply_denial_hints",
     "available_enforcers",
     "bwrap_denial",
@@ -94,7 +95,8 @@ DENIED_PREFIX = "sandbox_denied: "
 ENV_ALLOW: frozenset[str] = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM",
-        "NO_COLOR", "CI",
+        # what a test may assert on (colour, CI): passed as the shell has them
+        "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "PY_COLORS", "CI",
         "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME",
         "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
         "NODE_PATH", "NODE_OPTIONS", "NODE_ENV", "NVM_DIR", "NVM_BIN",
@@ -689,6 +691,15 @@ def cache_env(policy: Policy, base_env: Mapping[str, str], *, tmp: str | None = 
     return env
 
 
+def allowed_env(base_env: Mapping[str, str], policy: Policy) -> dict[str, str]:
+    """What a run inherits before greenloop's own changes: the allow-list when sandboxed."""
+    if not policy.sandboxed:
+        return dict(base_env)
+    base = {k: v for k, v in base_env.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
+    base.setdefault("PATH", os.defpath)
+    return base
+
+
 def child_env(
     base_env: Mapping[str, str],
     policy: Policy,
@@ -706,11 +717,7 @@ def child_env(
     """
     from greenloop import env as runner_env
 
-    if policy.sandboxed:
-        base = {k: v for k, v in base_env.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
-        base.setdefault("PATH", os.defpath)
-    else:
-        base = dict(base_env)
+    base = allowed_env(base_env, policy)
     pairs = tuple(add.items()) if isinstance(add, Mapping) else tuple(add)
     env = runner_env.child_env(base, add=pairs, drop=drop)
     env.update(cache_env(policy, {**base_env, **env}, tmp=tmp))  # the original XDG_CACHE_HOME, new addopts
@@ -733,6 +740,8 @@ class Launch(NamedTuple):
     tmpdir: str | None = None
     ruleset: Any = None  # landlock.Ruleset, kept open until the child has started
     notes: tuple[str, ...] = ()
+    # how the environment differs from what the run inherits (env.changes), for the notes
+    env_note: str | None = None
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -762,9 +771,12 @@ def launch(
     writable (and is created), so the runner can still hand greenloop its machine report.
     """
     base_env = os.environ if base_env is None else base_env
+    from greenloop.env import changes
+
     if not policy.sandboxed:
         env = child_env(base_env, policy, add=plan.env)
-        return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None))
+        note = changes(allowed_env(base_env, policy), env)
+        return Launch(tuple(plan.argv), tuple(env.items()), plan.shell, policy.info(None), env_note=note)
     chosen = enforce(policy, base_env, bwrap=status)
     writable: list[str] = []
     # A missing workspace is left for the enforcer to refuse (a denial, reported as one):
@@ -782,15 +794,19 @@ def launch(
         env = child_env(base_env, policy, add=plan.env)
         argv: list[str] = ["/bin/sh", "-c", plan.argv[0]] if plan.shell else list(plan.argv)
         wrapped = wrap_argv(argv, policy, cwd=plan.cwd, writable=writable, bwrap=chosen.bwrap_path, env=env)
-        return Launch(tuple(wrapped), tuple(env.items()), False, policy.info(chosen.enforced_by))
+        note = changes(allowed_env(base_env, policy), env)
+        info = policy.info(chosen.enforced_by)
+        return Launch(tuple(wrapped), tuple(env.items()), False, info, env_note=note)
     tmpdir = tempfile.mkdtemp(prefix="greenloop-tmp-")
     env = child_env(base_env, policy, add=plan.env, tmp=tmpdir)
+    note = changes(allowed_env(base_env, policy), env)
     if not policy.workspace_writable:
         Path(tmpdir, "cache").mkdir()
     info = policy.info(chosen.enforced_by)._replace(note=chosen.unenforced_note)
     if chosen.enforcer is None:  # `auto` on a machine without an enforcer: runs, and says so
         return Launch(
-            tuple(plan.argv), tuple(env.items()), plan.shell, info, tmpdir=tmpdir, notes=chosen.notes
+            tuple(plan.argv), tuple(env.items()), plan.shell, info, tmpdir=tmpdir, notes=chosen.notes,
+            env_note=note,
         )
     from greenloop import landlock
 
@@ -813,6 +829,7 @@ def launch(
         tmpdir=tmpdir,
         ruleset=ruleset,
         notes=chosen.notes,
+        env_note=note,
     )
 
 

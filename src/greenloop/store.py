@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
+    "TABLES",
     "JobRow",
     "Store",
     "db_path",
@@ -136,6 +138,8 @@ CREATE TABLE IF NOT EXISTS bindings (
 );
 CREATE INDEX IF NOT EXISTS bindings_by_at ON bindings (at);
 """
+# The tables a complete database has (greenloop doctor checks them).
+TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
 
 def state_root(workspace: str | os.PathLike[str]) -> str:

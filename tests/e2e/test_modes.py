@@ -65,3 +65,74 @@ def test_retry_runs_the_failures_first_then_the_suite(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "greenloop", "run", str(ws), "--mode", "again"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "mode must be one of" in bad.stderr
+
+
+def _kill_runner_of(run_dir: Path) -> None:
+    """Kill whatever still runs for a run folder (the runner outlives greenloop: its own session)."""
+    import contextlib
+    import os
+    import signal
+
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if str(run_dir).encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def test_resume_rebuilds_a_run_from_the_runners_report_or_runs_it_again(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    suite = "import time\n\ndef test_slow():\n    time.sleep(2)\n\ndef test_bad():\n    assert 1 == 2\n"
+    ws = py_workspace(tmp_path / "ws", {"test_s.py": suite})
+
+    def killed_run() -> tuple[Path, str]:
+        argv = [sys.executable, "-m", "greenloop", "run", str(ws), "--sandbox", "full-access"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs = ws / ".greenloop" / "runs"
+
+        def unfinished() -> list[Path]:
+            return [p.parent for p in runs.glob("*/run.json") if not (p.parent / "result.json").exists()]
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not unfinished():
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # greenloop dies mid-run
+        proc.wait(10)
+        (run_dir,) = unfinished()
+        from greenloop.recover import resume_token
+
+        return run_dir, resume_token(ws, run_dir.name)
+
+    # 1. the runner goes on and finishes: the result is built from its report
+    run_dir, token = killed_run()
+    report = json.loads((run_dir / "run.json").read_text())["plan"]["report_file"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not Path(report).exists():
+        time.sleep(0.1)
+    rebuilt = api.test_run(ws, mode="resume", resume_token=token)
+    assert rebuilt.run_id == run_dir.name and rebuilt.outcome == "red"
+    assert (rebuilt.summary.total, rebuilt.summary.failed) == (2, 1) and rebuilt.bugs_opened
+    assert any(n.startswith("recovered:") for n in rebuilt.notes) and rebuilt.resume_token == token
+    assert json.loads((run_dir / "result.json").read_text())["outcome"] == "red"
+    # resuming a finished run changes nothing
+    again = api.test_run(ws, mode="resume", resume_token=token)
+    assert again.run_id == run_dir.name and "nothing ran" in again.notes[-1]
+
+    # 2. the runner died too: the suite runs again with the same options
+    run_dir, token = killed_run()
+    _kill_runner_of(run_dir)
+    rerun = api.test_run(ws, mode="resume", resume_token=token)
+    assert rerun.run_id != run_dir.name and rerun.summary.total == 2
+    assert any(f"resume of {run_dir.name}" in n for n in rerun.notes)
+
+    # bad tokens: refused before anything starts
+    with pytest.raises(UsageError, match="not one greenloop gave"):
+        api.test_run(ws, mode="resume", resume_token="nope")
+    with pytest.raises(UsageError, match="another workspace"):
+        api.test_run(ws, mode="resume", resume_token=f"{run_dir.name}.00000000")
+    with pytest.raises(UsageError, match="resume_token"):
+        api.test_run(ws, mode="resume")

@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         options["shard"] = args.shard
     if getattr(args, "rerun_failures", None) is not None:
         options["rerun_failures"] = _rerun_failures(args.rerun_failures)
+    if args.resume_token is not None:
+        options["resume_token"] = args.resume_token
     if args.background:
         return _background(path, options, as_json=args.json)
     with _stop_on_signals() as cancel:

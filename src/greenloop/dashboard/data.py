@@ -43,18 +43,22 @@ TREND_RUNS = 60
 
 class Source(NamedTuple):
     """Where one dashboard reads from: the state root (its `.greenloop/state.db`) and, for a
-    DevLoop project, the project root (bug log, integration runs)."""
+    DevLoop project, the project root (bug log, integration runs). `bugs` is one BugLog kept for
+    the dashboard's life: it folds the log once, then reads only what was appended since."""
 
     root: str
     project: str
+    bugs: Any = None
 
     @classmethod
     def of(cls, path: str) -> Source:
+        from greenloop import bugs
         from greenloop.store import state_root
 
         root = state_root(path)
-        project = layout.find_project_root(path)
-        return cls(root, str(project) if project is not None else os.path.abspath(path))
+        found = layout.find_project_root(path)
+        project = str(found) if found is not None else os.path.abspath(path)
+        return cls(root, project, bugs.BugLog(bugs.bug_log_path(project)))
 
     @property
     def db(self) -> str:
@@ -251,6 +255,8 @@ class BugCard(NamedTuple):
 
 
 def _bug_log(src: Source) -> Any:
+    if src.bugs is not None:
+        return src.bugs
     from greenloop import bugs
 
     return bugs.BugLog(bugs.bug_log_path(src.project))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from greenloop.frameworks.common import Event
+from greenloop.frameworks.common import Event, capped
 from greenloop.model import ParseResult
 
 __all__ = [
@@ -56,11 +56,15 @@ def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) ->
     if mod is None:
         return ParseResult(notes=(f"unknown framework {framework!r}; known: {', '.join(MODULES)}",))
     result: ParseResult = mod.parse_text(lines, root=root)
-    return result
+    return capped(result)
 
 
 def parse_report(report_format: str, path: str, root: str | None = None) -> ParseResult:
     """Parse a runner's machine report. Missing or invalid: recognized=False with a note."""
+    return capped(_parse_report(report_format, path, root))
+
+
+def _parse_report(report_format: str, path: str, root: str | None) -> ParseResult:
     try:
         if report_format == "vitest-json":
             from greenloop.frameworks import vitest

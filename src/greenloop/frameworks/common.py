@@ -19,10 +19,13 @@ __all__ = [
     "MAX_DETAILED_FAILURES",
     "MAX_FAILURE_CHARS",
     "MAX_FAILURE_LINES",
+    "MAX_VALUE_CHARS",
     "Event",
     "FailureDraft",
     "LineParser",
     "bounded_join",
+    "cap_value",
+    "capped",
     "diff_sides",
     "expected_got",
     "first_user_frame",
@@ -34,6 +37,7 @@ __all__ = [
     "read_json_report",
     "relativize",
     "run_parser",
+    "runner_error",
     "strip_ansi",
     "summary_of",
     "trim_stack",
@@ -49,6 +53,48 @@ MAX_DETAILED_FAILURES = 2000
 MAX_NAMED_FAILURES = 20000
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+# An expected/got value longer than this is cut, and says so ("… [cut 1,234 chars]").
+MAX_VALUE_CHARS = 4000
+
+
+def cap_value(value: str | None, limit: int = MAX_VALUE_CHARS) -> str | None:
+    """`value` whole, or its first `limit` characters and how many were cut."""
+    if value is None or len(value) <= limit:
+        return value
+    return f"{value[:limit]}… [cut {len(value) - limit:,} chars]"
+
+
+def capped(result: ParseResult) -> ParseResult:
+    """`result` with every failure's expected and got within MAX_VALUE_CHARS."""
+    if not any(len(f.expected or "") > MAX_VALUE_CHARS or len(f.got or "") > MAX_VALUE_CHARS
+               for f in result.failures):
+        return result
+    return result._replace(failures=tuple(
+        f._replace(expected=cap_value(f.expected), got=cap_value(f.got)) for f in result.failures))
+
+
+# The runner's own words when it stops before running anything (a config it cannot read, a
+# missing module): `Error: Jest: 'ts-node' is required …`, `TypeError [ERR_X]: …`, pytest's
+# `ERROR: file or directory not found: x`, jest's `● Validation Error:`.
+_RUNNER_ERROR = re.compile(r"^\s*(?:(?:[A-Z]\w*)?Error(?: \[[\w_]+\])?: \S|ERROR: \S|● Validation Error)")
+
+
+def runner_error(lines: Iterable[str], limit: int = 3) -> str | None:
+    """The first few distinct error lines a runner printed (its crash in its own words), or
+    None. Stack frames and repeats are skipped; each line is kept to 300 characters."""
+    found: list[str] = []
+    for raw in lines:
+        line = strip_ansi(raw).strip()
+        if not _RUNNER_ERROR.match(line):
+            continue
+        line = line[:300]
+        if all(line not in f and f not in line for f in found):
+            found.append(line)
+            if len(found) >= limit:
+                break
+    return " / ".join(found) if found else None
 
 
 def strip_ansi(s: str) -> str:
@@ -80,7 +126,7 @@ _FOREIGN = (
 
 _JS_FRAME = re.compile(r"^\s*(?:at\s+|❯\s+)")
 _JS_TAP_FRAME = re.compile(r"^\s*(?:async\s+)?[\w$.<>\[\] #]+ \(.*:\d+:\d+\)\s*$|^\s*(?:file://)?/\S+:\d+:\d+\s*$")
-_PY_FRAME = re.compile(r'^\s*(?:File ".*", line \d+|\S+\.py:\d+: )')
+_PY_FRAME = re.compile(r'^\s*(?:File ".*", line \d+|\S+\.py:\d+:(?: |$))')
 _LOC = re.compile(r"(?:file://)?((?:[A-Za-z]:)?[^\s():'\"]+\.[A-Za-z0-9]+):(\d+)(?::(\d+))?")
 _PY_LOC = re.compile(r'File "([^"]+)", line (\d+)')
 
@@ -170,8 +216,11 @@ def diff_sides(lines: list[str]) -> tuple[str, str] | None:
     return "\n".join(exp).strip("\n"), "\n".join(got).strip("\n")
 
 
-_EXP_RECV = re.compile(r"^\s*Expected(?: value)?:\s?(.*)$")
-_RECV = re.compile(r"^\s*Received(?: value)?:\s?(.*)$")
+# jest/vitest labels: `Expected: 4`, `Expected substring: "x"` / `Received message: "y"` (toThrow)
+_EXP_RECV = re.compile(r"^\s*Expected(?: value| substring| pattern| message| constructor| name)?:\s?(.*)$")
+_RECV = re.compile(r"^\s*Received(?: value| message| constructor| name)?:\s?(.*)$")
+# vitest's two blocks when there is no line diff: `- Expected:` lines, a blank, `+ Received:` lines
+_BLOCK = re.compile(r"^([-+]) (Expected|Received):$")
 _CHAI = re.compile(
     r"expected (.+?) to (?:be|equal|deeply equal|strictly equal|have length|be close to|"
     r"match object|have property|be an instance of|match|contain|include|be greater than|"
@@ -187,6 +236,19 @@ def expected_got(body: list[str]) -> tuple[str | None, str | None]:
     got: str | None = None
     for i, raw in enumerate(body):
         line = raw.strip()
+        b = _BLOCK.match(line)
+        if b:
+            block: list[str] = []
+            j = i + 1
+            while j < len(body) and body[j].strip() != "" and not _is_frame(body[j]):
+                block.append(body[j].rstrip())
+                j += 1
+            value = "\n".join(block) if block else None
+            if b.group(2) == "Expected" and expected is None:
+                expected = value
+            elif b.group(2) == "Received" and got is None:
+                got = value
+            continue
         m = _EXP_RECV.match(line)
         if m and expected is None and not line.startswith("Expected values"):
             expected = m.group(1).strip()

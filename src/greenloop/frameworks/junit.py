@@ -24,6 +24,7 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     first_user_frame,
+    is_user_frame,
     load_error_of,
     relativize,
     strip_ansi,
@@ -183,6 +184,8 @@ def _parse(path: str, root: str | None) -> ParseResult:
 
 
 _PY_LOC = re.compile(r"^(\S[^:]*\.py):(\d+): ")
+# where Python says a SyntaxError (or IndentationError) is: `File "app/mod.py", line 7`
+_SYNTAX_AT = re.compile(r'^File "([^"]+\.py)", line (\d+)')
 
 
 def pytest_user_frame(locations: list[str], root: str | None) -> tuple[str | None, int | None]:
@@ -221,6 +224,14 @@ def _failure(test: str, file: str | None, kind: Literal["test", "load", "hook"],
         locs = [ln for ln in lines if _PY_LOC.match(ln)]
         stack = "\n".join(locs)
         ufile, uline = pytest_user_frame(locs, root)
+        if kind == "load":
+            # a file that cannot be compiled: the place Python names, in the test file or in
+            # the module it imports, not the import line (or nothing, for the test file itself)
+            for e in reversed(e_lines):
+                m = _SYNTAX_AT.match(e)
+                if m and is_user_frame(e):
+                    ufile, uline = m.group(1), int(m.group(2))
+                    break
     else:
         # node: "Error [ERR_TEST_FAILURE]: message … cause: AssertionError … actual/expected"
         exp, got = _node_expected_got(text)

@@ -1,11 +1,25 @@
 """node:test (Node 20): the TAP reporter (nested subtests, YAML diagnostics) and the spec
 reporter (`▶`/`✔`/`✖`, `ℹ tests 2`, `✖ failing tests:`), with and without colour.
 
-Counting: leaves are counted. A describe or a test whose subtests failed is not a second
-failure; a test cancelled because its parent's before-hook failed counts as skipped and the
-suite counts once, as a hook failure named after it; todo counts as skipped; a test file
-that fails outside any test (import error, syntax error) is one load failure named after
-the file. Node's own `# tests`/`ℹ tests` line marks the output as recognised.
+Counting follows node's own summary (`# tests/# pass/# fail/# cancelled/# skipped/# todo`,
+or the spec reporter's `ℹ` lines), mapped onto greenloop's four numbers:
+
+    total = tests    passed = pass    failed = fail + cancelled    skipped = skipped + todo
+
+When those lines are printed they are the counts (summed when several runs wrote some).
+Without them (a run killed before it finished) the entries seen are counted by node's
+rule: a describe is a suite, never a test; every other entry is a test, a `test()` with
+subtests included; a test marked skip counts as skipped and one marked todo as todo whether
+it passed, failed or was cancelled (so a failing todo never fails the count); a test
+cancelled because its suite's before-hook failed, or left unawaited, counts as failed.
+The spec reporter prints a describe and a test with subtests alike, so its entries with
+children are counted as suites there (the closing lines correct it).
+
+Failures: one record per failing test; a suite whose hook failed is one record of kind
+"hook" named after the suite (node counts it nowhere: its tests are cancelled, or passed
+before a failing after-hook), and the tests cancelled under it get no record of their own;
+a test file that fails outside any test (import error, syntax error) is one load failure
+named after the file. Node's own `# tests`/`ℹ tests` line marks the output as recognised.
 """
 
 from __future__ import annotations
@@ -27,9 +41,9 @@ from greenloop.frameworks.common import (
     summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult
+from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "running_tests"]
 
 _SUBTEST = re.compile(r"^(\s*)# Subtest: (.*)$")
 _RESULT = re.compile(r"^(\s*)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$")
@@ -37,6 +51,12 @@ _TAP_SUMMARY = re.compile(r"^# (tests|suites|pass|fail|cancelled|skipped|todo|du
 _SPEC_SUMMARY = re.compile(r"^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$")
 _GROUP = re.compile(r"^(\s*)▶ (.*)$")
 _SPEC_RESULT = re.compile(r"^(\s*)([✔✖﹣])\s+(.*?)(?: \([\d.]+m?s\))?(?: # (SKIP|TODO)\b.*)?$")
+# The parser's spelling of a spec line: node 20 prints a todo's reason (or `TODO`) and a
+# skip's reason after the duration as `# reason`, so a `# …` after the duration marks a todo
+# (a skip has its own `﹣` mark); a test that never ran (cancelled) has no duration.
+_SPEC_LINE = re.compile(
+    r"^(\s*)([✔✖﹣])\s+(.*?)(?:( \([\d.]+m?s\))(?: # (.*))?|(?: # (SKIP|TODO)\b.*))?$"
+)
 _SPEC_AT = re.compile(r"^test at (\S+):(\d+):(\d+)$")
 _ERROR_LINE = re.compile(r"^\s*(?:# )?([A-Z]\w*Error|Error)\b.*?:\s")
 _YAML_KEY = re.compile(r"^(\s*)([A-Za-z_]+):(?: (.*))?$")
@@ -50,6 +70,12 @@ def _unquote(v: str) -> str:
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
         return v[1:-1].replace("''", "'")
     return v
+
+
+def _yaml_value(v: str) -> str:
+    """A TAP diagnostic value as the test wrote it: YAML's `~` is JavaScript's null."""
+    v = _unquote(v)
+    return "null" if v == "~" else v
 
 
 @dataclass
@@ -82,7 +108,11 @@ class TextParser:
     counts: dict[str, float] = field(default_factory=dict)
     passed: int = 0
     failed: int = 0
+    cancelled: int = 0
     skipped: int = 0
+    todo: int = 0
+    hook_suites: list[str] = field(default_factory=list)
+    cancelled_records: list[Failure] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
     recent_errors: list[str] = field(default_factory=list)
@@ -100,29 +130,43 @@ class TextParser:
         if "\n" not in error:
             error = _unquote(error)
         body_text = "\n".join(s.strip() for s in r.body if s.strip())
-        if r.parent:
+        cancelled = ftype == "cancelledByParent" or _CANCELLED in error or _CANCELLED in body_text
+        # TAP names a describe (`type: 'suite'`); the spec reporter prints a describe and a
+        # test with subtests alike, so there every entry with children reads as a suite.
+        suite = _unquote(y.get("type", "")) == "suite" if self.mode == "tap" else r.parent
+        if suite:
             first = body_text.split("\n")[0]
             hook = ftype == "hookFailed" or (
-                self.mode == "spec" and not r.ok and bool(body_text) and not _SUBTESTS_FAILED.match(first)
+                self.mode == "spec" and not r.ok and bool(body_text) and not cancelled
+                and not _SUBTESTS_FAILED.match(first)
             )
             if not r.ok and hook:
-                self.failed += 1
+                self.hook_suites.append(full)
                 self._add(full, "hook", r, y, error or body_text)
-            elif not r.ok and ftype and ftype not in ("subtestsFailed", "hookFailed"):
-                self.failed += 1
-                self._add(full, "test", r, y, error or body_text)
+            elif not r.ok and ftype and ftype not in ("subtestsFailed", "hookFailed", "cancelledByParent"):
+                self._add(full, "test", r, y, error or body_text)  # the describe's own body threw
             return
-        if r.directive in ("SKIP", "TODO"):
+        if r.directive == "SKIP":
             self.skipped += 1
+            return
+        if r.directive == "TODO":
+            self.todo += 1  # node counts a todo as todo whether it passed or failed
             return
         if r.ok:
             self.passed += 1
             self.passed_names.append(full)
             return
-        if ftype == "cancelledByParent" or _CANCELLED in error or _CANCELLED in body_text:
-            self.skipped += 1
+        if cancelled:
+            self.cancelled += 1
+            # kept aside: under a suite whose hook failed, that hook is the one record
+            f = self._make(full, "test", r, y, error or body_text)
+            self.cancelled_records.append(f._replace(message=f"cancelled: {f.message}"))
             return
         self.failed += 1
+        if r.parent:
+            if ftype not in ("subtestsFailed", ""):  # its own code or hook failed, not only its subtests
+                self._add(full, "hook" if ftype == "hookFailed" else "test", r, y, error or body_text)
+            return
         is_file = not r.path and bool(_FILE_NAME.search(r.name)) and (
             "test failed" in error or "test failed" in body_text
         )
@@ -136,7 +180,8 @@ class TextParser:
             self.failures.append(Failure(test=name, file=name, message=detail, kind="load"))
             self.recent_errors = []
             return
-        self._add(full, "hook" if ftype == "hookFailed" else "test", r, y, error or body_text)
+        in_hook = ftype == "hookFailed" or (self.mode == "spec" and "runHook (node:internal" in body_text)
+        self._add(full, "hook" if in_hook else "test", r, y, error or body_text)
 
     def _add(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, y: dict[str, str],
              message: str) -> None:
@@ -146,11 +191,15 @@ class TextParser:
         if len(self.failures) >= MAX_DETAILED_FAILURES:
             self.failures.append(Failure(test=name, kind=kind))
             return
+        self.failures.append(self._make(name, kind, r, y, message))
+
+    def _make(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, y: dict[str, str],
+              message: str) -> Failure:
         stack_text = y.get("stack", "") or "\n".join(r.body)
         exp = got = None
         if "expected" in y or "actual" in y:
-            exp = _unquote(y["expected"]) if "expected" in y else None
-            got = _unquote(y["actual"]) if "actual" in y else None
+            exp = _yaml_value(y["expected"]) if "expected" in y else None
+            got = _yaml_value(y["actual"]) if "actual" in y else None
         else:
             for body_line in r.body:
                 s = body_line.strip()
@@ -176,7 +225,7 @@ class TextParser:
             m = re.match(r"^(.*):(\d+):(\d+)$", loc)
             if m:
                 file, line = m.group(1), int(m.group(2))
-        self.failures.append(Failure(
+        return Failure(
             test=name,
             file=relativize(file, self.root) if file else None,
             line=line,
@@ -185,7 +234,7 @@ class TextParser:
             got=got,
             stack=trim_stack(stack_text, self.root),
             kind=kind,
-        ))
+        )
 
     def _flush(self) -> None:
         if self.pending is not None:
@@ -221,7 +270,7 @@ class TextParser:
             m = _TAP_SUMMARY.match(line)
             if m:
                 self._flush()
-                self.counts[m.group(1)] = float(m.group(2))
+                self._count(m.group(1), m.group(2))
                 return
             if self.mode == "tap" and line.startswith("#"):
                 self._remember_error(line[1:].strip())
@@ -273,14 +322,14 @@ class TextParser:
         if m:
             self._flush()
             self.mode = "spec"
-            self.counts[m.group(1)] = float(m.group(2))
+            self._count(m.group(1), m.group(2))
             return
         if self.repeat:
             a = _SPEC_AT.match(line.strip())
             if a:
                 self.recap_loc = (a.group(1), int(a.group(2)))
                 return
-            r = _SPEC_RESULT.match(line)
+            r = _SPEC_LINE.match(line)
             if r and self.recap_loc is not None:
                 self._recap(r.group(3))
             return
@@ -294,7 +343,7 @@ class TextParser:
                 self.stack[-1].children = True
             self.stack.append(_Open(ind, g.group(2)))
             return
-        r = _SPEC_RESULT.match(line)
+        r = _SPEC_LINE.match(line)
         if r:
             self._flush()
             ind = len(r.group(1))
@@ -305,7 +354,12 @@ class TextParser:
             if self.stack and not is_parent:
                 self.stack[-1].children = True
             path = [o.name for o in self.stack]
-            self.pending = _Result(ind, r.group(2) != "✖", name, r.group(4), path, is_parent)
+            mark, after_duration, directive = r.group(2), r.group(5), r.group(6)
+            if mark == "﹣":
+                directive = "SKIP"
+            elif directive is None and after_duration is not None:
+                directive = "TODO"  # node 20 prints a todo's reason in place of the word TODO
+            self.pending = _Result(ind, mark != "✖", name, directive, path, is_parent)
             if self.mode == "":
                 self.mode = "spec"
             return
@@ -324,19 +378,47 @@ class TextParser:
                 self.failures[i] = f._replace(file=file, line=lineno)
                 return
 
+    def _count(self, key: str, value: str) -> None:
+        # summed: `npm test` may run node --test more than once, each with its closing lines
+        self.counts[key] = self.counts.get(key, 0.0) + float(value)
+
     def finish(self) -> ParseResult:
         self._flush()
         recognized = "tests" in self.counts
         notes: list[str] = []
-        if not recognized:
-            if self.passed or self.failed or self.skipped:
+        # the tests cancelled under a suite whose hook failed: that hook's record says why
+        for f in self.cancelled_records:
+            if not any(f.test.startswith(h + " > ") for h in self.hook_suites):
+                if len(self.failures) < MAX_DETAILED_FAILURES:
+                    self.failures.append(f)
+                elif len(self.failures) < MAX_NAMED_FAILURES:
+                    self.failures.append(Failure(test=f.test, kind=f.kind))
+        c = {k: int(v) for k, v in self.counts.items()}
+        parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0),
+                 c.get("skipped", 0) + c.get("todo", 0))
+        if recognized and c["tests"] == sum(parts):
+            summary = Summary(total=c["tests"], passed=parts[0], failed=parts[1], skipped=parts[2])
+        elif recognized:  # cut or interleaved closing lines: what the entries say
+            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
+            notes.append(f"node:test's closing lines do not add up (tests {c['tests']}); counts come "
+                         "from the lines seen")
+        else:
+            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
+            if self.passed or self.failed or self.cancelled or self.skipped or self.todo:
                 notes.append("node:test's closing '# tests'/'ℹ tests' lines were not found; "
                              "counts come from the lines seen")
             else:
                 notes.append("no node:test output was recognised (no TAP or spec reporter lines)")
+        if self.hook_suites:
+            named = ", ".join(self.hook_suites[:3]) + (" …" if len(self.hook_suites) > 3 else "")
+            notes.append(
+                f"{len(self.hook_suites)} suite hook(s) failed ({named}): node counts no test for "
+                "them (their tests are counted as cancelled, or passed before an after-hook "
+                "failed); they are listed in failures with kind 'hook'"
+            )
         dur = self.counts.get("duration_ms")
         return ParseResult(
-            summary=summary_of(self.passed, self.failed, self.skipped),
+            summary=summary,
             failures=tuple(self.failures),
             notes=tuple(notes),
             recognized=recognized,
@@ -364,6 +446,53 @@ def progress_event(line: str) -> Event | None:
             return "skip"
         return "pass" if r.group(2) == "✔" else "fail"
     return None
+
+
+def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | None, int | None]]:
+    """The tests greenloop's node:test reporter saw start and not complete (its stream, see
+    frameworks/node_reporter/): per test file the last one started, as (name with its
+    describes joined by " > ", file, line). The entry node makes for a test file itself is
+    not a test. Empty when the stream is missing."""
+    import json
+
+    stacks: dict[str | None, list[str]] = {}
+    running: dict[str | None, list[tuple[tuple[str, ...], int | None]]] = {}
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError:
+        return []
+    with fh:
+        for raw in fh:
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue  # a line torn by the kill
+            if not isinstance(item, dict):
+                continue
+            file = item.get("file") if isinstance(item.get("file"), str) else None
+            nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
+            name = item.get("start", item.get("end"))
+            if not isinstance(name, str) or name == file:
+                continue
+            stack = stacks.setdefault(file, [])
+            open_ = running.setdefault(file, [])
+            if "start" in item:
+                del stack[nesting:]
+                stack.append(name)
+                line = item.get("line") if isinstance(item.get("line"), int) else None
+                open_.append((tuple(stack), line))
+            else:
+                for i in range(len(open_) - 1, -1, -1):
+                    names = open_[i][0]
+                    if len(names) == nesting + 1 and names[-1] == name:
+                        del open_[i]
+                        break
+    found: list[tuple[str, str | None, int | None]] = []
+    for file, open_ in running.items():
+        if open_:
+            names, line = open_[-1]
+            found.append((" > ".join(names), relativize(file, root) if file and root else file, line))
+    return found
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:

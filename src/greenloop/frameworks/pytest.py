@@ -212,7 +212,7 @@ class TextParser:
                     return
         if line.endswith("]") or c not in " \t":
             m = _DOTS.match(line)
-            if m and not self.section:
+            if m and self.section in ("", "test session starts"):
                 for ch in m.group(2):
                     ev = _DOT_EVENT.get(ch)
                     if ev:

@@ -8,12 +8,74 @@ failed (a pytest failure's long representation is the same text in both reports)
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, load_error_of, strip_ansi, summary_of
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["parse_json_report"]
+__all__ = ["Partial", "parse_json_report", "read_stream"]
+
+
+def _failure(item: object, root: str | None) -> Failure | None:
+    """One failure of the report (or of the partial stream) as a Failure."""
+    if not isinstance(item, dict):
+        return None
+    nodeid = str(item.get("nodeid") or "")
+    when = item.get("when")
+    kind: Literal["test", "load", "hook"] = (
+        "load" if when == "collect" else "hook" if when in ("setup", "teardown") else "test"
+    )
+    text = strip_ansi(str(item.get("longrepr") or ""))
+    message = strip_ansi(str(item.get("message") or "")) or (text.strip().splitlines() or [""])[-1]
+    file = nodeid.split("::", 1)[0] or (str(item["file"]) if item.get("file") else None)
+    from greenloop.frameworks.junit import pytest_failure  # (xml.etree only when something failed)
+
+    f = pytest_failure(nodeid or (file or "?"), file, kind, message, text, root)
+    if f.line is None and isinstance(item.get("line"), int):
+        f = f._replace(line=int(item["line"]))
+    return f
+
+
+class Partial(NamedTuple):
+    """What the plugin's stream recorded before the run stopped."""
+
+    failures: tuple[Failure, ...]
+    running: str | None  # the node id of the test started and not ended, if any
+    line: int | None  # where that test is defined
+    started: int  # tests started
+
+
+def read_stream(path: str, root: str | None = None) -> Partial | None:
+    """The plugin's partial stream (GREENLOOP_PYTEST_STREAM); None when it is missing. A line
+    torn by the kill is skipped."""
+    failures: list[Failure] = []
+    running: str | None = None
+    line: int | None = None
+    started = 0
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError:
+        return None
+    with fh:
+        for raw in fh:
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(item, dict):
+                continue
+            if "start" in item:
+                running = str(item["start"])
+                line = item["line"] if isinstance(item.get("line"), int) else None
+                started += 1
+            elif "end" in item:
+                if running == item["end"]:
+                    running = None
+            elif "failure" in item and len(failures) < MAX_DETAILED_FAILURES:
+                f = _failure(item["failure"], root)
+                if f is not None:
+                    failures.append(f)
+    return Partial(tuple(failures), running, line if running else None, started)
 
 
 def parse_json_report(path: str, root: str | None = None) -> ParseResult:
@@ -36,22 +98,10 @@ def parse_json_report(path: str, root: str | None = None) -> ParseResult:
     failures: list[Failure] = []
     load_errors: list[str] = []
     for item in data.get("failures") or ():
-        if not isinstance(item, dict):
+        f = _failure(item, root)
+        if f is None:
             continue
-        nodeid = str(item.get("nodeid") or "")
-        when = item.get("when")
-        kind: Literal["test", "load", "hook"] = (
-            "load" if when == "collect" else "hook" if when in ("setup", "teardown") else "test"
-        )
-        text = strip_ansi(str(item.get("longrepr") or ""))
-        message = strip_ansi(str(item.get("message") or "")) or (text.strip().splitlines() or [""])[-1]
-        file = nodeid.split("::", 1)[0] or (str(item["file"]) if item.get("file") else None)
-        from greenloop.frameworks.junit import pytest_failure  # (xml.etree only when something failed)
-
-        f = pytest_failure(nodeid or (file or "?"), file, kind, message, text, root)
-        if f.line is None and isinstance(item.get("line"), int):
-            f = f._replace(line=int(item["line"]))
-        if kind == "load":
+        if f.kind == "load":
             last = f.message.splitlines()[-1] if f.message else "failed to load"
             load_errors.append(f"{f.test}: {last}")
         if len(failures) >= MAX_DETAILED_FAILURES:

@@ -137,6 +137,8 @@ class TextParser:
     file_tests: dict[str, int] = field(default_factory=dict)  # tests per file, from file lines
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     tree_failed: list[str] = field(default_factory=list)
+    tree_file: str | None = None  # the file line the tree's test lines follow
+    tree_failed_file: dict[str, str] = field(default_factory=dict)
     annotations: list[Failure] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
 
@@ -255,6 +257,7 @@ class TextParser:
             # a file's line: remember whether its tests ran (a "[ file ]" failure of a file
             # whose tests ran is a top-level afterAll, not a load failure)
             fm = _FILE_COUNTS.search(rest)
+            self.tree_file = rest.split(" (", 1)[0].strip()
             if fm and len(self.file_tests) < 100000:
                 self.file_tests[rest.split(" (", 1)[0].strip()] = int(fm.group(1))
             return
@@ -266,6 +269,8 @@ class TextParser:
             self.tree["fail"] += 1
             if len(self.tree_failed) < MAX_DETAILED_FAILURES:
                 self.tree_failed.append(name)
+                if self.tree_file:
+                    self.tree_failed_file.setdefault(name, self.tree_file)
         else:
             self.tree["skip"] += 1
 
@@ -351,13 +356,17 @@ class TextParser:
             recognized = False
             notes.append("vitest's closing 'Tests' line was not found; counts come from the lines seen")
         tests = [f for f in self.failures if f.kind == "test"]
-        if len(tests) < (self.tests_line or {}).get("failed", 0) and self.tree_failed:
+        # the tree's failing names stand in for details the output never printed (a run
+        # stopped before vitest's closing "Failed Tests" section gives only the tree)
+        named = self.tests_line.get("failed", 0) if self.tests_line is not None else self.tree["fail"]
+        if len(tests) < named and self.tree_failed:
             known = {f.test for f in tests}
             known_titles = {f.test.rsplit(" > ", 1)[-1] for f in tests}
             for name in self.tree_failed:
                 plain = name.split(" > ", 1)[1] if " > " in name and "." in name.split(" > ", 1)[0] else name
                 if plain not in known and plain.rsplit(" > ", 1)[-1] not in known_titles:
-                    self._emit(Failure(test=plain))
+                    file = self.tree_failed_file.get(name)
+                    self._emit(Failure(test=plain, file=relativize(file, self.root) if file else None))
                     known.add(plain)
         summary = summary_of(passed, failed, skipped)
         if not recognized and summary.total == 0 and not self.failures:

@@ -10,6 +10,10 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
                                      this plugin is active it switches that report off
     GREENLOOP_PYTEST_SHARD=I/N       run only shard I of N (`greenloop run --shard I/N`): items
                                      whose node id hashes to another shard are deselected
+    GREENLOOP_PYTEST_STREAM=<path>   where to append, as they happen, one JSON line per test
+                                     started ({"start": nodeid, "line": n}) and ended ({"end": nodeid}) and
+                                     per failure ({"failure": {…}}, as in the report): what a run
+                                     stopped at its deadline had seen, and the test it stopped in
 
 Sharding hashes each item's node id (CRC-32 of its UTF-8 bytes, modulo N): node ids are
 relative to pytest's rootdir, so every machine puts a test in the same shard whatever the
@@ -29,6 +33,7 @@ The report: {"version": 1, "pytest": "8.x", "counts": {"passed": n, "failed": n,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -43,6 +48,7 @@ MAX_LONGREPR = 20000  # characters of one failure's long representation
 _REPORT_VAR = "GREENLOOP_PYTEST_REPORT"
 _JUNIT_VAR = "GREENLOOP_PYTEST_JUNIT"
 _SHARD_VAR = "GREENLOOP_PYTEST_SHARD"
+_STREAM_VAR = "GREENLOOP_PYTEST_STREAM"
 
 
 # the terminal reporter's categories that are test outcomes (not "", "warnings", "deselected")
@@ -189,6 +195,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> No
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+class _Stream:
+    """The partial record: a line written and flushed per test start and end and per failure,
+    so a run killed at its deadline (no pytest_sessionfinish, no report) still says what it
+    saw and which test was running. Two short writes per test."""
+
+    def __init__(self, path: str) -> None:
+        # open for the whole session, line-buffered: each line reaches the file when written
+        self.fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+
+    def _write(self, item: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a full disk never fails the run
+            self.fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        line = location[1] + 1 if location and isinstance(location[1], int) else None
+        self._write({"start": nodeid, "line": line})
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self._write({"end": nodeid})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self._write({"failure": _detail("failed" if report.when == "call" else "error", report)})
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._write({"failure": _detail("error", report)})
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        with contextlib.suppress(OSError):
+            self.fh.close()
 
 
 def _pytest_version() -> str | None:
@@ -205,3 +242,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if junit and xmlpath and os.path.abspath(xmlpath) == os.path.abspath(junit):
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
     config.pluginmanager.register(_Report(config, path), "_greenloop_pytest_report_writer")
+    stream = os.environ.get(_STREAM_VAR)
+    if stream:
+        # without it (a folder it cannot write) a timed-out run has only its text output
+        with contextlib.suppress(OSError):
+            config.pluginmanager.register(_Stream(stream), "_greenloop_pytest_stream")

@@ -1,0 +1,58 @@
+"""Suite-wide rule: on a machine that `scripts/test` prepared, a skipped test is a failure.
+
+Every skip in this suite means "a tool is missing" (a runner not installed, no chromium, the
+example's Node unit not installed). scripts/test installs all of them or stops naming what is
+missing, and sets GREENLOOP_TEST_NO_SKIP=1, so a skip there means an install step is missing and
+CI would be green while not testing something. Run pytest by hand without the variable to get
+plain skips.
+
+Tests marked `nobwrap` prove the fallback when bubblewrap is absent; on a machine that has it
+they may skip by design (CI runs them again with bubblewrap hidden), so they are exempt while
+bwrap is on PATH and executable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+NO_SKIP_VAR = "GREENLOOP_TEST_NO_SKIP"
+
+
+def _bwrap_present() -> bool:
+    path = shutil.which("bwrap")
+    return path is not None and os.access(path, os.X_OK)
+
+
+def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped on a machine that must have every tool ({NO_SKIP_VAR}=1): {reason}\n"
+        "scripts/test installs what the suite needs; add the missing install step there"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if os.environ.get(NO_SKIP_VAR) != "1":
+        return
+    report = outcome.get_result()
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    if item.get_closest_marker("nobwrap") is not None and _bwrap_present():
+        return
+    _fail_the_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A whole module skipped at import (`pytest.skip(..., allow_module_level=True)`) counts too."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get(NO_SKIP_VAR) == "1" and report.skipped:
+        _fail_the_skip(report)
