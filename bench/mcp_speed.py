@@ -4,7 +4,10 @@
    `greenloop mcp` (the server's own start-up is inside the figure). Target: < 1 s.
    Printed for the very first start (no handshake cache yet: the SDK's import is in the
    figure) and for the usual start (the handshake answered from the cache).
-2. A `test_run` through MCP against the same `greenloop run --json` from the shell, on
+2. The first `test_run` on a freshly started server (right after the handshake, while the
+   SDK may still be loading: greenloop.mcp_fast serves it) against `greenloop run --json`
+   from the shell, alternating the two, medians compared. Target: ratio <= 1.1.
+3. A `test_run` through MCP against the same `greenloop run --json` from the shell, on
    one real pytest suite, alternating the two, medians compared. Target: ratio <= 1.05.
 
 Usage: python bench/mcp_speed.py [--rounds N]
@@ -78,6 +81,38 @@ def shell_run(workspace: Path, home: Path) -> tuple[float, dict[str, Any]]:
     return elapsed, json.loads(proc.stdout)
 
 
+async def first_call(workspace: Path, home: Path, errlog: Any) -> float:
+    """A fresh server's first test_run, from the request to the answer (after the handshake)."""
+    async with (
+        stdio_client(params(workspace, home), errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        started = time.perf_counter()
+        result = await session.call_tool("test_run", {})
+        elapsed = time.perf_counter() - started
+    data = result.structured_content or {}
+    assert not result.is_error and data.get("ok"), result
+    return elapsed
+
+
+def compare_first_calls(
+    workspace: Path, home: Path, rounds: int, errlog: Any
+) -> tuple[list[float], list[float]]:
+    first_times: list[float] = []
+    shell_times: list[float] = []
+    for i in range(rounds):
+        order = ("mcp", "shell") if i % 2 == 0 else ("shell", "mcp")
+        for side in order:
+            if side == "mcp":
+                first_times.append(anyio.run(first_call, workspace, home, errlog))
+            else:
+                elapsed, data = shell_run(workspace, home)
+                assert data.get("ok"), data
+                shell_times.append(elapsed)
+    return first_times, shell_times
+
+
 async def compare_runs(
     workspace: Path, home: Path, rounds: int, errlog: Any
 ) -> tuple[list[float], list[float]]:
@@ -122,6 +157,7 @@ def main() -> int:
             # others answer initialize and tools/list from it while the SDK loads.
             cold = anyio.run(time_to_tools, workspace, home, errlog)
             starts = [anyio.run(time_to_tools, workspace, home, errlog) for _ in range(args.rounds)]
+            first_times, first_shell = compare_first_calls(workspace, home, args.rounds, errlog)
             mcp_times, shell_times = anyio.run(compare_runs, workspace, home, args.rounds, errlog)
     start_med = statistics.median(starts)
     mcp_med = statistics.median(mcp_times)
@@ -133,6 +169,20 @@ def main() -> int:
         f"initialize -> tools/list (fresh server, warm cache): median {start_med * 1000:.0f} ms, "
         f"max {max(starts) * 1000:.0f} ms over {len(starts)}  target < 1000 ms  "
         f"{'OK' if start_med < 1.0 else 'SLOW'}"
+    )
+    first_med, first_shell_med = statistics.median(first_times), statistics.median(first_shell)
+    first_ratio = first_med / first_shell_med
+    print(
+        f"first test_run on a fresh server: median {first_med * 1000:.0f} ms  "
+        f"({', '.join(f'{t * 1000:.0f}' for t in first_times)})"
+    )
+    print(
+        f"greenloop run (shell), same rounds: median {first_shell_med * 1000:.0f} ms  "
+        f"({', '.join(f'{t * 1000:.0f}' for t in first_shell)})"
+    )
+    print(
+        f"ratio first call / shell: {first_ratio:.3f}  target <= 1.1  "
+        f"{'OK' if first_ratio <= 1.1 else 'SLOW'}  ({args.rounds} alternating rounds)"
     )
     mcp_list = ", ".join(f"{t * 1000:.0f}" for t in mcp_times)
     print(f"test_run via MCP:      median {mcp_med * 1000:.0f} ms  ({mcp_list})")

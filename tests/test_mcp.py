@@ -941,3 +941,306 @@ def test_test_run_limit_follows_the_config_as_the_call_finds_it(
     assert run("default_timeout_ms = 9000\n") == 9.0  # changed between calls
     assert run("default_timeout_ms = 9000\n", timeout_ms=3000) == 3.0
     assert run("default_timeout_ms = 'soon'\n") == 1.0  # unloadable: the server's (the run reports it)
+
+
+# --------------------------------------------------------------------------- a strict wire
+
+
+class _RawServer:
+    """`greenloop mcp` as a subprocess driven line by line: write one raw line, read the
+    answers that come back within a time limit (an answer that never comes is a hang)."""
+
+    def __init__(self, ws: Path, home: Path) -> None:
+        params = _params(ws, home)
+        self.proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=params.env,
+            cwd=str(ws),
+        )
+        self.buffered = b""
+
+    def send(self, line: str | dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        text = line if isinstance(line, str) else json.dumps(line)
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def answers(self, count: int = 1, timeout: float = 60) -> list[dict[str, Any]]:
+        assert self.proc.stdout is not None
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            if b"\n" not in self.buffered:
+                ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+                if not ready:
+                    continue
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                self.buffered += chunk
+                continue
+            line, self.buffered = self.buffered.split(b"\n", 1)
+            if line.strip():
+                out.append(json.loads(line))  # anything else on stdout fails here
+        return out
+
+    def ask(self, line: str | dict[str, Any]) -> dict[str, Any]:
+        self.send(line)
+        got = self.answers(1)
+        assert got, f"no answer to {line!r}"
+        return got[0]
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def _call(rid: int, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def test_every_malformed_line_gets_its_json_rpc_error_and_the_server_goes_on(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    server = _RawServer(ws, home)
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        cases: list[tuple[str | dict[str, Any], int, Any, str]] = [
+            ('{"jsonrpc":"2.0","id":1,', -32700, None, "not valid JSON"),
+            ("hello world", -32700, None, "not valid JSON"),
+            ("[1,2,3]", -32600, None, "batch"),
+            ("[]", -32600, None, "batch"),
+            ("5", -32600, None, "JSON object"),
+            ({"id": 6, "method": "ping"}, -32600, 6, '"jsonrpc"'),
+            ({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": 5}, -32600, 7, '"params"'),
+            ({"jsonrpc": "2.0", "id": None, "method": "ping"}, -32600, None, '"id"'),
+            ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, -32600, None, '"id"'),
+            ({"jsonrpc": "2.0", "id": 8, "method": 5}, -32600, 8, '"method"'),
+            ({"jsonrpc": "2.0", "id": 9}, -32600, 9, '"method"'),
+            (_call(10, {}), -32602, 10, "params.name"),
+            (_call(11, {"name": "test_run", "arguments": "x"}), -32602, 11, "params.arguments"),
+            (_call(12, {"arguments": {}}), -32602, 12, "params.name"),
+        ]
+        for line, code, rid, words in cases:
+            reply = server.ask(line)
+            assert reply.get("error", {}).get("code") == code, (line, reply)
+            assert reply["id"] == rid, (line, reply)
+            assert words in reply["error"]["message"], (line, reply)
+        # a wrong type is refused strictly, naming the field, and nothing runs
+        strict = server.ask(_call(13, {"name": "test_run", "arguments": {"timeout_ms": "5"}}))
+        assert strict["result"]["isError"] is True
+        text = strict["result"]["content"][0]["text"]
+        assert "'timeout_ms'" in text and "integer" in text and '"5"' in text
+        flag = server.ask(_call(14, {"name": "test_job", "arguments": {"job_id": "j", "wait": "true"}}))
+        assert "'wait'" in flag["result"]["content"][0]["text"]
+        # the server still serves
+        pong = server.ask({"jsonrpc": "2.0", "id": 15, "method": "ping"})
+        assert pong == {"jsonrpc": "2.0", "id": 15, "result": {}}
+    finally:
+        assert server.close() == 0
+    assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
+
+
+def test_malformed_lines_are_answered_while_the_sdk_still_loads(tmp_path: Path, home: Path) -> None:
+    """The first lines of a conversation come before the SDK is up: they are answered too."""
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    server = _RawServer(ws, home)
+    try:
+        server.send("hello world")
+        server.send("[1,2,3]")
+        first = server.answers(2, timeout=10)  # well before the SDK's import would end here
+        assert [r["error"]["code"] for r in first] == [-32700, -32600]
+        assert "result" in server.ask(_INIT)
+    finally:
+        assert server.close() == 0
+
+
+def test_strict_arguments_and_annotations_through_the_sdk_client(tmp_path: Path, home: Path) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+
+    async def body(s: ClientSession) -> tuple[Any, list[CallToolResult]]:
+        listed = await s.list_tools()
+        calls = [
+            await s.call_tool("test_run", {"timeout_ms": "5"}),
+            await s.call_tool("test_run", {"last_failed": "yes"}),
+            await s.call_tool("test_job", {"job_id": "j", "wait_ms": "100"}),
+            await s.call_tool("bug_open", {"unit": "u", "test": "t", "title": "x", "affected_units": "u"}),
+        ]
+        return listed, calls
+
+    listed, calls = _with_client(ws, home, body)
+    for call, field in zip(calls, ("timeout_ms", "last_failed", "wait_ms", "affected_units"), strict=True):
+        assert call.is_error and f"'{field}'" in _text(call), _text(call)
+    tools = {t.name: t for t in listed.tools}
+    for tool in tools.values():
+        ann = tool.annotations
+        assert ann is not None, tool.name
+        assert ann.read_only_hint is not None and ann.idempotent_hint is not None, tool.name
+        assert ann.open_world_hint is False, tool.name
+        if not ann.read_only_hint:
+            assert ann.destructive_hint is not None, tool.name
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+    # test_job(cancel=true) kills a run's processes: not read-only, destructive
+    assert tools["test_job"].annotations.read_only_hint is False  # type: ignore[union-attr]
+    assert tools["test_job"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["test_run"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    for name in ("test_probe", "test_closure_check", "bug_list"):
+        assert tools[name].annotations.read_only_hint is True, name  # type: ignore[union-attr]
+    assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
+
+
+# --------------------------------------------------------------------------- cold start, fast lane
+
+
+def _keys(value: Any) -> Any:
+    """The shape of a JSON value: dict keys (recursively), lists of objects by their first."""
+    if isinstance(value, dict):
+        return {k: _keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keys(value[0])] if value and isinstance(value[0], dict) else "list"
+    return None
+
+
+def test_the_shipped_handshake_snapshot_is_fresh() -> None:
+    """The snapshot a first start answers from must be the SDK's for this very code: after
+    changing mcp_server.py (or upgrading the SDK), run `python scripts/mcp_handshake`."""
+    from greenloop.mcp_wire import SNAPSHOT_PATH, snapshot_key
+
+    snapshot = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
+    assert snapshot["key"] == snapshot_key(), "stale: run python scripts/mcp_handshake"
+    tools = snapshot["enabled"]["tools_list"]["2025-06-18"]
+    if isinstance(tools, str):
+        tools = snapshot["enabled"]["tools_list"][tools]
+    assert [t["name"] for t in tools["tools"]] == list(TOOL_NAMES)
+
+
+def test_a_first_start_answers_the_handshake_without_the_sdk(tmp_path: Path, home: Path) -> None:
+    """No cache yet: initialize and tools/list come from the shipped snapshot, as the SDK
+    answers them, long before the SDK could (a client like Codex gives up after ~1.5 s)."""
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    handshake = [
+        _INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    ]
+
+    def first_start(env: dict[str, str]) -> tuple[float, dict[int, Any]]:
+        params = _params(ws, home, env)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=params.env,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in handshake).encode())
+        proc.stdin.flush()
+        by_id: dict[int, Any] = {}
+        while len(by_id) < 2:
+            msg = json.loads(proc.stdout.readline())
+            by_id[msg["id"]] = msg["result"]
+        elapsed = time.monotonic() - started
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        return elapsed, by_id
+
+    fast, answers = first_start({"XDG_CACHE_HOME": str(tmp_path / "cache-a")})
+    slow, sdk = first_start({"XDG_CACHE_HOME": str(tmp_path / "cache-b"), "GREENLOOP_MCP_HANDSHAKE": "sdk"})
+    assert answers == sdk  # exactly the SDK's answers
+    assert [t["name"] for t in answers[1]["tools"]] == list(TOOL_NAMES)
+    assert fast < slow / 2, (fast, slow)  # the SDK's import is not in the first figure
+
+
+def test_the_first_test_run_is_served_while_the_sdk_loads_as_the_sdk_serves_it(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+    server = _RawServer(ws, home)
+    run = {"name": "test_run", "arguments": {}, "_meta": {"progressToken": "first"}}
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.send(_call(1, run))
+        got = server.answers(10, timeout=120)
+        while not any(m.get("id") == 1 for m in got):
+            more = server.answers(1, timeout=120)
+            assert more, got
+            got += more
+        first = next(m for m in got if m.get("id") == 1)["result"]
+        notes = [m for m in got if m.get("method") == "notifications/progress"]
+        # an SDK-only tool answers once the SDK is up; the next test_run is the SDK's
+        assert server.ask(_call(2, {"name": "test_probe", "arguments": {}}))["result"]["isError"] is False
+        second = server.ask(_call(3, {"name": "test_run", "arguments": {}}))["result"]
+    finally:
+        assert server.close() == 0
+    assert first.get("_meta") == {"greenloop/lane": "fast"}, first
+    assert "_meta" not in second or "greenloop/lane" not in second["_meta"]
+    a, b = first["structuredContent"], second["structuredContent"]
+    assert _keys(a) == _keys(b)  # the same shape, every default filled
+    for key in ("session_id", "outcome", "summary", "framework", "ok"):
+        assert a[key] == b[key], key  # the same connection's session, the same run
+    assert a["outcome"] == "red" and a["summary"]["failed"] == 2
+    assert json.loads(first["content"][0]["text"]) == a
+    assert first["isError"] is False
+    assert notes and notes[-1]["params"]["progress"] == 3 and notes[-1]["params"]["progressToken"] == "first"
+
+
+def test_cancelling_a_run_on_the_fast_lane_kills_its_tree_and_answers_nothing(
+    tmp_path: Path, home: Path
+) -> None:
+    ws = _pytest_workspace(tmp_path / "ws", red=False)
+    marker = f"greenloop-lane-{os.getpid()}-{time.monotonic_ns()}"
+    (ws / "test_hang.py").write_text(
+        "import subprocess, sys, time\n\n"
+        "def test_hang():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "    time.sleep(300)\n"
+    )
+    server = _RawServer(ws, home)
+    try:
+        assert "result" in server.ask(_INIT)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.send(_call(1, {"name": "test_run", "arguments": {"timeout_ms": 600_000}}))
+        deadline = time.monotonic() + 120
+        while not _marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _marked_pids(marker)
+        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+        deadline = time.monotonic() + 60
+        while _marked_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _marked_pids(marker) == []
+        pong = server.ask({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert pong["id"] == 2  # no answer to the cancelled call came before it
+        server.send(_call(3, {"name": "test_closure_check", "arguments": {}}))
+        later = server.answers(1, timeout=120)
+        assert [m.get("id") for m in later] == [3]
+    finally:
+        for pid in _marked_pids(marker):
+            os.kill(pid, signal.SIGKILL)
+        assert server.close() == 0

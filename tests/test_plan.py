@@ -13,7 +13,7 @@ import pytest
 from greenloop.env import changes, child_env
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
-from greenloop.plan import NODE_REPORTER, RunOptions, name_pattern, plan, python_runner
+from greenloop.plan import NODE_REPORTER, PROGRESS_REPORTERS, RunOptions, name_pattern, plan, python_runner
 from greenloop.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
 
@@ -65,11 +65,15 @@ def test_vitest_runs_its_own_binary_with_default_and_json_reporters(tmp_path: Pa
         "run",
         "--reporter=default",
         "--reporter=json",
+        f"--reporter={PROGRESS_REPORTERS['vitest']}",  # live progress, one line per test
         f"--outputFile.json={report}",
         "src/a.test.ts",
         "src/b.test.ts",
     )
     assert (p.report_file, p.report_format, p.timeout_ms) == (report, "vitest-json", 5000)
+    progress = str(tmp_path / ".greenloop" / "runs" / "r1" / "progress.ndjson")
+    assert p.progress_file == progress and ("GREENLOOP_PROGRESS_FILE", progress) in p.env
+    assert os.path.isfile(PROGRESS_REPORTERS["vitest"])
     assert p.unavailable is None and p.cwd == str(tmp_path)
 
 
@@ -164,10 +168,25 @@ def test_node_test_writes_spec_to_stdout_and_tap_to_the_run_folder(tmp_path: Pat
         # reporter, which also records each test as it starts and completes
         f"--test-reporter={NODE_REPORTER}",
         f"--test-reporter-destination={report}",
+        f"--test-reporter={PROGRESS_REPORTERS['node:test']}",  # live progress, one line per test
+        f"--test-reporter-destination={p.progress_file}",
     )
     stream = str(tmp_path / ".greenloop" / "runs" / "r1" / "stream.ndjson")
     assert p.stream_file == stream and ("GREENLOOP_NODE_STREAM", stream) in p.env
     assert (p.report_file, p.report_format) == (report, "node-tap")
+    assert p.progress_file and p.progress_file.endswith("progress.ndjson")
+
+
+def test_jest_and_pytest_stream_progress_per_test_to_the_run_folder(tmp_path: Path) -> None:
+    fake_bin(tmp_path, "jest")
+    jest = mk(tmp_path, "jest")
+    assert jest.argv[-2:] == ("--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}")
+    assert os.path.isfile(PROGRESS_REPORTERS["jest"])
+    py = mk(tmp_path, "pytest")
+    for p in (jest, py):
+        assert p.progress_file and ("GREENLOOP_PROGRESS_FILE", p.progress_file) in p.env
+    assert mk(tmp_path, "npm-test").progress_file is None
+    assert mk(tmp_path, "pytest", command="make test").progress_file is None
 
 
 def test_npm_test_has_no_machine_report_and_passes_targets_after_dashes(tmp_path: Path) -> None:

@@ -174,7 +174,6 @@ def test_run(
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)
     run_id = layout.new_run_id()
-    layout.make_state_dir(layout.state_dir(detection.root))
     run_dir = layout.run_dir(detection.root, run_id)
     previous: RunResult | None = None
     whose: str | None = None
@@ -213,6 +212,7 @@ def test_run(
     unit = layout.unit_of(ws)
     if unit is not None:  # a DevLoop unit: the registry says it is being tested
         _unit_status(unit, "testing", run_id, write_back=cfg.write_unit_status)
+    layout.make_state_dir(layout.state_dir(detection.root))  # planned: something will be written
     try:
         result = execute(
             the_plan,

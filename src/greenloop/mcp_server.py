@@ -30,8 +30,6 @@ import os
 import signal
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,18 +43,33 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from greenloop import __version__
-from greenloop import config as config_mod
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
+from greenloop.mcp_args import INVALID_PARAMS, bad_arguments, tool_call_problem
+from greenloop.mcp_fast import (
+    RUN_MARGIN_S,
+    STOP_WAIT_S,
+    TOOL_TIMEOUT_S,
+    Running,
+    call_session,
+    default_timeout_ms,
+    limit_message,
+    new_session_id,
+    progress_of,
+    run_limit_s,
+    run_record,
+)
 
 if TYPE_CHECKING:
     from greenloop.model import Progress
 
 __all__ = [
+    "ANNOTATIONS",
     "RUN_MARGIN_S",
     "SERVER_NAME",
     "TOOL_NAMES",
@@ -90,10 +103,7 @@ TOOL_NAMES = (
     "integration_run",
     "timeline",
 )
-TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read a few files
-RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
 JOB_WAIT_DEFAULT_MS = 50_000  # test_job(wait=true) answers "running" after this, below common client limits
-STOP_WAIT_S = 30.0  # after a cancel, how long the tool waits for the library to stop the run
 
 log = logging.getLogger("greenloop.mcp")
 
@@ -108,12 +118,6 @@ SessionArg = Annotated[
     str | None,
     Field(min_length=1, description="Record under this agent session instead of the one greenloop resolves."),
 ]
-
-
-def new_session_id() -> str:
-    """A fresh id for one MCP connection: a label (who moved a bug), never a session a run is
-    recorded under."""
-    return f"mcp-{uuid.uuid4().hex[:16]}"
 
 
 # --------------------------------------------------------------------------- output models
@@ -356,36 +360,6 @@ class IntegrationOutput(_Out):
 # --------------------------------------------------------------------------- plumbing
 
 
-class Running:
-    """The cancellable calls in flight, so that a shutdown can stop their process trees
-    before the server exits: each call's cancel event and its finished event."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
-
-    def add(self, cancel: threading.Event, finished: threading.Event) -> int:
-        with self._lock:
-            key = id(cancel)
-            self._calls[key] = (cancel, finished)
-            return key
-
-    def discard(self, key: int) -> None:
-        with self._lock:
-            self._calls.pop(key, None)
-
-    def stop_all(self, wait_s: float) -> int:
-        """Cancel every call, then wait up to `wait_s` in all for them to end."""
-        with self._lock:
-            calls = list(self._calls.values())
-        for cancel, _ in calls:
-            cancel.set()
-        deadline = time.monotonic() + wait_s
-        for _, finished in calls:
-            finished.wait(max(0.0, deadline - time.monotonic()))
-        return len(calls)
-
-
 @dataclass(frozen=True)
 class ServerState:
     """What every tool of one server needs: where, for whom, under which config.
@@ -404,15 +378,8 @@ class ServerState:
     def resolve(self, named: str | None = None, ctx: Context | None = None) -> Any:
         """The call's session (greenloop.session.Resolved): named > environment > the request's
         `_meta` > the process tree > none (the workspace)."""
-        from greenloop import session as session_mod
-
-        if named:
-            return session_mod.Resolved(named, "explicit")
-        if self.session_id:
-            return session_mod.Resolved(self.session_id, self.session_source)
-        return session_mod.resolve_with_source(
-            None, env={}, mcp_context=session_mod.from_meta(_request_meta(ctx)), workspace=self.workspace
-        )
+        # (in greenloop.mcp_fast, which the fast lane shares while the SDK loads)
+        return call_session(self.workspace, self.session_id, self.session_source, named, _request_meta(ctx))
 
     def session(self, named: str | None = None, ctx: Context | None = None) -> str | None:
         return cast("str | None", self.resolve(named, ctx).session_id)
@@ -490,11 +457,7 @@ class _Stopwatch:
                 return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except TimeoutError:
             await self._stop(finished)
-            raise ToolError(
-                f"{self.tool} did not finish within its limit of {self.limit_s:g} s and was stopped"
-                + ("; its processes were killed" if self.cancel is not None else "")
-                + ". Retry with a narrower target, a larger timeout_ms, or run_in_background=true."
-            ) from None
+            raise ToolError(limit_message(self.tool, self.limit_s, self.cancel is not None)) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._stop(finished)
@@ -534,7 +497,7 @@ class _Progress:
 
     def callback(self, progress: Progress) -> None:
         """Called from the worker thread with the run's Progress (tests finished so far)."""
-        done, message = _progress_of(progress)
+        done, message = progress_of(progress)
         if done <= self.last:
             return
         self.last = done
@@ -575,35 +538,23 @@ class _Progress:
                     log.debug("progress notification failed", exc_info=True)
 
 
-def _progress_of(progress: Progress) -> tuple[float, str]:
-    """(tests done so far, a one-line message) from the run's Progress record."""
-    counts = {"passed": progress.passed, "failed": progress.failed, "skipped": progress.skipped}
-    parts = [f"{n} {k}" for k, n in counts.items() if n]
-    done = progress.done
-    return float(done), f"{done} test(s) done" + (f": {', '.join(parts)}" if parts else "")
-
-
 def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """A message naming every bad argument of a call, or None when the arguments are fine."""
-    known = list(tool.parameters.get("properties", {}))
-    problems: list[str] = []
-    for name in arguments:
-        if name not in known:
-            problems.append(f"unknown argument '{name}'")
-    try:
-        tool.fn_metadata.validate_arguments(dict(arguments))
-    except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "arguments"
-            got = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
-            problems.append(f"'{where}': {err['msg']}{got}")
-    if not problems:
-        return None
-    return (
-        f"{tool.name}: bad arguments: "
-        + "; ".join(problems)
-        + f". Accepted arguments: {', '.join(known) or 'none'}. Fix them and call {tool.name} again."
-    )
+    """A message naming every bad argument of a call, or None when the arguments are fine.
+
+    Strict: the arguments are checked against the tool's published input schema as JSON
+    (greenloop.mcp_args, as the fast lane does), so "5" is no integer and "true" no boolean;
+    pydantic, which validates them next, would coerce both silently."""
+    return bad_arguments(tool.name, tool.parameters, arguments)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "params"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"'{where}': {first['msg']}{more}"
 
 
 def _tool_error(message: str) -> CallToolResult:
@@ -614,7 +565,13 @@ def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
     """Middleware: refuse a tools/call with unknown or ill-typed arguments as a tool error."""
 
     async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call" and ctx.params is not None:
+        if ctx.method == "tools/call":
+            # No tool name, or arguments that are no object: not a call at all, a protocol
+            # error (-32602) naming what is wrong, not a tool result.
+            problem = tool_call_problem(ctx.params, list(tools))
+            if problem is not None:
+                raise MCPError(INVALID_PARAMS, problem)
+            assert ctx.params is not None
             name = str(ctx.params.get("name"))
             tool = tools.get(name)
             if tool is None:
@@ -624,18 +581,69 @@ def _argument_check(tools: Mapping[str, Tool]) -> Callable[..., Any]:
                     else "greenloop is disabled for this workspace (enabled = false in its config), "
                     "so it offers no tools; set enabled = true to use them."
                 )
-            arguments = ctx.params.get("arguments") or {}
-            if isinstance(arguments, Mapping):
-                message = _bad_arguments(tool, arguments)
-                if message is not None:
-                    log.info("refused %s: %s", tool.name, message)
-                    return _tool_error(message)
-        return await call_next(ctx)
+            message = _bad_arguments(tool, ctx.params.get("arguments") or {})
+            if message is not None:
+                log.info("refused %s: %s", tool.name, message)
+                return _tool_error(message)
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            # The SDK answers ill-formed params with an empty -32602; name what is wrong.
+            raise MCPError(INVALID_PARAMS, f"{ctx.method}: invalid params: {_first_error(exc)}") from None
+        except MCPError as exc:
+            if exc.code == INVALID_PARAMS and exc.message == "Invalid request parameters" and not exc.data:
+                # the SDK's answer to a request before the handshake, with the same empty text
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{ctx.method} before the handshake: send initialize (then "
+                    "notifications/initialized) first",
+                ) from None
+            raise
 
     return check
 
 
 # --------------------------------------------------------------------------- the tools
+
+# What each tool may do to the machine, for clients that ask before calling (MCP tool
+# annotations). None is meant to reach beyond the machine: sandboxed runs see only their own
+# loopback network, integration runs use loopback ports, so openWorld is false throughout
+# (a run with sandbox="full-access" reaches whatever its tests reach).
+ANNOTATIONS: dict[str, ToolAnnotations] = {
+    # reads the workspace's files, starts nothing
+    "test_probe": ToolAnnotations(
+        read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    # runs the project's tests, or a verbatim shell `command`: code that may change or delete
+    # files (inside the sandbox's writable roots); each call records a new run
+    "test_run": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    ),
+    # `cancel=true` kills a background run's whole process tree; asking again changes nothing
+    "test_job": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    # reads the state database
+    "test_closure_check": ToolAnnotations(
+        read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    "bug_list": ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    # reads timeline.ndjson
+    "timeline": ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    # appends to bugs.ndjson; the same unit and test again returns the open bug, no new one
+    "bug_open": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # appends a status change (history is kept); the same move again is refused, changing nothing
+    "bug_transition": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # starts the project's services and a browser on loopback, runs their code, opens bugs,
+    # writes artifacts; tears everything down
+    "integration_run": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    ),
+}
 
 
 def _tools(state: ServerState) -> list[Tool]:
@@ -732,20 +740,17 @@ def _tools(state: ServerState) -> list[Tool]:
         run_ms = timeout_ms
         if run_ms is None:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
-                lambda: _default_timeout_ms(ws, state.config)
+                lambda: default_timeout_ms(ws, state.config)
             )
-        runs = (2 if mode == "retry" else 1) * (1 + rerun_failures)  # retry: up to two runs, each rerun
-        limit_s = run_ms / 1000 * runs + RUN_MARGIN_S
+        limit_s = run_limit_s(run_ms, mode, rerun_failures)  # retry: up to two runs; each rerun
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)
         bounded = await progress.around(
             watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
         )
-        out = _run_output(bounded, sid)
-        # A run that found its session itself (a hook bound the harness after the lookup).
-        out.session_source = resolved.source if sid or out.session_id is None else "run"
-        return out
+        # (the same record the fast lane answers with: greenloop.mcp_fast.run_record)
+        return RunOutput.model_validate(run_record(_plain(bounded), sid, resolved.source))
 
     async def test_job(
         ctx: Context,
@@ -910,20 +915,22 @@ def _tools(state: ServerState) -> list[Tool]:
             {**bounded_integration(_plain(result)), "session_id": state.session(None, ctx)}
         )
 
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     table: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-        (test_probe, read_only),
-        (test_run, writes),
-        (test_job, read_only),
-        (test_closure_check, read_only),
-        (bug_list, read_only),
-        (bug_open, writes),
-        (bug_transition, writes),
-        (integration_run, writes),
-        (timeline, read_only),
+        (test_probe, ANNOTATIONS["test_probe"]),
+        (test_run, ANNOTATIONS["test_run"]),
+        (test_job, ANNOTATIONS["test_job"]),
+        (test_closure_check, ANNOTATIONS["test_closure_check"]),
+        (bug_list, ANNOTATIONS["bug_list"]),
+        (bug_open, ANNOTATIONS["bug_open"]),
+        (bug_transition, ANNOTATIONS["bug_transition"]),
+        (integration_run, ANNOTATIONS["integration_run"]),
+        (timeline, ANNOTATIONS["timeline"]),
     ]
-    return [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+    tools = [Tool.from_function(fn, annotations=ann) for fn, ann in table]
+    for tool in tools:
+        # Unknown argument names are refused (_bad_arguments): the schema says so too.
+        tool.parameters["additionalProperties"] = False
+    return tools
 
 
 def _cut(value: Any, limit: int) -> Any:
@@ -960,16 +967,6 @@ def bounded_integration(
     out["notes"] = [_cut(str(n), 500) for n in list(data.get("notes") or ())[:20]]
     out["surviving_processes"] = list(data.get("surviving_processes") or ())[:20]
     return out
-
-
-def _default_timeout_ms(ws: Path, started_with: Config) -> int:
-    """The run timeout api.test_run will use without timeout_ms: the config as it is now, which
-    it loads for each call. A config that no longer loads leaves the server's value (the run
-    then stops at once, reporting the config's error)."""
-    try:
-        return config_mod.load(ws).default_timeout_ms
-    except GreenloopError:
-        return started_with.default_timeout_ms
 
 
 def _bounded_run(

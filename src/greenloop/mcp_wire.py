@@ -10,10 +10,22 @@ it has started the server. So the wire is owned here, with the standard library 
 - while the SDK loads in another thread, `initialize` and `tools/list` are answered from a
   handshake cache the same server wrote on an earlier start: what the SDK answered then,
   keyed by everything the answers depend on (the versions and files of greenloop and the
-  SDK, `enabled`, the requested protocol version). Every line read meanwhile is replayed
-  to the SDK in order once it is up; the SDK's own answer to a replayed `initialize` is
-  not sent again but refreshes the cache. A miss, or any other first message, simply
-  waits for the SDK.
+  SDK, `enabled`, the requested protocol version). On a first start (no cache yet, or
+  after an upgrade) the answers come from the snapshot shipped in the package
+  (mcp_handshake.json, written by scripts/mcp_handshake from the SDK's own answers), when
+  its key (the content of mcp_server.py, the versions of greenloop, the SDK and pydantic)
+  matches what is installed; so a client that gives up on a slow server (Codex drops one
+  that takes ~1.5 s) never waits for the SDK. `ping` is answered at once, and `tools/call
+  test_run` is served by the fast lane (greenloop.mcp_fast) without the SDK. Every other
+  line read meanwhile is replayed to the SDK in order once it is up; the SDK's own answer
+  to a replayed `initialize` is not sent again but refreshes the cache. A miss, or any
+  other first message, simply waits for the SDK.
+
+Lines that are no MCP message at all (invalid JSON, a batch, a non-object) are answered by
+the reader thread itself, in every phase (greenloop.mcp_args).
+
+GREENLOOP_MCP_HANDSHAKE=sdk switches the cache and the snapshot off (every answer is the
+SDK's; scripts/mcp_handshake uses it to write the snapshot).
 """
 
 from __future__ import annotations
@@ -26,14 +38,29 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["HandshakeCache", "Input", "Output", "Wire", "cache_dir", "warm_handshake"]
+if TYPE_CHECKING:
+    from greenloop.mcp_fast import FastLane
 
-CACHE_VERSION = "1"
+__all__ = [
+    "SDK_GRACE_S",
+    "SNAPSHOT_PATH",
+    "HandshakeCache",
+    "Input",
+    "Output",
+    "Wire",
+    "cache_dir",
+    "snapshot_key",
+    "warm_handshake",
+]
+
+CACHE_VERSION = "2"
 EOF_MARK = None  # what the reader queues when the client closes stdin
+SNAPSHOT_PATH = Path(__file__).with_name("mcp_handshake.json")
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -52,10 +79,49 @@ def _stamp(path: str | None) -> str:
     return f"{path}:{st.st_mtime_ns}:{st.st_size}"
 
 
-class HandshakeCache:
-    """The SDK's answers to `initialize` (per protocol version) and `tools/list`, on disk."""
+def _dist_version(name: str) -> str:
+    """An installed distribution's version from its .dist-info folder's name (no import, and
+    none of importlib.metadata's cost on the start-up path); "-" when not found."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return "-"
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    prefix = name + "-"
+    try:
+        entries = os.listdir(site)
+    except OSError:
+        return "-"
+    for entry in entries:
+        if entry.startswith(prefix) and entry.endswith(".dist-info"):
+            return entry[len(prefix) : -len(".dist-info")]
+    return "-"
 
-    def __init__(self, folder: Path, *, enabled: bool) -> None:
+
+def snapshot_key() -> dict[str, str]:
+    """What the shipped handshake snapshot's answers depend on: the tools' code (mcp_server.py,
+    by content: an installed copy has other mtimes) and the versions of what writes them."""
+    from greenloop import __version__
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, "mcp_server.py"), "rb") as fh:
+            code = hashlib.sha256(fh.read()).hexdigest()[:20]
+    except OSError:
+        code = "-"
+    key = {"greenloop": __version__, "mcp_server.py": code}
+    for name in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
+        key[name] = _dist_version(name)
+    return key
+
+
+class HandshakeCache:
+    """The SDK's answers to `initialize` and `tools/list` (per protocol version), on disk; on a
+    miss, the shipped snapshot's when its key matches what is installed."""
+
+    def __init__(self, folder: Path, *, enabled: bool, env: Mapping[str, str] | None = None) -> None:
+        self.enabled = enabled
+        self.off = (env or {}).get("GREENLOOP_MCP_HANDSHAKE") == "sdk"
+        self._shipped: dict[str, Any] | None = None
         here = os.path.dirname(os.path.abspath(__file__))
         parts = [
             CACHE_VERSION,
@@ -82,30 +148,54 @@ class HandshakeCache:
                 self._data = {}
         return self._data
 
-    def initialize(self, protocol_version: str) -> dict[str, Any] | None:
-        found = self._load().get("initialize", {}).get(protocol_version)
-        return found if isinstance(found, dict) else None
+    def _snapshot(self) -> dict[str, Any]:
+        """The shipped snapshot's section for `enabled`, or {} when its key does not match."""
+        if self._shipped is None:
+            self._shipped = {}
+            try:
+                data = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = None
+            if isinstance(data, dict) and data.get("key") == snapshot_key():
+                section = data.get("enabled" if self.enabled else "disabled")
+                self._shipped = section if isinstance(section, dict) else {}
+        return self._shipped
 
-    def tools(self) -> dict[str, Any] | None:
-        found = self._load().get("tools_list")
-        return found if isinstance(found, dict) else None
+    def can_answer(self) -> bool:
+        """Could `initialize` be answered without the SDK (a cache file, a matching snapshot)?"""
+        if self.off:
+            return False
+        return self.path.is_file() or bool(self._snapshot().get("initialize"))
+
+    def _find(self, kind: str, protocol_version: str) -> dict[str, Any] | None:
+        if self.off:
+            return None
+        for source in (self._load(), self._snapshot()):
+            answers = source.get(kind, {})
+            found = answers.get(protocol_version)
+            if isinstance(found, str):  # the snapshot stores a list once: "same as version X"
+                found = answers.get(found)
+            if isinstance(found, dict):
+                return found
+        return None
+
+    def initialize(self, protocol_version: str) -> dict[str, Any] | None:
+        return self._find("initialize", protocol_version)
+
+    def tools(self, protocol_version: str) -> dict[str, Any] | None:
+        return self._find("tools_list", protocol_version)
 
     def remember(self, kind: str, result: dict[str, Any], protocol_version: str | None = None) -> None:
         """Store one answer of the SDK; written atomically, failures ignored (it is a cache)."""
         import tempfile  # only here, once the SDK has answered: keeps it off the start-up path
 
+        if self.off or kind not in ("initialize", "tools_list") or not protocol_version:
+            return
         with self._lock:
             data = self._load()
-            if kind == "initialize" and protocol_version:
-                if data.get("initialize", {}).get(protocol_version) == result:
-                    return
-                data.setdefault("initialize", {})[protocol_version] = result
-            elif kind == "tools_list":
-                if data.get("tools_list") == result:
-                    return
-                data["tools_list"] = result
-            else:
+            if data.get(kind, {}).get(protocol_version) == result:
                 return
+            data.setdefault(kind, {})[protocol_version] = result
             with contextlib.suppress(OSError):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=".mcp-", dir=self.path.parent)
@@ -152,10 +242,19 @@ class Wire:
         return cls(read_fd, write_fd)
 
     def _read(self) -> None:
+        from greenloop.mcp_args import check_message
+
         try:
             for line in self._in:
-                if line.strip():
-                    self.lines.put(line)
+                if not line.strip():
+                    continue
+                # A line that is no MCP message is answered here, in every phase (warm
+                # handshake, fast lane, SDK): the SDK would only log it, and the client hang.
+                _, error = check_message(line)
+                if error is not None:
+                    self.send(error)
+                    continue
+                self.lines.put(line)
         except (OSError, ValueError):
             pass
         self.lines.put(EOF_MARK)
@@ -188,19 +287,47 @@ class Input:
     async def __anext__(self) -> str:
         import anyio.to_thread
 
-        if self.replay:
-            line: bytes | None = self.replay.pop(0)
-        else:
-            # abandon_on_cancel: a shutdown never waits on a client that says nothing
-            line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
-        if line is None:  # EOF_MARK
-            self.wire.lines.put(EOF_MARK)  # later readers see the end too
-            raise StopAsyncIteration
-        text = line.decode("utf-8", "replace")
-        msg = _message(text)
-        if msg is not None:
-            self.watch(msg)
-        return text
+        while True:
+            if self.replay:
+                line: bytes | None = self.replay.pop(0)
+            else:
+                # abandon_on_cancel: a shutdown never waits on a client that says nothing
+                line = await anyio.to_thread.run_sync(self.wire.lines.get, abandon_on_cancel=True)
+            if line is None:  # EOF_MARK
+                self.wire.lines.put(EOF_MARK)  # later readers see the end too
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            refused = _sdk_refusal(text)
+            if refused is not None:  # the SDK would log it and answer nothing
+                self.wire.send(refused)
+                continue
+            msg = _message(text)
+            if msg is not None:
+                self.watch(msg)
+            return text
+
+
+def _sdk_refusal(text: str) -> dict[str, Any] | None:
+    """The -32600 answer to a message the SDK's own message model refuses (the stdlib check
+    in `Wire` lets through what JSON-RPC allows; the SDK's model is the final word)."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    try:
+        jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        from greenloop.mcp_args import INVALID_REQUEST, error_reply
+
+        msg = _message(text) or {}
+        rid = msg.get("id")
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+        where = ".".join(str(p) for p in first["loc"]) or "message"
+        return error_reply(
+            rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None,
+            INVALID_REQUEST,
+            f"invalid request: {where}: {first['msg']}",
+        )
+    return None
 
 
 class Output:
@@ -212,6 +339,7 @@ class Output:
         self.cache = cache
         self.swallow = set(swallow)
         self.pending: dict[Any, tuple[str, str | None]] = {}  # request id -> (kind, protocol version)
+        self.version: str | None = None  # the protocol version the client asked for
         self._lock = threading.Lock()
 
     def watch(self, msg: dict[str, Any]) -> None:
@@ -222,10 +350,11 @@ class Output:
         params = _params(msg)
         if method == "initialize":
             with self._lock:
-                self.pending[rid] = ("initialize", str(params.get("protocolVersion")))
+                self.version = str(params.get("protocolVersion"))
+                self.pending[rid] = ("initialize", self.version)
         elif method == "tools/list" and not params.get("cursor"):
             with self._lock:
-                self.pending[rid] = ("tools_list", None)
+                self.pending[rid] = ("tools_list", self.version)
 
     async def write(self, text: str) -> None:
         # Parsed only while a handshake answer is awaited (to cache) or already given (to swallow).
@@ -252,13 +381,41 @@ class Output:
         return None
 
 
-def warm_handshake(wire: Wire, cache: HandshakeCache, ready: threading.Event) -> tuple[list[bytes], set[Any]]:
-    """Answer `initialize` and `tools/list` from the cache until `ready` is set.
+SDK_GRACE_S = 0.5  # after the handshake, how long the SDK's import waits for a first test_run
+
+
+def warm_handshake(
+    wire: Wire,
+    cache: HandshakeCache,
+    ready: threading.Event,
+    lane: FastLane | None = None,
+    go: threading.Event | None = None,
+) -> tuple[list[bytes], set[Any]]:
+    """Answer `initialize`, `tools/list` and `ping` from the cache, and hand `tools/call` to
+    the fast `lane`, until `ready` is set.
+
+    `go` tells the loader to start importing the SDK. A model's first call is nearly always
+    a run, served on the lane; the SDK's import (seconds of CPU) would compete with that run
+    for the machine, so it waits while the lane runs: `go` is set once the lane's calls are
+    done, when a request needs the SDK, when no call came SDK_GRACE_S after the handshake,
+    or when the cache cannot answer at all.
 
     Returns the lines read (to replay to the SDK, in order) and the request ids already
     answered (whose SDK answers are swallowed). Reads nothing when the cache cannot answer
     the first message, so the SDK then sees the conversation exactly as it came.
     """
+    go = go if go is not None else threading.Event()
+    try:
+        return _warm(wire, cache, ready, lane, go)
+    finally:
+        go.set()
+
+
+def _warm(
+    wire: Wire, cache: HandshakeCache, ready: threading.Event, lane: FastLane | None, go: threading.Event
+) -> tuple[list[bytes], set[Any]]:
+    if not cache.can_answer():
+        go.set()  # the SDK answers the handshake: load it at once
     first = wire.lines.get()
     if first is None:
         wire.lines.put(EOF_MARK)
@@ -267,14 +424,22 @@ def warm_handshake(wire: Wire, cache: HandshakeCache, ready: threading.Event) ->
     msg = _message(first)
     if msg is None or msg.get("method") != "initialize" or msg.get("id") is None:
         return replay, set()
-    params = _params(msg)
-    answer = cache.initialize(str(params.get("protocolVersion")))
+    version = str(_params(msg).get("protocolVersion"))
+    answer = cache.initialize(version)
     if answer is None:
         return replay, set()
     wire.send({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+    answered_at = time.monotonic()
     swallow = {msg["id"]}
-    tools = cache.tools()
+    tools = cache.tools(version)
+    if lane is not None and tools is not None:
+        lane.offer(tools.get("tools") or [])
+    else:
+        go.set()  # no lane: nothing to wait for
     while not ready.is_set():
+        idle = not go.is_set() and lane is not None and not lane.busy
+        if idle and lane is not None and (lane.served or time.monotonic() - answered_at >= SDK_GRACE_S):
+            go.set()
         try:
             line = wire.lines.get(timeout=0.005)
         except queue.Empty:
@@ -283,14 +448,20 @@ def warm_handshake(wire: Wire, cache: HandshakeCache, ready: threading.Event) ->
             wire.lines.put(EOF_MARK)
             break
         m = _message(line)
-        if (
-            m is not None
-            and tools is not None
-            and m.get("method") == "tools/list"
-            and m.get("id") is not None
-            and not _params(m).get("cursor")
-        ):
-            wire.send({"jsonrpc": "2.0", "id": m["id"], "result": tools})
-            continue  # answered; the SDK need not see it
+        method = m.get("method") if m is not None else None
+        rid = m.get("id") if m is not None else None
+        if m is not None and rid is not None:
+            if method == "tools/list" and tools is not None and not _params(m).get("cursor"):
+                wire.send({"jsonrpc": "2.0", "id": rid, "result": tools})
+                continue  # answered; the SDK need not see it
+            if method == "ping":
+                wire.send({"jsonrpc": "2.0", "id": rid, "result": {}})
+                continue
+            if lane is not None and lane.take(m):
+                continue  # the lane answers it, the SDK never sees it
+            if method is not None:
+                go.set()  # a request only the SDK answers
+        if m is not None and lane is not None:
+            lane.see(m)  # a cancellation of a call on the lane
         replay.append(line)
     return replay, swallow

@@ -260,6 +260,9 @@ class Plan(NamedTuple):
     # A record the runner appends to as tests start and end (greenloop's pytest plugin and
     # node:test reporter): what a run stopped at its deadline saw, and the test it stopped in.
     stream_file: str | None = None
+    # NDJSON lines, one per finished test, that greenloop's reporter for the runner appends
+    # while it runs (live progress per test); None: progress counts the text output's lines.
+    progress_file: str | None = None
 
     @property
     def command_text(self) -> str:

@@ -21,6 +21,12 @@ Sharding (`shard`, `--shard I/N`) is each runner's own mechanism: vitest and jes
 (GREENLOOP_PYTEST_SHARD=I/N: it deselects the items whose node id hashes to another shard).
 npm-test passes it on only when the test script's runner is one of those (vitest and jest
 after `--`, `node --test` through NODE_OPTIONS, since node takes no option after its paths).
+
+Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
+(frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
+finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
+destination), which run.py tails. Text output is no good for this: pytest prints a file's
+dots on one line, vitest's and jest's default reporters print a file's tests when it ends.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from greenloop.probe import npm_test_command
 __all__ = [
     "DIALECTS",
     "NODE_REPORTER",
+    "PROGRESS_REPORTERS",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
     "PYTHON_STREAMING",
@@ -145,6 +152,16 @@ STREAM_NAME = "stream.ndjson"
 # Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
 # output file as tests finish (live progress, and what a run stopped at its deadline saw)
 PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
+
+# greenloop's live-progress reporters for the JavaScript runners (one NDJSON line per test)
+_REPORTERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "reporters")
+PROGRESS_REPORTERS = {
+    "vitest": os.path.join(_REPORTERS_DIR, "greenloop-vitest-progress.mjs"),
+    "jest": os.path.join(_REPORTERS_DIR, "greenloop-jest-progress.cjs"),
+    "node:test": os.path.join(_REPORTERS_DIR, "greenloop-node-progress.mjs"),
+}
+PROGRESS_NAME = "progress.ndjson"
+PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
 
 _SEP = re.compile(r" (?:>|›) ")
 
@@ -422,14 +439,21 @@ def plan(
     child_env: tuple[tuple[str, str], ...] = ()
     fallback: tuple[str | None, str | None] = (None, None)
     stream_file: str | None = None
+    progress_file = os.path.join(report_dir, PROGRESS_NAME)
 
     tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
     notes += tool.notes
     unavailable = tool.unavailable
     if framework == "vitest":
-        argv = [*tool.argv, "--reporter=default", "--reporter=json", f"--outputFile.json={report_file}"]
+        argv = [*tool.argv, "--reporter=default", "--reporter=json"]
+        argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={report_file}"]
+        child_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "jest":
+        # --reporters replaces the configured ones for this run: default keeps jest's own
+        # output (the text fallback), greenloop's adds per-test progress
         argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
+        argv += ["--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+        child_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "pytest":
         stream_file = os.path.join(report_dir, STREAM_NAME)
         fallback = (os.path.join(report_dir, "report.xml"), "junit")
@@ -440,6 +464,7 @@ def plan(
             ("GREENLOOP_PYTEST_REPORT", report_file or ""),
             ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
             ("GREENLOOP_PYTEST_STREAM", stream_file),
+            (PROGRESS_VAR, progress_file),
             *PYTHON_STREAMING,
         )
     elif framework == "node:test":
@@ -450,11 +475,14 @@ def plan(
             # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
             f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
             f"--test-reporter-destination={report_file}",
+            f"--test-reporter={PROGRESS_REPORTERS['node:test']}",
+            f"--test-reporter-destination={progress_file}",
         ]
         if os.path.exists(NODE_REPORTER):
             stream_file = os.path.join(report_dir, STREAM_NAME)
             child_env = (("GREENLOOP_NODE_STREAM", stream_file),)
     else:  # npm-test
+        progress_file = ""
         argv = list(tool.argv)
         if targets:
             argv += ["--", *targets] if (manager or "npm") == "npm" else targets
@@ -521,5 +549,6 @@ def plan(
         selection=selection,
         shard=shard,
         stream_file=stream_file,
+        progress_file=progress_file or None,
     )
 

@@ -204,25 +204,31 @@ def spawn(
 
 
 class _Tail(threading.Thread):
-    """Follows output files as they grow and hands `on_line` whole lines (live progress),
+    """Follows files as they grow and hands each file's callback whole lines (live progress),
     buffered per file so that stdout and stderr never splice into one line. Reads at most
-    CHUNK bytes at a time.
+    CHUNK bytes at a time. After a pass over the files that delivered lines, `on_read` is
+    called once: consumers report once per pass (at most every POLL_S), not once per line.
     """
 
     CHUNK = 1 << 20
+    POLL_S = 0.1
 
-    def __init__(self, paths: list[str], on_line: Callable[[str], None]) -> None:
+    def __init__(
+        self, follow: Mapping[str, Callable[[str], None]], on_read: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(daemon=True)
-        self.paths = list(dict.fromkeys(paths))
-        self.on_line = on_line
+        self.follow = dict(follow)
+        self.paths = list(self.follow)
+        self.on_read = on_read
         self.done = threading.Event()
 
-    def _emit(self, data: bytes, partial: bytes) -> bytes:
+    def _emit(self, path: str, data: bytes, partial: bytes) -> bytes:
         buf = partial + data
         *lines, rest = buf.split(b"\n")
+        on_line = self.follow[path]
         for line in lines:
             with contextlib.suppress(Exception):  # a renderer bug must not stop a run
-                self.on_line(line.decode("utf-8", "replace"))
+                on_line(line.decode("utf-8", "replace"))
         return rest[-self.CHUNK :]
 
     def run(self) -> None:
@@ -230,6 +236,7 @@ class _Tail(threading.Thread):
         partial = dict.fromkeys(self.paths, b"")
         while True:
             finished = self.done.is_set()
+            read = False
             for path in self.paths:
                 try:
                     with open(path, "rb") as fh:
@@ -238,17 +245,23 @@ class _Tail(threading.Thread):
                             data = fh.read(self.CHUNK)
                             if not data:
                                 break
+                            read = True
                             offsets[path] += len(data)
-                            partial[path] = self._emit(data, partial[path])
+                            partial[path] = self._emit(path, data, partial[path])
                 except OSError:
                     continue
             if finished:
                 for path in self.paths:
                     if partial[path]:
+                        read = True
                         with contextlib.suppress(Exception):
-                            self.on_line(partial[path].decode("utf-8", "replace"))
+                            self.follow[path](partial[path].decode("utf-8", "replace"))
+            if read and self.on_read is not None:
+                with contextlib.suppress(Exception):
+                    self.on_read()
+            if finished:
                 return
-            self.done.wait(0.1)
+            self.done.wait(self.POLL_S)
 
 
 def _pidfd(pid: int) -> int | None:
@@ -276,12 +289,16 @@ def run_to_completion(
     cancel: threading.Event | None = None,
     grace_s: float = GRACE_S,
     on_spawn: Callable[[], None] | None = None,
+    follow: Mapping[str, Callable[[str], None]] | None = None,
+    on_read: Callable[[], None] | None = None,
     before_exec: Callable[[], None] | None = None,
 ) -> RawRun:
     """Run a child to its end or its deadline; never raises for the child's own failures.
 
-    `on_line` receives whole lines of output as they reach the files; `on_spawn` is called once
-    the child has started (work to do while it runs); `before_exec` as for `spawn`.
+    `on_line` receives whole lines of output as they reach the files, `follow` maps further
+    files the child writes (a progress stream) to their own line callbacks, and `on_read` is
+    called after each poll that delivered lines; `on_spawn` is called once the child has
+    started (work to do while it runs); `before_exec` as for `spawn`.
     At the deadline (or when `cancel` is set) the whole tree is stopped: SIGTERM to the group,
     `grace_s`, SIGKILL, then a sweep of escaped descendants by token. After a normal exit the
     sweep still runs, so a background grandchild never outlives the run.
@@ -310,7 +327,11 @@ def run_to_completion(
             stderr_path=stderr_path,
             spawn_error=f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
         )
-    tail = _Tail([stdout_path, stderr_path], on_line) if on_line is not None else None
+    tailed: dict[str, Callable[[str], None]] = {}
+    if on_line is not None:
+        tailed = dict.fromkeys((stdout_path, stderr_path), on_line)
+    tailed.update(follow or {})
+    tail = _Tail(tailed, on_read) if tailed else None
     if tail:
         tail.start()
     if on_spawn is not None:

@@ -306,7 +306,11 @@ def output_tail(stdout_path: str, stderr_path: str, chars: int) -> str:
 
 
 class _Counter:
-    """Counts finished tests from output lines (frameworks.progress_counts) for live progress."""
+    """Counts finished tests for live progress, from two sources: the NDJSON lines greenloop's
+    reporter for the runner appends per finished test (Plan.progress_file), and the runner's
+    text output (frameworks.progress_counts) for runs without such a reporter or when it
+    could not load. Once the stream has a line it is the count shown (the text output can
+    count a suite as a test). The callback gets one snapshot per poll that moved a count."""
 
     def __init__(self, framework: str, on_progress: ProgressCallback, started: float) -> None:
         from greenloop.frameworks import progress_counts
@@ -314,13 +318,16 @@ class _Counter:
         self.framework = framework or "npm-test"
         self.on_progress = on_progress
         self.started = started
-        self.counts = {"pass": 0, "fail": 0, "skip": 0}
+        self.text = {"pass": 0, "fail": 0, "skip": 0}
+        self.events = {"pass": 0, "fail": 0, "skip": 0}
+        self.changed = False
         self.lock = threading.Lock()
         self.count_line = progress_counts
 
     def snapshot(self) -> Progress:
         with self.lock:
-            c = dict(self.counts)
+            text, events = dict(self.text), dict(self.events)
+        c = events if any(events.values()) else text
         return Progress(
             passed=c["pass"],
             failed=c["fail"],
@@ -329,14 +336,37 @@ class _Counter:
         )
 
     def line(self, text: str) -> None:
+        """One line of the runner's text output."""
         found = self.count_line(self.framework, text)
         if not found:
             return
         with self.lock:
             for kind, n in found.items():
-                if kind in self.counts:
-                    self.counts[kind] += n
-        self.on_progress(self.snapshot())
+                if kind in self.text:
+                    self.text[kind] += n
+            self.changed = True
+
+    def event(self, text: str) -> None:
+        """One NDJSON line of the progress stream: {"status": "pass"|"fail"|"skip", "count"?: n}."""
+        import json
+
+        try:
+            record = json.loads(text)
+            kind = record["status"]
+            n = int(record.get("count", 1))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return  # a torn or foreign line: skipped, never fatal
+        with self.lock:
+            if kind in self.events and n > 0:
+                self.events[kind] += n
+                self.changed = True
+
+    def flush(self) -> None:
+        """After a poll of the files: report once if any count moved."""
+        with self.lock:
+            changed, self.changed = self.changed, False
+        if changed:
+            self.on_progress(self.snapshot())
 
 
 def execute(
@@ -462,7 +492,7 @@ def _execute_launched(
         notes.append(launched.env_note)
     started = time.monotonic()
     counter = _Counter(plan.framework, on_progress, started) if on_progress is not None else None
-    for report in (plan.report_file, plan.fallback_report_file):
+    for report in (plan.report_file, plan.fallback_report_file, plan.progress_file):
         if report:
             with contextlib.suppress(OSError):
                 os.unlink(report)  # a stale report must never pass for this run's
@@ -477,6 +507,8 @@ def _execute_launched(
         on_line=counter.line if counter else None,
         cancel=cancel,
         on_spawn=on_start,
+        follow={plan.progress_file: counter.event} if counter and plan.progress_file else None,
+        on_read=counter.flush if counter else None,
         before_exec=launched.before_exec,
     )
     if on_exit is not None:

@@ -14,6 +14,9 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
                                      started ({"start": nodeid, "line": n}) and ended ({"end": nodeid}) and
                                      per failure ({"failure": {…}}, as in the report): what a run
                                      stopped at its deadline had seen, and the test it stopped in
+    GREENLOOP_PROGRESS_FILE=<path>   where to append one NDJSON line per finished test, the
+                                     moment pytest reports it (live progress: greenloop tails
+                                     the file; pytest prints a file's dots on one line)
 
 Sharding hashes each item's node id (CRC-32 of its UTF-8 bytes, modulo N): node ids are
 relative to pytest's rootdir, so every machine puts a test in the same shard whatever the
@@ -49,6 +52,17 @@ _REPORT_VAR = "GREENLOOP_PYTEST_REPORT"
 _JUNIT_VAR = "GREENLOOP_PYTEST_JUNIT"
 _SHARD_VAR = "GREENLOOP_PYTEST_SHARD"
 _STREAM_VAR = "GREENLOOP_PYTEST_STREAM"
+_PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
+
+# the terminal reporter's categories as live progress counts them
+_PROGRESS_STATUS = {
+    "passed": "pass",
+    "xpassed": "pass",
+    "failed": "fail",
+    "error": "fail",
+    "skipped": "skip",
+    "xfailed": "skip",
+}
 
 
 # the terminal reporter's categories that are test outcomes (not "", "warnings", "deselected")
@@ -88,13 +102,7 @@ class _Tally:
         self.stats: dict[str, list[Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        result = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        if result is not None:
-            category = result[0]
-        elif report.when == "call":  # pytest's default answer lives in the terminal plugin itself
-            category = report.outcome
-        else:
-            category = "error" if report.failed else "skipped" if report.skipped else ""
+        category = _category(self.config, report)
         if category:
             self.stats.setdefault(category, []).append(report)
 
@@ -103,6 +111,45 @@ class _Tally:
             self.stats.setdefault("error", []).append(report)
         elif report.skipped:
             self.stats.setdefault("skipped", []).append(report)
+
+
+def _category(config: pytest.Config, report: Any) -> str:
+    """The terminal reporter's category of one report ("" for a passing setup or teardown)."""
+    result = config.hook.pytest_report_teststatus(report=report, config=config)
+    if result is not None:
+        return str(result[0])
+    if report.when == "call":  # pytest's default answer lives in the terminal plugin itself
+        return str(report.outcome)
+    return "error" if report.failed else "skipped" if report.skipped else ""
+
+
+class _Progress:
+    """One NDJSON line per finished test, written at once (an unbuffered append: a few
+    microseconds a test), counted as the terminal reporter's tally counts it."""
+
+    def __init__(self, config: pytest.Config, fd: int) -> None:
+        self.config = config
+        self.fd = fd
+
+    def _write(self, status: str, nodeid: str) -> None:
+        line = json.dumps({"status": status, "test": nodeid}, ensure_ascii=False) + "\n"
+        with contextlib.suppress(OSError):  # a full disk loses progress lines, never the run
+            os.write(self.fd, line.encode("utf-8"))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed:
+            return  # a passing setup or teardown is no test outcome (and most reports are)
+        status = _PROGRESS_STATUS.get(_category(self.config, report))
+        if status is not None:
+            self._write(status, report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._write("fail", report.nodeid)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class _Report:
@@ -247,3 +294,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # without it (a folder it cannot write) a timed-out run has only its text output
         with contextlib.suppress(OSError):
             config.pluginmanager.register(_Stream(stream), "_greenloop_pytest_stream")
+    progress = os.environ.get(_PROGRESS_VAR)
+    if progress:
+        try:
+            fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            return  # no live progress, never a broken run
+        config.pluginmanager.register(_Progress(config, fd), "_greenloop_pytest_progress")
