@@ -142,6 +142,11 @@ def test_a_run_in_progress_streams_its_output_then_ends(ws: Path) -> None:
     (run_dir / "result.json").write_text(json.dumps({"run_id": "run-live", "outcome": "red"}))
     with c.stream("GET", "/runs/run-live/stream") as r:
         text = "".join(r.iter_text())
+    # greenloop's per-test progress file, when the runner writes one, is what progress counts
+    (run_dir / "progress.ndjson").write_text('{"status": "pass"}\n{"status": "skip", "count": 2}\n')
+    with c.stream("GET", "/runs/run-live/stream") as r:
+        exact = "".join(r.iter_text())
+    assert 'event: progress\ndata: {"passed": 1, "failed": 0, "skipped": 2}' in exact
     assert 'event: line\ndata: "tests/test_a.py::test_one PASSED"' in text
     assert 'event: progress\ndata: {"passed": 2, "failed": 1, "skipped": 0}' in text
     assert text.rstrip().endswith('event: end\ndata: {"outcome": "red"}')

@@ -322,6 +322,8 @@ class FastLane:
         reruns = int(args.get("rerun_failures") or 0)
         if reruns:
             options["rerun_failures"] = reruns
+        if args.get("resume_token") is not None:
+            options["resume_token"] = str(args["resume_token"])
         ws = self.workspace
         try:
             if args.get("run_in_background"):

@@ -256,6 +256,12 @@ async def _follow_run(
 
     out_path = os.path.join(run_dir, "stdout.txt")
     result_path = os.path.join(run_dir, "result.json")
+    # Per-test progress: greenloop's reporters write a line per finished test to
+    # progress.ndjson (greenloop.plan); the runner's text lines are the fallback without it.
+    progress_path = os.path.join(run_dir, "progress.ndjson")
+    progress_at = 0
+    progress_pending = b""
+    from_file = False
     counts = {"pass": 0, "fail": 0, "skip": 0}
     pending = b""
     # Progress is counted from the start of the output, even when the client resumes later on.
@@ -265,6 +271,28 @@ async def _follow_run(
     while True:
         if await request.is_disconnected():
             return
+        extra = b""
+        try:
+            with open(progress_path, "rb") as fh:
+                fh.seek(progress_at)
+                extra = fh.read(1 << 20)
+        except OSError:
+            pass
+        if extra:
+            progress_at += len(extra)
+            progress_pending += extra
+            *records, progress_pending = progress_pending.split(b"\n")
+            if not from_file:
+                from_file = True
+                counts = {"pass": 0, "fail": 0, "skip": 0}  # the file is exact: text counts give way
+            for raw_record in records:
+                try:
+                    record = json.loads(raw_record)
+                    counts[str(record["status"])] += int(record.get("count", 1))
+                except (ValueError, TypeError, KeyError):
+                    continue
+            yield _sse("progress", {"passed": counts["pass"], "failed": counts["fail"],
+                                    "skipped": counts["skip"]})
         chunk = b""
         try:
             with open(out_path, "rb") as fh:
@@ -280,7 +308,7 @@ async def _follow_run(
             for raw in lines:
                 position += len(raw) + 1
                 text = raw.decode("utf-8", "replace").rstrip("\r")
-                if framework:
+                if framework and not from_file:
                     found = progress_counts(framework, text)
                     if found:
                         for key, n in found.items():
