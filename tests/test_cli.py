@@ -15,7 +15,8 @@ from greenloop import cli
 
 CALLS = [
     ["probe", "ws", "--json"],
-    ["run", "ws", "--framework", "pytest", "--last-failed", "--timeout-ms", "5", "--sandbox", "read-only"],
+    ["run", "ws", "--framework", "pytest", "--last-failed", "--timeout-ms", "5", "--sandbox", "read-only",
+     "--shard", "2/4", "--rerun-failures", "2"],
     ["parse", "--framework", "vitest", "out.txt"],
     ["schema", "run-result"],
     ["check", "--session", "s1", "--json"],
@@ -31,6 +32,8 @@ CALLS = [
     ["units", "proj", "--json"],
     ["serve", "ws", "--port", "0", "--host", "127.0.0.1", "--open"],
     ["mcp", "--workspace", "ws"],
+    ["merge", "a.json", "b.json", "--path", "ws", "--session", "s", "--json"],
+    ["flaky", "ws", "--json"],
     ["doctor", "ws", "--json"],
 ]
 

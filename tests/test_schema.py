@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, SandboxInfo, Summary
+from greenloop.model import Failure, RunResult, SandboxInfo, ShardInfo, Summary
 from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate_run_result
 
 # Keys the schema documents beyond RunResult.to_json(): written by DevLoop agents into result.json.
 DEVLOOP_OPTIONAL = {"unit_id", "loop", "agent", "attempt", "retry_budget_left"}
 # Keys of to_json() that older files may lack (not required by the schema).
 OPTIONAL_TOP = {"workspace", "session_id", "started_at", "next_action", "bugs_opened", "bugs_transitioned",
-                "selection", "passed_tests", "retry", "resume_token"}
+                "selection", "passed_tests", "retry", "resume_token", "shard"}
 
 
 def _full_result() -> RunResult:
@@ -30,7 +30,7 @@ def _full_result() -> RunResult:
         command="npx vitest run",
         exit_code=1,
         crash_reason=None,
-        summary=Summary(total=5, passed=4, failed=1, skipped=0),
+        summary=Summary(total=6, passed=4, failed=1, skipped=0, flaky=1),
         failures=(
             Failure(
                 test="todo-be POST /api/todos > missing title gives 400",
@@ -43,6 +43,7 @@ def _full_result() -> RunResult:
                 hint="The route handler throws on a missing title; check req.body.title before use.",
                 bug_id="bug-20260513-1031-c9f2",
                 kind="test",
+                flaky=True,
             ),
         ),
         output_tail="1 failed",
@@ -56,6 +57,8 @@ def _full_result() -> RunResult:
         next_action="retry_coder",
         bugs_opened=("bug-20260513-1031-c9f2",),
         bugs_transitioned=({"id": "bug-1", "from": "open", "to": "fixed"},),
+        selection="shard",
+        shard=ShardInfo(index=2, total=3),
     )
 
 
@@ -91,7 +94,8 @@ def test_property_snapshot_matches_model_keys() -> None:
     assert set(schema["required"]) == set(doc) - OPTIONAL_TOP
     failure_schema = schema["$defs"]["failure"]
     assert set(failure_schema["properties"]) == set(doc["failures"][0])
-    assert set(failure_schema["required"]) == set(doc["failures"][0]) - {"kind"}
+    assert set(failure_schema["required"]) == set(doc["failures"][0]) - {"kind", "flaky"}
+    assert set(schema["$defs"]["summary"]["required"]) == set(doc["summary"]) - {"flaky"}
     assert set(schema["$defs"]["summary"]["properties"]) == set(doc["summary"])
     assert set(schema["$defs"]["sandbox"]["properties"]) == set(doc["sandbox"])
 
@@ -101,6 +105,8 @@ def test_older_file_without_optional_keys_and_devloop_keys_validate() -> None:
     for key in OPTIONAL_TOP:
         del doc[key]
     del doc["failures"][0]["kind"]
+    del doc["failures"][0]["flaky"]
+    del doc["summary"]["flaky"]
     doc.update({"unit_id": "todo-be", "loop": "L1", "agent": "tester", "attempt": 1, "retry_budget_left": 4})
     assert _both(doc) == ([], [])
 

@@ -3,6 +3,7 @@
     test_probe(workspace) -> Detection
     test_run(workspace, *, framework, target, last_failed, command, timeout_ms, session_id,
              sandbox, on_progress, cancel) -> RunResult
+    merge_results(paths, *, workspace, session_id) -> RunResult   N shards' results as one run
     bounded(result, *, max_failures=5) -> dict        what a model reads
     latest_run(workspace) -> RunResult | None          the run store
     load_run(workspace, run_id) -> RunResult
@@ -23,13 +24,13 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult
+from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult, ShardInfo
 
 if TYPE_CHECKING:
     from greenloop.gate import ClosureCheck
@@ -38,9 +39,11 @@ __all__ = [
     "RESULT_FILE",
     "bounded",
     "dashboard_link",
+    "flaky_tests",
     "latest_run",
     "list_runs",
     "load_run",
+    "merge_results",
     "prune_runs",
     "test_closure_check",
     "test_probe",
@@ -115,6 +118,8 @@ def test_run(
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     mode: str = "test",
+    shard: str | ShardInfo | None = None,
+    rerun_failures: int = 0,
     resume_token: str | None = None,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
@@ -122,9 +127,19 @@ def test_run(
     `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
     run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
     as one result whose `retry` says which failures were fixed, which remain and which are new;
-    "resume" continues the run `resume_token` names (greenloop.recover)."""
+    "resume" continues the run `resume_token` names (greenloop.recover).
+
+    `shard` ("I/N"): run only shard I of N in the runner's own dialect (docs/scale.md); the
+    result's `selection` is "shard" and `greenloop merge` folds the N results into one.
+
+    `rerun_failures` (K): rerun the failing tests up to K times in the runner's own dialect; a
+    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests")."""
     if mode not in RUN_MODES:
         raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
+    if isinstance(rerun_failures, bool) or not isinstance(rerun_failures, int) or rerun_failures < 0:
+        raise UsageError(f"rerun_failures (--rerun-failures) must be a whole number >= 0 (e.g. 2), "
+                         f"got {rerun_failures!r}")
+    the_shard = _check_shard(shard, target=target, last_failed=last_failed, command=command, mode=mode)
     if (mode == "resume") != (resume_token is not None):
         raise UsageError("mode resume needs resume_token (a result's resume_token), and resume_token "
                          "goes only with mode resume")
@@ -134,7 +149,8 @@ def test_run(
         if target is not None or last_failed or command is not None:
             raise UsageError("mode retry chooses the tests itself: drop target, last_failed and command")
         return _retry(workspace, framework=framework, timeout_ms=timeout_ms, session_id=session_id,
-                      sandbox=sandbox, on_progress=on_progress, cancel=cancel)
+                      sandbox=sandbox, on_progress=on_progress, cancel=cancel,
+                      **({"rerun_failures": rerun_failures} if rerun_failures else {}))
     from greenloop import config as config_mod
     from greenloop.fingerprint import Pending
     from greenloop.plan import RunOptions, plan
@@ -167,7 +183,7 @@ def test_run(
         previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
         detection,
-        RunOptions(framework, target, last_failed, command, timeout_ms),
+        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -211,6 +227,11 @@ def test_run(
             on_exit=fingerprint.start,
         )
         unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
+        if the_plan.shard is not None:
+            result = _sharded(result, the_plan)
+        if rerun_failures and result.outcome == "red" and not result.aborted and not the_plan.shell:
+            result = _rerun(result, the_plan, detection, rerun_failures, run_dir=run_dir, config=cfg,
+                            policy=policy, workspace=str(ws), cancel=cancel)
         result = _finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                            root=detection.root)
         final = _after_run(str(ws), result, fingerprint=fingerprint.result)
@@ -229,6 +250,210 @@ def test_run(
             live.finished(root, run_id)
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
+    return final
+
+
+def _rerun(result: RunResult, the_plan: Any, detection: Detection, times: int, *, run_dir: Path,
+           config: Any, policy: Any, workspace: str, cancel: threading.Event | None) -> RunResult:
+    """Rerun the failing tests up to `times` times, each a plan of its own narrowed to them in
+    the runner's dialect (last_failed's filter: names and files), in `run_dir/rerun-<n>/`."""
+    from greenloop import flaky
+    from greenloop.plan import RunOptions, plan
+    from greenloop.run import execute
+
+    still = [f for f in result.failures if f.kind == "test" and f.test]
+    notes: list[str] = []
+    if not still:
+        notes.append("rerun_failures: no failing test to rerun (only files that failed to load or hooks)")
+        return flaky.fold_reruns(result, set(), policy=config.flaky, last_exit_code=None, notes=notes)
+    flaky_names: set[str] = set()
+    last_exit: int | None = None
+    for attempt in range(1, times + 1):
+        folder = run_dir / f"rerun-{attempt}"
+        previous = result._replace(failures=tuple(still))
+        rerun_plan = plan(detection, RunOptions(the_plan.framework, None, True, None, the_plan.timeout_ms),
+                          report_dir=str(folder), default_timeout_ms=the_plan.timeout_ms, previous=previous)
+        rerun = execute(rerun_plan, run_id=f"{result.run_id}-rerun-{attempt}", run_dir=folder, config=config,
+                        cancel=cancel, policy=policy, workspace=workspace)
+        if rerun.outcome == "broken" or rerun.aborted:
+            notes.append(f"rerun_failures: rerun {attempt} broke ({rerun.crash_reason or 'broken'}); "
+                         f"stopped rerunning (output in {folder})")
+            break
+        passed = flaky.passed_in(rerun, (f.test for f in still))
+        flaky_names |= passed
+        still = [f for f in still if f.test not in passed]
+        last_exit = rerun.exit_code
+        notes.append(f"rerun_failures: rerun {attempt} of {times} ({rerun.run_id}): {len(passed)} passed, "
+                     f"{len(still)} still failing; output in {folder}")
+        if not still:
+            break
+    return flaky.fold_reruns(result, flaky_names, policy=config.flaky,
+                             last_exit_code=last_exit if not still else result.exit_code, notes=notes)
+
+
+def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:
+    """Flaky tests from the stored history (`greenloop flaky`): tests one run failed and another
+    passed with the same working-tree fingerprint, and tests a run's reruns found flaky."""
+    from greenloop import flaky
+    from greenloop.store import Store
+
+    ws = _workspace(workspace)
+    root = probe_root(ws)
+    with Store(ws, warn=lambda _m: None) as st:
+        records = st.runs(limit=limit)
+    evidence: list[flaky.RunEvidence] = []
+    unreadable = 0
+    for rec in records:
+        passed: tuple[str, ...] | None = None
+        marked: tuple[str, ...] = ()
+        for path in (layout.run_dir(root, rec.run_id) / RESULT_FILE, rec.result_ref):
+            if not path:
+                continue
+            try:
+                stored = _read_result(path)
+            except _UNREADABLE:
+                continue
+            passed = stored.passed_tests  # evidence by name only: a run naming no test gives none
+            marked = tuple(f.test for f in stored.failures if f.flaky)
+            break
+        else:
+            unreadable += 1
+        evidence.append(flaky.RunEvidence(rec.run_id, rec.at, rec.fingerprint, rec.failing, passed, marked))
+    found = flaky.from_history(evidence)
+    notes = []
+    if unreadable:
+        notes.append(f"{unreadable} run(s) have no readable result.json (pruned or moved); their passed "
+                     "tests are unknown")
+    if not any(r.fingerprint for r in records):
+        notes.append("no run has a working-tree fingerprint; only reruns' flaky marks are known")
+    return {
+        "workspace": str(ws),
+        "runs_examined": len(records),
+        "flaky": [t.to_json() for t in found],
+        "notes": notes,
+    }
+
+
+def _git_commit(start: str) -> str | None:
+    """The commit HEAD names in the git work tree around `start`, read from git's own files
+    (no process: `.git` or a worktree's `gitdir:` file, loose refs, then packed-refs); None
+    outside git or when HEAD names nothing yet."""
+    root = layout.git_root(start)
+    if root is None:
+        return None
+    gitdir = os.path.join(root, ".git")
+    try:
+        if os.path.isfile(gitdir):  # a worktree or submodule: "gitdir: <path>"
+            with open(gitdir, encoding="utf-8") as fh:
+                target = fh.read().strip().removeprefix("gitdir:").strip()
+            gitdir = os.path.normpath(os.path.join(root, target))
+        with open(os.path.join(gitdir, "HEAD"), encoding="utf-8") as fh:
+            head = fh.read().strip()
+        if not head.startswith("ref:"):
+            return head or None  # a detached HEAD (CI checkouts) holds the commit itself
+        ref = head[4:].strip()
+        common = gitdir
+        with contextlib.suppress(OSError), open(os.path.join(gitdir, "commondir"), encoding="utf-8") as fh:
+            common = os.path.normpath(os.path.join(gitdir, fh.read().strip()))
+        for folder in dict.fromkeys((gitdir, common)):
+            with contextlib.suppress(OSError), open(os.path.join(folder, ref), encoding="utf-8") as fh:
+                return fh.read().strip() or None
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref:
+                    return parts[0]
+    except OSError:
+        return None
+    return None
+
+
+def _check_shard(shard: object, *, target: object, last_failed: object, command: object,
+                 mode: str) -> ShardInfo | None:
+    """The validated shard, or None; a shard with anything else that narrows the run is refused
+    (shards of a narrowed run would not add up to the suite `greenloop merge` reports on)."""
+    if shard is None or shard == "":
+        return None
+    from greenloop.plan import parse_shard
+
+    parsed = parse_shard(shard)
+    clash = [name for name, given in (("target", target is not None), ("last_failed", bool(last_failed)),
+                                      ("command", command is not None), ("mode retry", mode == "retry"),
+                                      ("mode resume", mode == "resume"))
+             if given]
+    if clash:
+        raise UsageError(f"shard splits the whole suite: drop {', '.join(clash)} (or drop shard)")
+    return parsed
+
+
+def _sharded(result: RunResult, the_plan: Any) -> RunResult:
+    """Mark a shard's result; a pytest shard whose report is missing did not load greenloop's
+    plugin, so nothing was deselected: it ran the whole suite, and merging it would count
+    every test N times, so it is broken rather than green."""
+    shard = ShardInfo(the_plan.shard.index, the_plan.shard.total, commit=_git_commit(the_plan.cwd))
+    result = result._replace(shard=shard, selection="shard")
+    empty_exit = (0, 5) if the_plan.framework == "pytest" else (0,)  # pytest: 5 when all deselected
+    if result.crash_reason == "no tests ran" and result.exit_code in empty_exit:
+        # N exceeds what the runner splits (files, for vitest, jest and node:test): an empty shard
+        # is not a broken one. `greenloop merge` still calls a suite with no test at all broken.
+        spec = f"{the_plan.shard.index}/{the_plan.shard.total}"
+        return result._replace(ok=True, outcome="green", crashed=False, crash_reason=None, next_action=None,
+                               notes=(*result.notes, f"shard {spec} holds no test (more shards than the "
+                                      "runner can split the suite into); it counts as an empty part"))
+    if (the_plan.framework == "pytest" and not result.timed_out and not result.aborted
+            and the_plan.report_file and not os.path.exists(the_plan.report_file)
+            and result.outcome != "broken"):
+        reason = ("shard: greenloop's pytest plugin did not load (was it disabled with -p no:…?), so "
+                  "the shard was not applied and the whole suite ran; remove what disables it")
+        result = result._replace(ok=False, outcome="broken", crashed=True, crash_reason=reason,
+                                 next_action="retry_tester")
+    return result
+
+
+def merge_results(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    workspace: str | os.PathLike[str] = ".",
+    session_id: str | None = None,
+) -> RunResult:
+    """Fold the result.json files of a suite's shards into one run (greenloop.merge), store it
+    as a run of `workspace` and record it like any run: the bug log (as a run of the whole
+    suite when all N shards are there) and the session's closure state, so the gate decides on
+    the whole suite. Files that are not one suite's shards: UsageError, nothing written."""
+    from greenloop import config as config_mod
+    from greenloop import merge
+
+    ws = _workspace(workspace)
+    if isinstance(paths, (str, os.PathLike)) or not paths:
+        raise UsageError("merge needs a list of the shards' result.json files (RESULT.json …)")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+        raise UsageError("session_id must be a non-empty string (or left out)")
+    named: list[tuple[str, RunResult]] = []
+    for path in paths:
+        name = os.fspath(path)
+        try:
+            named.append((name, _read_result(name)))
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UsageError(f"cannot read {name}: {why}; pass the shards' result.json files") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{name} is not a greenloop result.json ({type(exc).__name__}: {exc}); "
+                             "pass the result.json each `greenloop run --shard I/N` wrote") from exc
+    merge.check_shards(named)  # refused before anything is written
+    cfg = config_mod.load(ws)
+    if session_id is None:
+        from greenloop import session as session_mod
+
+        session_id = session_mod.resolve(workspace=ws)
+    root = probe_root(ws)
+    run_id = layout.new_run_id()
+    layout.make_state_dir(layout.state_dir(root))
+    run_dir = layout.run_dir(root, run_id)
+    merged = merge.merge(named, run_id=run_id, tail_chars=cfg.summary_tail_chars, workspace=str(ws))
+    merged = merged._replace(session_id=session_id, result_ref=str(run_dir / RESULT_FILE))
+    final = _after_run(str(ws), merged)
+    _store(final, run_dir, None)
+    prune_runs(root, keep=KEEP_RUNS, protect=run_id)
     return final
 
 

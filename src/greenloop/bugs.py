@@ -58,6 +58,7 @@ __all__ = [
     "ALLOWED_MOVES",
     "BUG_LOG",
     "DETAIL_LIMIT",
+    "FLAKY_CATEGORY",
     "INFRA_TEST_NAME",
     "INTEGRATION_UNIT",
     "SEVERITIES",
@@ -111,6 +112,7 @@ DETAIL_LIMIT = 4000  # characters of stack/detail kept per line: the log stays f
 TITLE_LIMIT = 200
 INFRA_TEST_NAME = "(test run broken)"  # the test_name of a unit's infrastructure bug
 UNRECOGNISED_TEST_NAME = "(failing tests not recognised)"
+FLAKY_CATEGORY = "flaky"  # the category of a test's bug when it failed, then passed on rerun
 INTEGRATION_UNIT = "integration"  # the unit_id of integration bugs; the units are in affected_units
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
 
@@ -1208,22 +1210,30 @@ def bridge_unit_run(
                 or any(t.startswith(b.test_name + "::") for t in result.passed_tests))]
             _settle(blog, ran, "fixed", by=by, run_id=result.run_id, moved=moved, evidence="suite_ran")
             _settle(blog, loaded, "fixed", by=by, run_id=result.run_id, moved=moved, evidence="file_loaded")
-            by_test, by_suite, skipped = _answered_by(result, [b for b in mine if b.source == "unit_test"])
+            # A flaky test's bug stays open when the test passes: passing is what a flaky test
+            # mostly does, so only a person closes it (one bug per flaky test across runs).
+            by_test, by_suite, skipped = _answered_by(
+                result, [b for b in mine if b.source == "unit_test" and b.category != FLAKY_CATEGORY])
             for answered, evidence in ((by_test, "test_passed"), (by_suite, "suite_passed")):
                 _settle(blog, answered, "fixed", by=by, run_id=result.run_id, moved=moved, evidence=evidence)
             notes.extend(skipped)
-            if not result.ok:
+            # A green run (config flaky = "warn") still logs its flaky tests.
+            if not result.ok or any(f.flaky for f in failures):
                 for i, f in enumerate(failures):
+                    if result.ok and not f.flaky:
+                        continue
+                    title = _failure_title(f.test, f.expected, f.got, f.message)
                     o = blog.open(
                         unit_id=unit, test_name=f.test,
                         source="unit_test_infra" if f.kind == "load" else "unit_test",
-                        title=_failure_title(f.test, f.expected, f.got, f.message),
+                        title=f"flaky: {title}" if f.flaky else title,
+                        category=FLAKY_CATEGORY if f.flaky else None,
                         detail=f.stack or f.message, run_id=result.run_id, by=by, got=f.got,
                     )
                     failures[i] = f._replace(bug_id=o.bug.id)
                     if o.created:
                         opened.append(o.bug.id)
-                if not failures:
+                if not failures and not result.ok:
                     o = blog.open(
                         unit_id=unit, test_name=UNRECOGNISED_TEST_NAME,
                         title=f"tests of {unit} failed (exit {result.exit_code}) but no failing "

@@ -20,7 +20,7 @@ __all__ = ["build_parser", "entry", "main"]
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp",
+    "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
 )  # fmt: skip
 
 
@@ -87,6 +87,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
         p.add_argument("--sandbox", help=f"sandbox mode: {', '.join(SANDBOX_MODES)}")
+        p.add_argument("--shard", help="run only shard I of N (e.g. 2/4) in the runner's own dialect; "
+                                       "fold the N results with `greenloop merge`")
+        p.add_argument("--rerun-failures", metavar="K",
+                       help="rerun failing tests up to K times; one that fails, then passes is flaky")
         _json_flag(p)
         _handler(p, "run:run")
 
@@ -258,6 +262,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser("mcp", help="serve the model tools over MCP (stdio)")
         p.add_argument("--workspace", default=".", help="workspace folder (default: .)")
         _handler(p, "mcp:serve")
+
+    # --- scale: shards of a suite split across CI machines, flaky tests
+    if only in (None, "merge"):
+        p = sub.add_parser("merge", help="fold the result.json files of a suite's shards into one run")
+        p.add_argument("results", nargs="+", metavar="RESULT.json", help="one result.json per shard")
+        p.add_argument("--path", default=".", help="workspace the merged run is recorded in (default: .)")
+        p.add_argument("--session", help="record the merged run for this agent session id")
+        _json_flag(p)
+        _handler(p, "merge:merge")
+
+    if only in (None, "flaky"):
+        p = sub.add_parser("flaky", help="tests whose outcome changed without a code change (run history)")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        _json_flag(p)
+        _handler(p, "merge:flaky")
     return parser
 
 

@@ -32,6 +32,7 @@ from greenloop.errors import ConfigError
 
 __all__ = [
     "FIELDS",
+    "FLAKY_POLICIES",
     "HINT_LANGUAGES",
     "SANDBOX_MODES",
     "Config",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 HINT_LANGUAGES = ("en", "zh")
+FLAKY_POLICIES = ("fail", "warn")
 SANDBOX_MODES = ("auto", "read-only", "workspace-write", "full-access")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
@@ -64,6 +66,9 @@ class Config(NamedTuple):
     sandbox: str = "auto"
     # DevLoop projects: also write each unit's status (testing, passed, failed) into units.json
     write_unit_status: bool = False
+    # a run whose only failures are flaky (failed, then passed on rerun): "fail" keeps it red,
+    # "warn" makes it green with a note (the flaky bugs are logged either way)
+    flaky: str = "fail"
 
     def to_json(self) -> dict[str, Any]:
         return dict(self._asdict())
@@ -140,6 +145,11 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif name == "hint_language":
             if value not in HINT_LANGUAGES:
                 problems.append(f"'{key}' must be one of {', '.join(HINT_LANGUAGES)} (got {value!r})")
+            else:
+                out[name] = value
+        elif name == "flaky":
+            if value not in FLAKY_POLICIES:
+                problems.append(f"'{key}' must be one of {', '.join(FLAKY_POLICIES)} (got {value!r})")
             else:
                 out[name] = value
         elif name == "sandbox":

@@ -8,7 +8,8 @@ someone asks `check`, and a difference only adds a note. Two strategies:
 - elsewhere: a bounded walk of the workspace (sizes and modification times), skipping
   dependency, build, cache and virtualenv folders.
 
-greenloop's own state (`.greenloop/`, `bugs.ndjson`) never counts as a change.
+greenloop's own state (`.greenloop/`, `bugs.ndjson`, `timeline.ndjson`) never counts as a change
+(each run appends to the logs: counting them, no two runs would share a fingerprint).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "Pending", "start", "workin
 
 WALK_BUDGET = 20_000
 # greenloop's own outputs in a workspace: they change with every run and are not code.
-SKIP_FILES = frozenset({"bugs.ndjson"})
+SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})
 SKIP_DIRS = NOT_CODE_DIRS
 
 
@@ -47,6 +48,7 @@ _GIT_ARGS = (
     ".",
     ":(exclude,glob)**/.greenloop/**",
     ":(exclude,glob)**/bugs.ndjson",
+    ":(exclude,glob)**/timeline.ndjson",
 )
 GIT_TIMEOUT_S = 10.0
 

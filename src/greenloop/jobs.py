@@ -29,8 +29,10 @@ __all__ = ["JobState", "JobStatus", "cancel", "new_job_id", "start", "status", "
 JobState = Literal["starting", "running", "done", "failed", "lost", "cancelled"]
 POLL_S = 0.1
 # The keyword arguments of api.test_run a job may carry (json-serialisable ones).
-JOB_KWARGS = frozenset({"framework", "target", "last_failed", "command", "timeout_ms", "sandbox", "mode",
-                        "resume_token"})
+JOB_KWARGS = frozenset(
+    {"framework", "target", "last_failed", "command", "timeout_ms", "sandbox", "mode", "resume_token",
+     "shard", "rerun_failures"}
+)
 
 
 def new_job_id(now: float | None = None) -> str:

@@ -144,9 +144,10 @@ def call_session(
     )
 
 
-def run_limit_s(run_ms: int, mode: str) -> float:
-    """test_run's limit: its own timeout (twice for mode retry: up to two runs) plus the margin."""
-    return run_ms / 1000 * (2 if mode == "retry" else 1) + RUN_MARGIN_S
+def run_limit_s(run_ms: int, mode: str, reruns: int = 0) -> float:
+    """test_run's limit: its own timeout (twice for mode retry: up to two runs; once more for
+    each rerun of `rerun_failures`) plus the margin."""
+    return run_ms / 1000 * (2 if mode == "retry" else 1) * (1 + reruns) + RUN_MARGIN_S
 
 
 def run_record(bounded: Mapping[str, Any], sid: str | None, source: str) -> dict[str, Any]:
@@ -316,6 +317,11 @@ class FastLane:
         }
         if mode != "test":
             options["mode"] = mode
+        if args.get("shard") is not None:
+            options["shard"] = args["shard"]
+        reruns = int(args.get("rerun_failures") or 0)
+        if reruns:
+            options["rerun_failures"] = reruns
         if args.get("resume_token") is not None:
             options["resume_token"] = str(args["resume_token"])
         ws = self.workspace
@@ -333,7 +339,7 @@ class FastLane:
                 }
                 return self._structured(tool, data)
             run_ms = options["timeout_ms"] or default_timeout_ms(ws, self.config)
-            limit_s = run_limit_s(run_ms, mode)
+            limit_s = run_limit_s(run_ms, mode, reruns)
             box: dict[str, Any] = {}
             finished = threading.Event()
             key = self.running.add(cancel, finished)

@@ -197,6 +197,9 @@ class RunOutput(_Out):
     retry: dict[str, Any] | None = Field(
         default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
     )
+    shard: dict[str, int] | None = Field(
+        default=None, description="A run of one shard: {index, total}; selection is then 'shard'."
+    )
     resume_token: str | None = Field(
         default=None, description="Continues this run (mode resume) if it is cut short."
     )
@@ -688,6 +691,18 @@ def _tools(state: ServerState) -> list[Tool]:
                   "failures first, then, if they pass, the whole suite; `retry` says which failures "
                   "were fixed, remain or are new. resume: continue the run resume_token names."),
         ] = "test",
+        shard: Annotated[
+            str | None,
+            Field(description="Run only shard I of N of the suite, as 'I/N' (e.g. '2/4'), in the "
+                  "runner's own dialect; the result's selection is 'shard'. Fold the N results with "
+                  "`greenloop merge`."),
+        ] = None,
+        rerun_failures: Annotated[
+            int,
+            Field(ge=0, description="Rerun failing tests up to this many times; a test that fails, then "
+                  "passes is marked flaky (failures[].flaky, summary.flaky) and gets a bug of category "
+                  "flaky. The run stays red unless the config says flaky = \"warn\"."),
+        ] = 0,
         resume_token: Annotated[
             str | None, Field(description="With mode resume: a result's resume_token.")
         ] = None,
@@ -707,6 +722,10 @@ def _tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
+        if shard is not None:
+            options["shard"] = shard
+        if rerun_failures:
+            options["rerun_failures"] = rerun_failures
         if resume_token is not None:
             options["resume_token"] = resume_token
         if run_in_background:
@@ -725,7 +744,7 @@ def _tools(state: ServerState) -> list[Tool]:
             run_ms = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: default_timeout_ms(ws, state.config)
             )
-        limit_s = run_limit_s(run_ms, mode)  # retry: up to two runs
+        limit_s = run_limit_s(run_ms, mode, rerun_failures)  # retry: up to two runs; each rerun
         cancel = threading.Event()
         progress = _Progress(ctx)
         watch = _Stopwatch("test_run", limit_s, cancel, state.running)

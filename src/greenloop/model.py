@@ -26,6 +26,7 @@ __all__ = [
     "RetryInfo",
     "RunResult",
     "SandboxInfo",
+    "ShardInfo",
     "Suite",
     "Summary",
 ]
@@ -50,9 +51,15 @@ class Summary(NamedTuple):
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    # Tests that failed and then passed when rerun (`rerun_failures`): counted apart from
+    # passed and failed, so total = passed + failed + skipped + flaky. Written only when set.
+    flaky: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
+        d = {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
+        if self.flaky:
+            d["flaky"] = self.flaky
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Summary":
@@ -61,6 +68,7 @@ class Summary(NamedTuple):
             passed=int(d.get("passed", 0)),
             failed=int(d.get("failed", 0)),
             skipped=int(d.get("skipped", 0)),
+            flaky=int(d.get("flaky") or 0),
         )
 
 
@@ -80,9 +88,11 @@ class Failure(NamedTuple):
     # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error, "timeout" for the
     # test that was still running when the run's deadline stopped it.
     kind: Literal["test", "load", "hook", "timeout"] = "test"
+    # True: the test failed, then passed when rerun (`rerun_failures`). Written only when set.
+    flaky: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d = {
             "test": self.test,
             "file": self.file,
             "line": self.line,
@@ -94,6 +104,9 @@ class Failure(NamedTuple):
             "bug_id": self.bug_id,
             "kind": self.kind,
         }
+        if self.flaky:
+            d["flaky"] = True
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
@@ -109,6 +122,7 @@ class Failure(NamedTuple):
             hint=str(d.get("hint") or ""),
             bug_id=_opt_str(d.get("bug_id")),
             kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
+            flaky=bool(d.get("flaky", False)),
         )
 
 
@@ -181,6 +195,50 @@ class Detection(NamedTuple):
         }
 
 
+class ShardInfo:
+    """Which part of a suite split across machines a run is: shard `index` of `total` (1-based),
+    and the git commit the shard ran at (None outside git), so `merge` can refuse shards of
+    different commits.
+
+    A small immutable class, not a NamedTuple (a tuple's own `index` method would clash with
+    the field) nor a dataclass (importing `dataclasses` costs the hook path, see above)."""
+
+    __slots__ = ("commit", "index", "total")
+    index: int
+    total: int
+    commit: str | None
+
+    def __init__(self, index: int, total: int, commit: str | None = None) -> None:
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "commit", commit)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ShardInfo is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShardInfo) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[int, int, str | None]:
+        return (self.index, self.total, self.commit)
+
+    def __repr__(self) -> str:
+        return f"ShardInfo(index={self.index}, total={self.total}, commit={self.commit!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"index": self.index, "total": self.total}
+        if self.commit is not None:
+            d["commit"] = self.commit
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ShardInfo":
+        return cls(index=int(d["index"]), total=int(d["total"]), commit=_opt_str(d.get("commit")))
+
+
 class Plan(NamedTuple):
     """Everything needed to start one run; built purely from a Detection and options."""
 
@@ -200,9 +258,10 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
-    # How the run is narrowed: None runs the whole suite; "target", "last_failed" or "command"
-    # (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
+    # How the run is narrowed: None runs the whole suite; "target", "last_failed", "command"
+    # or "shard" (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
     selection: str | None = None
+    shard: ShardInfo | None = None  # the part of the suite this run runs (`--shard I/N`)
     # A record the runner appends to as tests start and end (greenloop's pytest plugin and
     # node:test reporter): what a run stopped at its deadline saw, and the test it stopped in.
     stream_file: str | None = None
@@ -332,12 +391,14 @@ class RunResult(NamedTuple):
     next_action: str | None = None
     bugs_opened: tuple[str, ...] = ()
     bugs_transitioned: tuple[dict[str, str], ...] = ()
-    # How the run was narrowed: None for the whole suite, else "target", "last_failed" or
-    # "command" (a verbatim command may run anything). A narrowed run closes only the bugs
-    # whose own tests it names in `passed_tests`.
+    # How the run was narrowed: None for the whole suite, else "target", "last_failed",
+    # "command" (a verbatim command may run anything) or "shard" (one part of a split suite).
+    # A narrowed run closes only the bugs whose own tests it names in `passed_tests`.
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
     retry: RetryInfo | None = None
+    # Set on a run of one shard (`--shard I/N`); `greenloop merge` folds all N into one result.
+    shard: ShardInfo | None = None
     resume_token: str | None = None  # continues this run if greenloop stops before it ends
 
     def to_json(self) -> dict[str, Any]:
@@ -368,6 +429,7 @@ class RunResult(NamedTuple):
             "selection": self.selection,
             "passed_tests": list(self.passed_tests),
             "retry": self.retry.to_json() if self.retry is not None else None,
+            "shard": self.shard.to_json() if self.shard is not None else None,
             "resume_token": self.resume_token,
         }
 
@@ -403,5 +465,6 @@ class RunResult(NamedTuple):
             selection=_opt_str(d.get("selection")),
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
+            shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
             resume_token=_opt_str(d.get("resume_token")),
         )

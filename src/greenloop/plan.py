@@ -29,6 +29,12 @@ writes beside its human output (DESIGN §3, Run):
   bun        bun test --reporter=junit --reporter-outfile=<dir>/report.xml
              (-t like mocha's grep; targets as ./paths; no junit when a file fails to load)
 
+Sharding (`shard`, `--shard I/N`) is each runner's own mechanism: vitest and jest
+`--shard=I/N`, node:test `--test-shard=I/N`, pytest greenloop's report plugin
+(GREENLOOP_PYTEST_SHARD=I/N: it deselects the items whose node id hashes to another shard).
+npm-test passes it on only when the test script's runner is one of those (vitest and jest
+after `--`, `node --test` through NODE_OPTIONS, since node takes no option after its paths).
+
 Live progress per test: vitest, jest and node:test also load greenloop's progress reporter
 (frameworks/reporters/), and pytest's plugin streams too; each appends one NDJSON line per
 finished test to <dir>/progress.ndjson (GREENLOOP_PROGRESS_FILE, or node's reporter
@@ -49,7 +55,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult
+from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult, ShardInfo
 from greenloop.probe import npm_test_command
 
 __all__ = [
@@ -66,9 +72,11 @@ __all__ = [
     "Toolchain",
     "js_runner",
     "name_pattern",
+    "parse_shard",
     "plan",
     "python_runner",
     "runner_command",
+    "script_runner",
     "unittest_prefix",
 ]
 
@@ -83,6 +91,44 @@ class RunOptions(NamedTuple):
     last_failed: bool = False
     command: str | None = None
     timeout_ms: int | None = None
+    shard: ShardInfo | None = None
+
+
+def parse_shard(value: object, *, field: str = "shard (--shard)") -> ShardInfo:
+    """`"I/N"` -> ShardInfo(I, N), 1 <= I <= N; UsageError naming the field and the fix."""
+    if isinstance(value, ShardInfo):
+        value = f"{value.index}/{value.total}"
+    text = value.strip() if isinstance(value, str) else ""
+    m = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
+    fix = "pass I/N with 1 <= I <= N, e.g. --shard 1/3 for the first of three shards"
+    if m is None:
+        raise UsageError(f"{field} must be I/N, got {value!r}: {fix}")
+    index, total = int(m.group(1)), int(m.group(2))
+    if total < 1 or index < 1 or index > total:
+        raise UsageError(f"{field} {text!r} is out of range: {fix}")
+    return ShardInfo(index, total)
+
+
+_SCRIPT_RUNNER = re.compile(r"(?:^|[\s/])(vitest|jest)(?:\s|$)")
+_SCRIPT_NODE_TEST = re.compile(r"(?:^|[\s/])node\s+(?:\S+\s+)*?--test(?:\s|=|$)")
+
+
+def script_runner(root: str) -> str | None:
+    """The runner package.json's test script starts ("vitest", "jest", "node:test"), when it is
+    one plain command greenloop can shard; None for anything else (chained commands, mocha…)."""
+    import json
+
+    try:
+        with open(os.path.join(root, "package.json"), encoding="utf-8") as fh:
+            script = json.load(fh).get("scripts", {}).get("test")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(script, str) or re.search(r"&&|\|\||;|\|", script):
+        return None
+    m = _SCRIPT_RUNNER.search(script)
+    if m is not None:
+        return m.group(1)
+    return "node:test" if _SCRIPT_NODE_TEST.search(script) else None
 
 
 class Toolchain(NamedTuple):
@@ -617,6 +663,38 @@ def plan(
             targets = []
         notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
 
+    shard = options.shard
+    if shard is not None:
+        spec = f"{shard.index}/{shard.total}"
+        if framework in ("vitest", "jest"):
+            # A shard may hold no test file when N exceeds the files (both split by file).
+            argv += [f"--shard={spec}", "--passWithNoTests"]
+        elif framework == "node:test":
+            argv.append(f"--test-shard={spec}")
+        elif framework == "pytest":
+            child_env = (*child_env, ("GREENLOOP_PYTEST_SHARD", spec))
+        elif framework != "npm-test":
+            raise UsageError(
+                f"shard: greenloop does not split {framework} runs yet: give each machine its own "
+                "packages or files with --target, then `greenloop merge` needs no shard"
+            )
+        else:  # npm-test: only through the script's own runner
+            runner = script_runner(root)
+            if runner is None:
+                raise UsageError(
+                    "shard: the package.json test script's runner is not one greenloop can shard "
+                    "(vitest, jest or node --test as one plain command): run with --framework "
+                    "vitest|jest|node:test, or split the suite in the script itself"
+                )
+            if runner == "node:test":
+                opt = f"--test-shard={spec}"
+                inherited_opts = env.get("NODE_OPTIONS")
+                opts = f"{inherited_opts} {opt}" if inherited_opts else opt
+                child_env = (*child_env, ("NODE_OPTIONS", opts))
+            else:
+                extra = [f"--shard={spec}"]
+                argv += ["--", *extra] if (manager or "npm") == "npm" else extra
+            notes.append(f"shard {spec} is passed to the test script's runner, {runner}")
     selection = "target" if targets or (options.target and framework in ("npm-test", "go", "cargo")) else None
     if options.last_failed and framework in ("go", "cargo"):
         if previous is not None and previous.failures and selection is None:
@@ -626,6 +704,8 @@ def plan(
         argv += narrowing
         if narrowing:
             selection = selection or "last_failed"
+    if shard is not None:
+        selection = "shard"
     for token in targets:
         path = token.split("::", 1)[0]
         if framework == "unittest" and re.match(r"^[\w.]+$", token):
@@ -651,6 +731,7 @@ def plan(
         notes=tuple(notes),
         unavailable=unavailable,
         selection=selection,
+        shard=shard,
         stream_file=stream_file,
         progress_file=progress_file or None,
     )

@@ -210,6 +210,8 @@ def _failure_text(f: Failure, st: _Style) -> list[str]:
     if f.file:
         where = f"  ({f.file}{':' + str(f.line) if f.line else ''})"
     label = {"load": "LOAD ERROR", "hook": "HOOK ERROR", "timeout": "TIMED OUT"}.get(f.kind, "FAILED")
+    if f.flaky:
+        label = "FLAKY"  # failed, then passed when rerun
     out = [f"{st.red(label)} {st.bold(f.test)}{st.dim(where)}"]
     if f.message:
         msg_lines = f.message.strip().splitlines()
@@ -236,8 +238,11 @@ def run_text(r: RunResult, *, colour: bool = False, cwd: str | None = None) -> s
     st = _Style(colour)
     s = r.summary
     counts = f"{s.failed} failed, {s.passed} passed" + (f", {s.skipped} skipped" if s.skipped else "")
+    counts += f", {s.flaky} flaky" if s.flaky else ""
     counts += f" ({s.total} tests)"
     fw = f" [{r.framework}]" if r.framework else ""
+    if r.shard is not None:  # one part of a split suite: say which, so no one reads it as the whole
+        fw = f" [{r.framework or 'unknown'}, shard {r.shard.index}/{r.shard.total}]"
     lines: list[str] = []
     if r.failures:
         lines.append("")

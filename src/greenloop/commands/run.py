@@ -48,6 +48,14 @@ def _timeout(value: str | None) -> int | None:
     return n
 
 
+def _rerun_failures(value: str) -> int:
+    text = value.strip()
+    if not re.fullmatch(r"\d+", text):
+        raise UsageError(f"--rerun-failures must be a whole number of reruns >= 0, got {value!r} "
+                         "(e.g. --rerun-failures 2)")
+    return int(text)
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
@@ -78,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.mode != "test":
         options["mode"] = args.mode
+    if getattr(args, "shard", None) is not None:
+        options["shard"] = args.shard
+    if getattr(args, "rerun_failures", None) is not None:
+        options["rerun_failures"] = _rerun_failures(args.rerun_failures)
     if args.resume_token is not None:
         options["resume_token"] = args.resume_token
     if args.background:

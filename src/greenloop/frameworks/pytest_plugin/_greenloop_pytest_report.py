@@ -8,6 +8,8 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
     GREENLOOP_PYTEST_REPORT=<path>   where to write the report (nothing happens without it)
     GREENLOOP_PYTEST_JUNIT=<path>    the --junitxml path greenloop planned as a fallback; when
                                      this plugin is active it switches that report off
+    GREENLOOP_PYTEST_SHARD=I/N       run only shard I of N (`greenloop run --shard I/N`): items
+                                     whose node id hashes to another shard are deselected
     GREENLOOP_PYTEST_STREAM=<path>   where to append, as they happen, one JSON line per test
                                      started ({"start": nodeid, "line": n}) and ended ({"end": nodeid}) and
                                      per failure ({"failure": {…}}, as in the report): what a run
@@ -15,6 +17,10 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
     GREENLOOP_PROGRESS_FILE=<path>   where to append one NDJSON line per finished test, the
                                      moment pytest reports it (live progress: greenloop tails
                                      the file; pytest prints a file's dots on one line)
+
+Sharding hashes each item's node id (CRC-32 of its UTF-8 bytes, modulo N): node ids are
+relative to pytest's rootdir, so every machine puts a test in the same shard whatever the
+collection order, the N shards are disjoint, and together they are the whole suite.
 
 Counting is pytest's own closing line: the terminal reporter's tally of reports by the
 category pytest's `pytest_report_teststatus` hook gives them (xfail is "xfailed", a strict
@@ -34,6 +40,7 @@ import contextlib
 import json
 import os
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -43,6 +50,7 @@ MAX_LONGREPR = 20000  # characters of one failure's long representation
 
 _REPORT_VAR = "GREENLOOP_PYTEST_REPORT"
 _JUNIT_VAR = "GREENLOOP_PYTEST_JUNIT"
+_SHARD_VAR = "GREENLOOP_PYTEST_SHARD"
 _STREAM_VAR = "GREENLOOP_PYTEST_STREAM"
 _PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
 
@@ -194,6 +202,9 @@ class _Report:
             "duration": round(time.time() - self.started, 3),
             "exitstatus": int(exitstatus),
         }
+        shard = _shard()
+        if shard is not None:
+            data["shard"] = f"{shard[0]}/{shard[1]}"
         tmp = self.path + ".tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -203,6 +214,34 @@ class _Report:
             pass  # no report: greenloop says so and reads the text output
 
 
+def shard_of(nodeid: str, total: int) -> int:
+    """The shard (1-based) of `total` that runs the item with this node id."""
+    return zlib.crc32(nodeid.encode("utf-8")) % total + 1
+
+
+def _shard() -> tuple[int, int] | None:
+    text = os.environ.get(_SHARD_VAR, "")
+    index, _, total = text.partition("/")
+    try:
+        i, n = int(index), int(total)
+    except ValueError:
+        return None
+    return (i, n) if 1 <= i <= n else None
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m and other plugins have chosen the items
+def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    shard = _shard()
+    if shard is None:
+        return
+    index, total = shard
+    keep: list[Any] = []
+    drop: list[Any] = []
+    for item in items:
+        (keep if shard_of(item.nodeid, total) == index else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 class _Stream:
     """The partial record: a line written and flushed per test start and end and per failure,
     so a run killed at its deadline (no pytest_sessionfinish, no report) still says what it
