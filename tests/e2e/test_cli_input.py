@@ -20,8 +20,8 @@ def tree(root: Path) -> list[str]:
     ("args", "words"),
     [
         (
-            ["--framework", "mocha"],
-            ["unknown framework 'mocha'", "vitest, jest, npm-test, pytest, node:test"],
+            ["--framework", "ava"],
+            ["unknown framework 'ava'", "vitest, jest, npm-test, pytest, node:test"],
         ),
         (["--timeout-ms", "soon"], ["--timeout-ms", "whole number", "60000"]),
         (["--timeout-ms", "-5"], ["--timeout-ms", "at least 1"]),
