@@ -354,7 +354,7 @@ def test_probe_rules_five_and_six(tmp_path: Path) -> None:
     # earlier rules win: a pytest marker or a package.json test script before go.mod/Cargo.toml
     both = _ws(tmp_path / "b", {"go.mod": "module x\n", "pytest.ini": "[pytest]\n"})
     assert probe(str(both)).framework == "pytest"
-    js = _ws(tmp_path / "j", {"Cargo.toml": "", "package.json": '{"scripts": {"test": "mocha"}}'})
+    js = _ws(tmp_path / "j", {"Cargo.toml": "", "package.json": '{"scripts": {"test": "ava"}}'})
     assert probe(str(js)).framework == "npm-test"
     mono = _ws(
         tmp_path / "m",

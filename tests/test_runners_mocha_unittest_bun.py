@@ -133,11 +133,11 @@ def test_deep_diffs_give_both_sides() -> None:
 def test_counts_are_the_runners_closing_lines() -> None:
     # mocha: "3 passing / 2 pending / 6 failing"; bun: "2 pass / 1 skip / 1 todo / 5 fail";
     # unittest: "Ran 10 tests", "FAILED (failures=4, errors=3, skipped=1, expected failures=1)"
-    assert _text(FIXTURES / "mocha/mixed/plain.meta.json").summary == (11, 3, 6, 2)
-    assert _text(FIXTURES / "bun/mixed/plain.meta.json").summary == (9, 2, 5, 2)
+    assert _text(FIXTURES / "mocha/mixed/plain.meta.json").summary[:4] == (11, 3, 6, 2)
+    assert _text(FIXTURES / "bun/mixed/plain.meta.json").summary[:4] == (9, 2, 5, 2)
     txt = (FIXTURES / "unittest/mixed/plain.txt").read_text(encoding="utf-8")
     assert "Ran 10 tests" in txt and "FAILED (failures=4, errors=3, skipped=1, expected failures=1)" in txt
-    assert _text(FIXTURES / "unittest/mixed/plain.meta.json").summary == (11, 2, 7, 2)
+    assert _text(FIXTURES / "unittest/mixed/plain.meta.json").summary[:4] == (11, 2, 7, 2)
 
 
 # unittest's rows of dots and -v lines share their line with whatever a test prints (the

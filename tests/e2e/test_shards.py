@@ -166,7 +166,7 @@ def test_bad_shard_exits_2_naming_the_fix_and_starts_nothing(
 
 def test_npm_test_script_with_an_unknown_runner_is_refused(tmp_path: Path) -> None:
     ws = node_workspace(tmp_path / "ws", _node_files())
-    (ws / "package.json").write_text(json.dumps({"name": "ws", "scripts": {"test": "mocha"}}))
+    (ws / "package.json").write_text(json.dumps({"name": "ws", "scripts": {"test": "ava"}}))
     r = cli("run", str(ws), "--shard", "1/2", "--json")
     assert r.code == 2 and "test script's runner" in r.stderr and "--framework" in r.stderr, r
     assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
