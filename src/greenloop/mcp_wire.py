@@ -109,8 +109,12 @@ def snapshot_key() -> dict[str, str]:
     except OSError:
         code = "-"
     key = {"greenloop": __version__, "mcp_server.py": code}
-    for name in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
+    for name in ("mcp", "mcp_types"):
         key[name] = _dist_version(name)
+    # pydantic writes the schemas, but a fresh install gets whatever pydantic 2 PyPI serves
+    # that day: its minor releases gave identical answers (checked with 2.13 and 2.14), so the
+    # snapshot names only the major version; the on-disk cache below still keys on the files.
+    key["pydantic"] = _dist_version("pydantic").split(".", 1)[0]
     return key
 
 
