@@ -599,6 +599,11 @@ def tmp_roots(argv0: str | None, env: Mapping[str, str], cwd: str = ".") -> list
         for entry in (env.get(var) or "").split(os.pathsep):
             if entry and os.path.isabs(entry):
                 candidates += [entry, os.path.realpath(entry)]
+    # greenloop's own files that runners load (the pytest plugin, the vitest/jest/node/mocha
+    # reporters, the unittest runner) live in its package folder: a checkout or virtualenv
+    # under /tmp (CI, tox) must still show it.
+    package = os.path.dirname(os.path.abspath(__file__))
+    candidates += [package, os.path.realpath(package)]
     roots: list[str] = []
     for c in candidates:
         c = os.path.normpath(c)
