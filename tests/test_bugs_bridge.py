@@ -339,7 +339,9 @@ def test_demo_a_green_run_of_one_other_test_leaves_the_discount_bug_open(tmp_pat
     from greenloop import api
 
     ws = tmp_path / "demo"
-    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".greenloop", ".venv", "__pycache__"))
+    # (what `scripts/demo` left in the checkout: its run's state, bug log and timeline, stays out)
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".greenloop", ".venv", "__pycache__",
+                                                           "bugs.ndjson*", "timeline.ndjson"))
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     full = api.test_run(ws, timeout_ms=60_000)
     assert full.outcome == "red" and len(full.bugs_opened) == 1
