@@ -79,7 +79,6 @@ def _parse(path: str, root: str | None) -> ParseResult:
     passed_names: list[str] = []
     passed = failed = skipped = 0
     suites: list[dict[str, object]] = []  # open <testsuite> stack: name, counts
-    pytest_totals: dict[str, int] | None = None
     dialect: Literal["pytest", "node", "generic"] | None = None
     load_errors: list[str] = []
     duration = 0.0
@@ -161,11 +160,6 @@ def _parse(path: str, root: str | None) -> ParseResult:
             el.clear()
         elif tag == "testsuite":
             s = suites.pop() if suites else {"name": "", "cases": 0, "cancelled": 0}
-            if dialect == "pytest" and el.get("tests") is not None:
-                tot = pytest_totals or {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-                for k in tot:
-                    tot[k] += int(el.get(k) or 0)
-                pytest_totals = tot
             cases, cancelled = int(str(s["cases"])), int(str(s["cancelled"]))
             if dialect == "node" and cases > 0 and cases == cancelled:
                 # every test cancelled by its parent: a before hook of this suite failed
