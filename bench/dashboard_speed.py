@@ -25,11 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from greenloop import layout, store
+from greenloop import layout
 from greenloop.bugs import BugLog
+from greenloop.closure import store
+from greenloop.closure.gate import Gate
 from greenloop.config import Config
 from greenloop.dashboard import live
-from greenloop.gate import Gate
 from greenloop.model import Failure, RunResult, Summary
 
 

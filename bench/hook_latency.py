@@ -1,6 +1,6 @@
 """Stop-hook latency as a fresh process against `python -c pass`, measured side by side.
 
-The hook is run exactly as `greenloop init` writes it (`greenloop.init.hook_command`: this
+The hook is run exactly as `greenloop init` writes it (`greenloop.hooks.install.hook_command`: this
 interpreter with `-I -S`, greenloop's folder on sys.path) and answers a Claude Code Stop
 event for a session whose last run is red, so every invocation does the real work: parse the
 event, load the config (a greenloop.toml), bind the session to its harness process (here:
@@ -31,14 +31,14 @@ TARGET = 1.5
 
 def hook_argv() -> list[str]:
     """The hook command `greenloop init claude-code` writes, as an argv."""
-    from greenloop.init import hook_command
+    from greenloop.hooks.install import hook_command
 
     return shlex.split(hook_command("claude-code"))
 
 
 def prepare(ws: Path) -> None:
-    from greenloop.closure import Counts, RunRecord
-    from greenloop.store import Store
+    from greenloop.closure.store import Store
+    from greenloop.closure.transitions import Counts, RunRecord
 
     (ws / "greenloop.toml").write_text("max_intercept_rounds = 1000000\n")
     with Store(ws) as store:

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from greenloop import proc
 from greenloop.integration.run import integrate
+from greenloop.system import proc
 
 UNIT = r'''
 import os, signal, sys, time

@@ -5,7 +5,7 @@
    Printed for the very first start (no handshake cache yet: the SDK's import is in the
    figure) and for the usual start (the handshake answered from the cache).
 2. The first `test_run` on a freshly started server (right after the handshake, while the
-   SDK may still be loading: greenloop.mcp_fast serves it) against `greenloop run --json`
+   SDK may still be loading: greenloop.mcp.fast serves it) against `greenloop run --json`
    from the shell, alternating the two, medians compared. Target: ratio <= 1.1.
 3. A `test_run` through MCP against the same `greenloop run --json` from the shell, on
    one real pytest suite, alternating the two, medians compared. Target: ratio <= 1.05.

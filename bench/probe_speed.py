@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    from greenloop.probe import probe
+    from greenloop.runner.probe import probe
 
     with tempfile.TemporaryDirectory(prefix="greenloop-probe-") as tmp:
         root = Path(tmp)

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from greenloop import landlock, proc, sandbox
 from greenloop.model import Plan
+from greenloop.system import landlock, proc, sandbox
 
 # side name -> (mode, environment additions that pick the enforcer)
 SIDES: dict[str, tuple[str, dict[str, str]]] = {

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from greenloop import layout, store
+from greenloop import layout
 from greenloop.bugs import BugLog
+from greenloop.closure import store
+from greenloop.closure.gate import Gate
 from greenloop.config import Config
 from greenloop.dashboard import data, live, pages
 from greenloop.dashboard.app import COOKIE, create_app
-from greenloop.gate import Gate
 from greenloop.model import Failure, RunResult, Summary
 
 TOKEN = "t0ken-for-tests"

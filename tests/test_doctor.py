@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greenloop import doctor, landlock, render, sandbox
-from greenloop.init import HARNESSES, init
-from greenloop.store import SCHEMA_VERSION, Store
+from greenloop import doctor, render
+from greenloop.closure.store import SCHEMA_VERSION, Store
+from greenloop.hooks.install import HARNESSES, init
+from greenloop.system import landlock, sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 

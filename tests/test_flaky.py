@@ -6,8 +6,8 @@ import pytest
 
 from greenloop.config import Config
 from greenloop.errors import ConfigError
-from greenloop.flaky import RunEvidence, fold_reruns, from_history, passed_in
 from greenloop.model import Failure, RunResult, Summary
+from greenloop.runner.flaky import RunEvidence, fold_reruns, from_history, passed_in
 
 
 def red(*names: str, passed: int = 1) -> RunResult:

@@ -8,10 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.closure import ClosureState, Counts, RunRecord, after_release, after_run, after_steer, new_turn
+from greenloop.closure.gate import Gate, closure_check, decide
+from greenloop.closure.store import Store
+from greenloop.closure.transitions import (
+    ClosureState,
+    Counts,
+    RunRecord,
+    after_release,
+    after_run,
+    after_steer,
+    new_turn,
+)
 from greenloop.config import Config
-from greenloop.gate import Gate, closure_check, decide
-from greenloop.store import Store
 
 
 class Clock:
@@ -278,7 +286,7 @@ def test_closure_check_shapes(tmp_path: Path) -> None:
 
 def test_closure_check_notes_a_changed_tree(tmp_path: Path) -> None:
     (tmp_path / "code.py").write_text("x = 1\n")
-    from greenloop.fingerprint import working_tree
+    from greenloop.system.fingerprint import working_tree
 
     with Store(tmp_path) as store:
         store.record_run(RunRecord("r", ok=True, at=1.0, session_id="s1", fingerprint=working_tree(tmp_path)))
@@ -293,7 +301,7 @@ def test_closure_check_notes_a_changed_tree(tmp_path: Path) -> None:
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="no git"
 )
 def test_git_fingerprint_sees_edits_to_already_modified_files(tmp_path: Path) -> None:
-    from greenloop.fingerprint import working_tree
+    from greenloop.system.fingerprint import working_tree
 
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
     env["GIT_COMMITTER_EMAIL"] = "t@t"

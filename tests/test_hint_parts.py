@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.hint_source import Call, Sources, call_in, failing_call
-from greenloop.hint_values import UNDEFINED, compare, compare_texts, diff_from_message, parse_value
+from greenloop.hints.source import Call, Sources, call_in, failing_call
+from greenloop.hints.values import UNDEFINED, compare, compare_texts, diff_from_message, parse_value
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ def test_unittest_assertions_are_not_the_call_under_test() -> None:
 
 
 def test_frames_of_every_stack_shape_and_only_the_workspace_counts() -> None:
-    from greenloop.hints import top_user_frame
+    from greenloop.hints.rules import top_user_frame
     from greenloop.model import Failure
 
     def place(stack: str) -> str | None:
@@ -179,7 +179,7 @@ def test_hints_are_total_on_odd_input(tmp_path: Path) -> None:
     """Any failure record gets a hint (a hint bug must never turn a red run into a crash)."""
     import random
 
-    from greenloop.hints import hint_for
+    from greenloop.hints.rules import hint_for
     from greenloop.model import Failure
 
     (tmp_path / "tests").mkdir()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.hints import LANGUAGES, RULES, apply, hint_for, match, top_user_frame
+from greenloop.hints.rules import LANGUAGES, RULES, apply, hint_for, match, top_user_frame
 from greenloop.model import Failure
 
 CASES_FILE = Path(__file__).parent / "fixtures" / "hints" / "cases.json"
@@ -471,7 +471,7 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_with_the_workspace_files_the_hint_names_the_call_and_the_function(
     case: dict[str, Any], units: dict[str, Path]
 ) -> None:
-    from greenloop.hint_source import Sources
+    from greenloop.hints.source import Sources
 
     failure = _failure(case)
     sources = Sources(str(units[case["runner"]]))

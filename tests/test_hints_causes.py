@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.hint_source import Sources
-from greenloop.hints import apply, hint_for, match
+from greenloop.hints.rules import apply, hint_for, match
+from greenloop.hints.source import Sources
 from greenloop.model import Failure
 
 HERE = Path(__file__).parent / "fixtures" / "hints"
@@ -627,7 +627,7 @@ def test_the_rules_words_only_spare_work_they_never_change_the_answer(
     """A rule's `words` let it skip its patterns; without them every case gets the same rule."""
     import dataclasses
 
-    from greenloop import hints
+    from greenloop.hints import rules as hints
 
     every = CASES + json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
     with_words = [match(_failure(c)) for c in every]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.closure import Counts, RunRecord
-from greenloop.store import Store
+from greenloop.closure.store import Store
+from greenloop.closure.transitions import Counts, RunRecord
 
 FAILING = ("tests/test_calc.py::test_add", "tests/test_calc.py::test_div")
 
@@ -464,7 +464,7 @@ def test_post_tool_use_records_a_real_vitest_run(tmp_path: Path) -> None:
 
 
 def _policy(ws: Path, session: str) -> tuple[str, str]:
-    from greenloop import sandbox
+    from greenloop.system import sandbox
 
     env = {"GREENLOOP_CONFIG_HOME": str(ws / ".no-user-config")}
     p = sandbox.resolve_for(ws, session_id=session, env=env)
@@ -472,7 +472,7 @@ def _policy(ws: Path, session: str) -> tuple[str, str]:
 
 
 def _mode_rows(ws: Path, session: str) -> list[str]:
-    from greenloop.store import db_path
+    from greenloop.closure.store import db_path
 
     with sqlite3.connect(db_path(ws)) as conn:
         rows = conn.execute("SELECT mode FROM sandbox_modes WHERE session_id = ? ORDER BY id", (session,))

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from greenloop import session
-from greenloop.closure import Counts, RunRecord
-from greenloop.store import Store
+from greenloop.closure import session
+from greenloop.closure.store import Store
+from greenloop.closure.transitions import Counts, RunRecord
 from test_hooks import FAILING, hook
 
 FAKE = str(Path(__file__).with_name("fake_harness.py"))

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from greenloop.closure import Counts, RunRecord
-from greenloop.store import Store
+from greenloop.closure.store import Store
+from greenloop.closure.transitions import Counts, RunRecord
 from test_hooks import FAILING, hook
 
 PROMPT = "make the tests pass"

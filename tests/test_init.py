@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.init import hook_command, init
+from greenloop.hooks.install import hook_command, init
 
 try:
     import tomllib
@@ -234,8 +234,8 @@ def test_the_written_hook_command_runs_without_site_and_ignores_the_project_fold
     import os
     import time
 
-    from greenloop.closure import Counts, RunRecord
-    from greenloop.store import Store
+    from greenloop.closure.store import Store
+    from greenloop.closure.transitions import Counts, RunRecord
 
     init("claude-code", tmp_path)
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import jobs
+from greenloop.closure import jobs
+from greenloop.closure.store import Store
 from greenloop.errors import UsageError
-from greenloop.store import Store
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
 
-from greenloop.mcp_server import TOOL_NAMES, bounded_integration
+from greenloop.mcp.server import TOOL_NAMES, bounded_integration
 
 T = TypeVar("T")
 
@@ -913,8 +913,8 @@ def test_test_run_limit_follows_the_config_as_the_call_finds_it(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """api.test_run loads the config for each call, so the tool's limit does too."""
-    from greenloop import mcp_server
     from greenloop.config import Config
+    from greenloop.mcp import server as mcp_server
 
     monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(home))
     ws = tmp_path / "ws"
@@ -1128,7 +1128,7 @@ def _keys(value: Any) -> Any:
 def test_the_shipped_handshake_snapshot_is_fresh() -> None:
     """The snapshot a first start answers from must be the SDK's for this very code: after
     changing mcp_server.py (or upgrading the SDK), run `python scripts/mcp_handshake`."""
-    from greenloop.mcp_wire import SNAPSHOT_PATH, snapshot_key
+    from greenloop.mcp.wire import SNAPSHOT_PATH, snapshot_key
 
     snapshot = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
     assert snapshot["key"] == snapshot_key(), "stale: run python scripts/mcp_handshake"

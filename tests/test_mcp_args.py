@@ -1,4 +1,4 @@
-"""greenloop.mcp_args: the wire's message check and the strict argument check, on their own.
+"""greenloop.mcp.args: the wire's message check and the strict argument check, on their own.
 (tests/test_mcp.py drives the same checks through a real `greenloop mcp` process.)"""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from greenloop.mcp_args import argument_problems, bad_arguments, check_message, tool_call_problem
+from greenloop.mcp.args import argument_problems, bad_arguments, check_message, tool_call_problem
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,12 +1,12 @@
-"""The fold of shard results (greenloop.merge): pure, on records built here."""
+"""The fold of shard results (greenloop.runner.merge): pure, on records built here."""
 
 from __future__ import annotations
 
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.merge import merge
 from greenloop.model import Failure, RunResult, ShardInfo, Summary
+from greenloop.runner.merge import merge
 
 
 def shard(i: int, n: int, outcome: str = "green", *, framework: str = "pytest", ms: int = 100,

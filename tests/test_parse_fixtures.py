@@ -365,7 +365,7 @@ def test_vitest_values_come_whole_from_the_printed_diff() -> None:
     # vitest's JSON report has only chai's message, whose values are shortened ('…') or left
     # out (toThrow); the text output of the same run prints them whole, and run.py takes them
     # from there. A value longer than MAX_VALUE_CHARS is cut and says how much.
-    from greenloop.run import _with_text_values
+    from greenloop.runner.run import _with_text_values
 
     fx = _fx("vitest", "values", "plain")
     root = _meta(fx)["cwd"]

@@ -18,9 +18,9 @@ import greenloop.frameworks.cargo as cargo
 import greenloop.frameworks.go as go
 from greenloop.frameworks import parse_report, parse_text, progress_event
 from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
-from greenloop.plan import RunOptions, plan
-from greenloop.probe import probe
-from greenloop.run import classify
+from greenloop.runner.plan import RunOptions, plan
+from greenloop.runner.probe import probe
+from greenloop.runner.run import classify
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORK = "<work>"
@@ -474,14 +474,14 @@ def test_cargo_plan(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["GOCACHE", "GOMODCACHE", "CARGO_TARGET_DIR", "RUSTUP_TOOLCHAIN", "GOFLAGS"])
 def test_toolchain_variables_pass_the_sandbox(name: str) -> None:
-    from greenloop.sandbox import ENV_ALLOW
+    from greenloop.system.sandbox import ENV_ALLOW
 
     assert name in ENV_ALLOW
     assert "CARGO_REGISTRY_TOKEN" not in ENV_ALLOW
 
 
 def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
-    from greenloop import sandbox
+    from greenloop.system import sandbox
 
     base = {
         "PATH": "/usr/bin",

@@ -10,12 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.env import changes, child_env
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
-from greenloop.plan import NODE_REPORTER, PROGRESS_REPORTERS, RunOptions, name_pattern, plan, python_runner
-from greenloop.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
-from greenloop.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
+from greenloop.runner.plan import (
+    NODE_REPORTER,
+    PROGRESS_REPORTERS,
+    RunOptions,
+    name_pattern,
+    plan,
+    python_runner,
+)
+from greenloop.runner.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
+from greenloop.runner.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
+from greenloop.system.env import changes, child_env
 
 
 def det(root: Path, framework: str | None, manager: str | None = None) -> Detection:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.probe import is_test_file, package_manager, probe, walk
+from greenloop.runner.probe import is_test_file, package_manager, probe, walk
 
 
 def write(root: Path, rel: str, text: str = "") -> Path:
@@ -135,7 +135,7 @@ def test_probe_shows_the_command_run_starts(
     assert d.command == (str(binary), "run")
     assert not any("would not start" in n for n in d.notes)
     from greenloop.model import Detection
-    from greenloop.plan import RunOptions, plan
+    from greenloop.runner.plan import RunOptions, plan
 
     planned = plan(Detection(**{**d._asdict(), "command": ()}), RunOptions(), report_dir=str(tmp_path / "r"),
                    default_timeout_ms=1000, which=lambda n: None)
@@ -259,7 +259,7 @@ def test_files_false_skips_the_walk_when_the_root_declares_a_runner(
     write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n")
     full = probe(str(tmp_path))
     assert full.test_files == ("tests/test_a.py",)
-    monkeypatch.setattr("greenloop.probe.walk", _no_walk)
+    monkeypatch.setattr("greenloop.runner.probe.walk", _no_walk)
     quick = probe(str(tmp_path), files=False)
     assert (quick.framework, quick.root, quick.config_path, quick.package_manager) == (
         full.framework,
@@ -277,7 +277,7 @@ def test_files_false_skips_the_walk_when_the_root_declares_a_runner(
     ["vitest-root", "npm-test-root", "pytest-only", "single-nested", "monorepo", "py-files-only", "bad-json"],
 )
 def test_files_false_plans_the_same_run(tmp_path: Path, layout: str) -> None:
-    from greenloop.plan import RunOptions, plan
+    from greenloop.runner.plan import RunOptions, plan
 
     if layout == "vitest-root":
         pkg(tmp_path, devDependencies={"vitest": "4"})

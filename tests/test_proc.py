@@ -8,8 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from greenloop import proc
 from greenloop.model import RawRun
+from greenloop.system import proc
 
 PY = sys.executable
 

@@ -15,8 +15,8 @@ import pytest
 
 from greenloop.frameworks import parse_report, parse_text, progress_counts, progress_event
 from greenloop.model import Detection, Failure, ParseResult, RunResult
-from greenloop.plan import UNITTEST_RUNNER_DIR, RunOptions, plan
-from greenloop.probe import probe
+from greenloop.runner.plan import UNITTEST_RUNNER_DIR, RunOptions, plan
+from greenloop.runner.probe import probe
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = [p for d in ("mocha", "unittest", "bun") for p in sorted((FIXTURES / d).glob("*/*.meta.json"))]
@@ -310,7 +310,7 @@ def test_plan_unittest(tmp_path: Path) -> None:
 
 
 def test_bun_cache_goes_where_the_sandbox_mode_can_write(tmp_path: Path) -> None:
-    from greenloop import sandbox
+    from greenloop.system import sandbox
 
     writable = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
     assert writable["BUN_INSTALL_CACHE_DIR"] == os.path.join(str(tmp_path), ".greenloop", "cache", "bun")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import sandbox
 from greenloop.cli import main
+from greenloop.closure.store import Store
 from greenloop.errors import ConfigError, UsageError
 from greenloop.model import Failure, Plan, SandboxInfo
-from greenloop.sandbox import Policy
-from greenloop.store import Store
+from greenloop.system import sandbox
+from greenloop.system.sandbox import Policy
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import proc, sandbox
+from greenloop.layout import PACKAGE_DIR
 from greenloop.model import Failure, Plan, RawRun
+from greenloop.system import proc, sandbox
 
 
 def _read(path: Path) -> str:
@@ -364,8 +365,10 @@ def test_interpreter_under_tmp_stays_visible(ws: Path, tmp_path: Path) -> None:
     assert r.raw.exit_code == 0, r.text
     assert r.out.strip() == str(venv)
     # the probe itself, run by an interpreter under /tmp, still finds a working sandbox
-    probe = "from greenloop import sandbox; s = sandbox.probe_bwrap(); print(s.available, s.reason)"
-    done = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True)
+    probe = "from greenloop.system import sandbox; s = sandbox.probe_bwrap(); print(s.available, s.reason)"
+    # (that venv sees the base interpreter's packages, not this one's: point it at greenloop)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(PACKAGE_DIR)}
+    done = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.strip() == "True None", done.stderr
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from greenloop import sandbox
 from greenloop.errors import UsageError
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
 from greenloop.integration.run import integrate as _integrate
+from greenloop.system import sandbox
 
 SERVER = """
 import json, os, pathlib, sys, urllib.request

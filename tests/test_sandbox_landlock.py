@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import api, landlock, proc, sandbox
+from greenloop import api
 from greenloop.cli import main
+from greenloop.closure.store import Store
 from greenloop.model import Plan
-from greenloop.store import Store
+from greenloop.system import landlock, proc, sandbox
 
 NO_BWRAP = {sandbox.BWRAP_ENV_VAR: "/nonexistent/bwrap"}
 NOTHING = {**NO_BWRAP, landlock.DISABLE_ENV_VAR: "off"}
@@ -205,7 +206,7 @@ def test_auto_with_nothing_to_enforce_it_runs_and_says_so(
     assert "NOT enforced" in note and "apt-get install bubblewrap" in note and "Landlock" in note
     assert note in r.notes
     # what the MCP tool returns: the sandbox with its note, and the note among the notes
-    from greenloop.mcp_server import _run_output
+    from greenloop.mcp.server import _run_output
 
     out = _run_output(api.bounded(r), "s").model_dump()
     assert out["sandbox"]["enforced_by"] is None and out["sandbox"]["note"] == note

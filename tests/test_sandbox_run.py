@@ -18,8 +18,8 @@ import pytest
 
 from greenloop import api
 from greenloop.cli import main
+from greenloop.closure.store import Store
 from greenloop.errors import UsageError
-from greenloop.store import Store
 
 
 @pytest.fixture(autouse=True)
@@ -217,7 +217,7 @@ def test_a_run_on_a_declaring_workspace_does_not_walk_it(
     def no_walk(*_a: object, **_k: object) -> None:
         raise AssertionError("the workspace was walked")
 
-    monkeypatch.setattr("greenloop.probe.walk", no_walk)
+    monkeypatch.setattr("greenloop.runner.probe.walk", no_walk)
     r = api.test_run(ws, sandbox="full-access")
     assert r.outcome == "green", (r.crash_reason, r.output_tail)
     assert r.summary.passed == 1

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from greenloop import ptree, session
-from greenloop.store import Store
+from greenloop.closure import session
+from greenloop.closure.store import Store
+from greenloop.system import ptree
 
 FAKE = str(Path(__file__).with_name("fake_harness.py"))
 GREENLOOP = f"{sys.executable} -m greenloop"

@@ -11,7 +11,7 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.model import Detection, ShardInfo
-from greenloop.plan import RunOptions, parse_shard, plan, script_runner
+from greenloop.runner.plan import RunOptions, parse_shard, plan, script_runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src/greenloop/frameworks/pytest_plugin"))
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from greenloop.closure import RunRecord
+from greenloop.closure.store import Store, db_path, record_result, run_record, state_root
+from greenloop.closure.transitions import RunRecord
 from greenloop.model import Failure, RunResult, Summary
-from greenloop.store import Store, db_path, record_result, run_record, state_root
 
 
 class Clock:
@@ -204,8 +204,8 @@ def test_record_result_survives_an_unwritable_state_folder(tmp_path: Path) -> No
 
 WRITER = r"""
 import sys
-from greenloop.closure import RunRecord
-from greenloop.store import Store
+from greenloop.closure.transitions import RunRecord
+from greenloop.closure.store import Store
 ws, who = sys.argv[1], sys.argv[2]
 with Store(ws) as store:
     for i in range(20):

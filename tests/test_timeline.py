@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import timeline as tl
+from greenloop.devloop import timeline as tl
 from greenloop.model import Failure, RunResult, Summary
 
 

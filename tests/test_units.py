@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import jsonedit, units
+from greenloop.devloop import jsonedit, units
 
 UNITS_JSON = """{
   "units": [

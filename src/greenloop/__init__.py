@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     # Lazy re-exports keep `import greenloop` cheap for hook processes.
     if name == "Gate":
-        from greenloop.gate import Gate
+        from greenloop.closure.gate import Gate
 
         return Gate
     raise AttributeError(f"module 'greenloop' has no attribute {name!r}")

@@ -33,7 +33,7 @@ from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult, ShardInfo
 
 if TYPE_CHECKING:
-    from greenloop.gate import ClosureCheck
+    from greenloop.closure.gate import ClosureCheck
 
 __all__ = [
     "RESULT_FILE",
@@ -69,7 +69,7 @@ def _workspace(workspace: str | os.PathLike[str]) -> Path:
 
 def test_probe(workspace: str | os.PathLike[str]) -> Detection:
     """Detect the workspace's test framework without running anything."""
-    from greenloop.probe import probe
+    from greenloop.runner.probe import probe
 
     return probe(str(_workspace(workspace)))
 
@@ -100,7 +100,7 @@ def _check_args(
         raise UsageError("session_id must be a non-empty string (or left out)")
     if sandbox is None or sandbox == "":
         return None
-    from greenloop.sandbox import parse_mode
+    from greenloop.system.sandbox import parse_mode
 
     return str(parse_mode(sandbox, field="sandbox (--sandbox)"))
 
@@ -127,7 +127,7 @@ def test_run(
     `mode`: "test" runs as asked; "retry" reruns after the coder changed code: the previous
     run's failures first (in the runner's own dialect), then, if they pass, the whole suite,
     as one result whose `retry` says which failures were fixed, which remain and which are new;
-    "resume" continues the run `resume_token` names (greenloop.recover).
+    "resume" continues the run `resume_token` names (greenloop.runner.recover).
 
     `shard` ("I/N"): run only shard I of N in the runner's own dialect (docs/scale.md); the
     result's `selection` is "shard" and `greenloop merge` folds the N results into one.
@@ -152,22 +152,22 @@ def test_run(
                       sandbox=sandbox, on_progress=on_progress, cancel=cancel,
                       **({"rerun_failures": rerun_failures} if rerun_failures else {}))
     from greenloop import config as config_mod
-    from greenloop.fingerprint import Pending
-    from greenloop.plan import RunOptions, plan
-    from greenloop.probe import probe
-    from greenloop.run import execute
+    from greenloop.runner.plan import RunOptions, plan
+    from greenloop.runner.probe import probe
+    from greenloop.runner.run import execute
+    from greenloop.system.fingerprint import Pending
 
     ws = _workspace(workspace)
     sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
     if session_id is None:
         # The caller's session, resolved before the run so that its sandbox mode applies and
-        # the run is recorded under it (greenloop.session: variables, then the process tree).
-        from greenloop import session as session_mod
+        # the run is recorded under it (greenloop.closure.session: variables, then the process tree).
+        from greenloop.closure import session as session_mod
 
         session_id = session_mod.resolve(workspace=ws)
     cfg = config_mod.load(ws)
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
-    from greenloop.sandbox import resolve_for
+    from greenloop.system.sandbox import resolve_for
 
     policy = resolve_for(ws, explicit=sandbox_mode, session_id=session_id, default=cfg.sandbox)
     detection = probe(str(ws), files=False)  # plan needs no test file list
@@ -178,7 +178,7 @@ def test_run(
     previous: RunResult | None = None
     whose: str | None = None
     if last_failed and command is None:
-        from greenloop import session as session_mod
+        from greenloop.closure import session as session_mod
 
         previous, whose = _previous_run(detection.root, ws, session_id or session_mod.resolve())
     the_plan = plan(
@@ -196,7 +196,7 @@ def test_run(
     dashboard: list[tuple[str, Any]] = []
 
     def while_running() -> None:
-        from greenloop import recover
+        from greenloop.runner import recover
 
         recover.write_run_file(
             run_dir, plan=the_plan, session_id=session_id, root=detection.root,
@@ -257,9 +257,9 @@ def _rerun(result: RunResult, the_plan: Any, detection: Detection, times: int, *
            config: Any, policy: Any, workspace: str, cancel: threading.Event | None) -> RunResult:
     """Rerun the failing tests up to `times` times, each a plan of its own narrowed to them in
     the runner's dialect (last_failed's filter: names and files), in `run_dir/rerun-<n>/`."""
-    from greenloop import flaky
-    from greenloop.plan import RunOptions, plan
-    from greenloop.run import execute
+    from greenloop.runner import flaky
+    from greenloop.runner.plan import RunOptions, plan
+    from greenloop.runner.run import execute
 
     still = [f for f in result.failures if f.kind == "test" and f.test]
     notes: list[str] = []
@@ -294,8 +294,8 @@ def _rerun(result: RunResult, the_plan: Any, detection: Detection, times: int, *
 def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:
     """Flaky tests from the stored history (`greenloop flaky`): tests one run failed and another
     passed with the same working-tree fingerprint, and tests a run's reruns found flaky."""
-    from greenloop import flaky
-    from greenloop.store import Store
+    from greenloop.closure.store import Store
+    from greenloop.runner import flaky
 
     ws = _workspace(workspace)
     root = probe_root(ws)
@@ -374,7 +374,7 @@ def _check_shard(shard: object, *, target: object, last_failed: object, command:
     (shards of a narrowed run would not add up to the suite `greenloop merge` reports on)."""
     if shard is None or shard == "":
         return None
-    from greenloop.plan import parse_shard
+    from greenloop.runner.plan import parse_shard
 
     parsed = parse_shard(shard)
     clash = [name for name, given in (("target", target is not None), ("last_failed", bool(last_failed)),
@@ -416,12 +416,12 @@ def merge_results(
     workspace: str | os.PathLike[str] = ".",
     session_id: str | None = None,
 ) -> RunResult:
-    """Fold the result.json files of a suite's shards into one run (greenloop.merge), store it
+    """Fold the result.json files of a suite's shards into one run (greenloop.runner.merge), store it
     as a run of `workspace` and record it like any run: the bug log (as a run of the whole
     suite when all N shards are there) and the session's closure state, so the gate decides on
     the whole suite. Files that are not one suite's shards: UsageError, nothing written."""
     from greenloop import config as config_mod
-    from greenloop import merge
+    from greenloop.runner import merge
 
     ws = _workspace(workspace)
     if isinstance(paths, (str, os.PathLike)) or not paths:
@@ -442,7 +442,7 @@ def merge_results(
     merge.check_shards(named)  # refused before anything is written
     cfg = config_mod.load(ws)
     if session_id is None:
-        from greenloop import session as session_mod
+        from greenloop.closure import session as session_mod
 
         session_id = session_mod.resolve(workspace=ws)
     root = probe_root(ws)
@@ -459,13 +459,13 @@ def merge_results(
 
 def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None = None) -> ClosureCheck:
     """Is this session's last recorded run green? (DESIGN §3, Closure check; `greenloop check`)."""
-    from greenloop.gate import closure_check
+    from greenloop.closure.gate import closure_check
 
     return closure_check(str(_workspace(workspace)), session_id)
 
 
 def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None, root: str) -> RunResult:
-    from greenloop.recover import resume_token
+    from greenloop.runner.recover import resume_token
 
     return result._replace(
         session_id=session_id,
@@ -476,8 +476,8 @@ def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None, ro
 
 def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> RunResult:
     """mode resume: the finished run as it is, a run rebuilt from its runner's report, or the
-    suite again with the same options (greenloop.recover)."""
-    from greenloop import recover
+    suite again with the same options (greenloop.runner.recover)."""
+    from greenloop.runner import recover
 
     ws = _workspace(workspace)
     root = probe_root(ws)
@@ -523,9 +523,9 @@ class _Preload:
         self._modules = (
             *modules,
             "greenloop.bugs",
-            "greenloop.store",
-            "greenloop.session",
-            "greenloop.hints",
+            "greenloop.closure.store",
+            "greenloop.closure.session",
+            "greenloop.hints.rules",
             "hashlib",  # the fingerprint's digest (~5 ms: OpenSSL), which fingerprint imports late
         )
         self._then = then
@@ -559,7 +559,7 @@ def _retry(workspace: str | os.PathLike[str], *, session_id: str | None, **optio
     """mode retry: the previous run's failures alone, then (if they pass) the whole suite."""
     ws = _workspace(workspace)
     if session_id is None:
-        from greenloop import session as session_mod
+        from greenloop.closure import session as session_mod
 
         session_id = session_mod.resolve(workspace=ws)
     root = probe_root(ws)
@@ -598,7 +598,7 @@ def _retry(workspace: str | os.PathLike[str], *, session_id: str | None, **optio
 
 def probe_root(ws: Path) -> str:
     """Where a workspace's runs are stored (the root its probe answers for)."""
-    from greenloop.probe import probe
+    from greenloop.runner.probe import probe
 
     return probe(str(ws), files=False).root
 
@@ -616,7 +616,7 @@ def _rewrite(result: RunResult, root: str) -> None:
 
 def _unit_status(unit: tuple[Path, str], status: Any, run_id: str, *, write_back: bool) -> str | None:
     """Record a DevLoop unit's status; a failure to record is a note, never a lost run."""
-    from greenloop import units
+    from greenloop.devloop import units
 
     try:
         return units.set_status(unit[0], unit[1], status, run_id, write_back=write_back)
@@ -650,7 +650,7 @@ def _previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[R
     The rule (README, docs/mcp.md): the session's own latest run; else (a new session, or no
     session) the workspace's latest stored run, with a note naming whose run that was."""
     if session_id is not None:
-        from greenloop.store import Store
+        from greenloop.closure.store import Store
 
         try:
             with Store(workspace, warn=lambda _m: None) as st:
@@ -688,7 +688,7 @@ def _after_run(
     The bug bridge goes first so the closure store records the final result (with bug ids);
     a failing step becomes a note, never a lost run.
     """
-    from greenloop import session as session_mod
+    from greenloop.closure import session as session_mod
 
     try:
         # The caller's session: its environment, else the process tree (the harness whose
@@ -708,7 +708,8 @@ def _after_run(
         result = _note(result, "the run could not be recorded in the bug log", exc)
     # timeline: what happened, in order, beside the bug log
     try:
-        from greenloop import bugs, timeline
+        from greenloop import bugs
+        from greenloop.devloop import timeline
 
         problem = timeline.append(timeline.timeline_path(workspace),
                                   timeline.events_of_run(result, bugs.unit_id_of(workspace)))
@@ -718,7 +719,7 @@ def _after_run(
         result = _note(result, "the run could not be added to the timeline", exc)
     # closure: record the final run for the session (or the workspace) so the gate sees it
     try:
-        from greenloop import store
+        from greenloop.closure import store
 
         store.record_result(workspace, result, session_id=sid, fingerprint=fingerprint)
     except Exception as exc:

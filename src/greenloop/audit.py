@@ -765,7 +765,7 @@ def _allowed(rel: str) -> bool:
 
 
 def _git(args: list[str], cwd: Path) -> tuple[int | None, str]:
-    from greenloop import proc
+    from greenloop.system import proc
 
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     with tempfile.TemporaryDirectory(prefix="greenloop-audit-") as tmp:

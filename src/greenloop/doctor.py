@@ -100,7 +100,7 @@ def _query(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, str
     It runs in an empty temporary folder, so `pytest --version` loads none of the workspace's
     conftest.py files: the question is which runner is installed, not whether the suite imports.
     """
-    from greenloop import proc
+    from greenloop.system import proc
 
     with tempfile.TemporaryDirectory(prefix="greenloop-doctor-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
@@ -116,7 +116,7 @@ def _query(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, str
 
 
 def _query_env(env: Mapping[str, str]) -> dict[str, str]:
-    from greenloop.env import child_env
+    from greenloop.system.env import child_env
 
     return child_env(env)
 
@@ -193,7 +193,7 @@ def _node_check(env: Mapping[str, str]) -> Check:
 
 
 def _pytest_check(root: str, env: Mapping[str, str]) -> Check:
-    from greenloop.plan import python_runner
+    from greenloop.runner.plan import python_runner
 
     argv, notes, unavailable = python_runner(root, env)
     where = "; ".join(notes)
@@ -223,7 +223,7 @@ def _fix_of(unavailable: str) -> str:
 
 
 def _js_check(framework: str, root: str, manager: str | None) -> Check:
-    from greenloop.plan import js_runner
+    from greenloop.runner.plan import js_runner
 
     tool = js_runner(root, framework, manager)
     if tool.unavailable:
@@ -255,7 +255,7 @@ def _npm_test_check(manager: str | None, env: Mapping[str, str]) -> Check:
 
 
 def runner_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
-    from greenloop.probe import probe
+    from greenloop.runner.probe import probe
 
     detection = probe(workspace, files=False)
     if detection.framework is None:
@@ -305,7 +305,7 @@ def sandbox_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
     unconfined and say so (a warning); with a stronger enforcer working it is only information.
     """
     from greenloop.errors import GreenloopError
-    from greenloop.sandbox import available_enforcers, resolve_for
+    from greenloop.system.sandbox import available_enforcers, resolve_for
 
     checks: list[Check] = []
     mode: str | None = None
@@ -462,7 +462,7 @@ def _project_folders(workspace: str) -> list[str]:
 
 def _hook_commands(data: dict[str, Any], harness: str, cursor: bool) -> dict[str, list[str]]:
     """{event: [greenloop hook commands]} in a hooks file of either shape."""
-    from greenloop.init import is_greenloop_hook
+    from greenloop.hooks.install import is_greenloop_hook
 
     hooks = data.get("hooks")
     found: dict[str, list[str]] = {}
@@ -630,7 +630,7 @@ def harness_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
 
 
 def state_checks(workspace: str) -> list[Check]:
-    from greenloop.store import SCHEMA_VERSION, TABLES, db_path
+    from greenloop.closure.store import SCHEMA_VERSION, TABLES, db_path
 
     path = db_path(workspace)
     if not os.path.isfile(path):

@@ -13,17 +13,28 @@ from pathlib import Path
 
 __all__ = [
     "NOT_CODE_DIRS",
+    "PACKAGE_DIR",
     "STATE_DIR",
     "find_project_root",
     "git_root",
     "make_state_dir",
     "new_run_id",
+    "package_file",
     "run_dir",
     "state_dir",
     "unit_of",
 ]
 
 STATE_DIR = ".greenloop"
+
+# greenloop's own installed package folder: the files runners load from it (the pytest plugin,
+# the reporters, the unittest runner) and the worker processes that import it are found here.
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def package_file(*parts: str) -> str:
+    """A file or folder shipped inside greenloop's package (e.g. `frameworks/reporters`)."""
+    return os.path.join(PACKAGE_DIR, *parts)
 
 # Folders that hold no code of the user's: version control, greenloop's state, installed
 # packages, virtualenvs, tool caches and build outputs. The working-tree fingerprint skips

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from greenloop.init import init
+from greenloop.hooks.install import init
 
 from .model_server import is_main, last_user_text
 
@@ -144,7 +144,7 @@ def check(ws: Path, session_id: str) -> dict[str, Any]:
 
 
 def runs(ws: Path) -> list[dict[str, Any]]:
-    from greenloop.store import Store
+    from greenloop.closure.store import Store
 
     with Store(ws) as store:
         return [r.to_json() for r in store.runs()]

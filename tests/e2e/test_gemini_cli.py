@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from greenloop.store import Store
+from greenloop.closure.store import Store
 
 from .gemini_cli import GeminiCli, netns_works, require_gemini, steer_requests
 from .gemini_model import call, say
@@ -118,7 +118,7 @@ def test_mcp_test_run_is_held_released_then_a_new_turn_fixes_it(gemini: GeminiCl
     # Turn 1: red through the MCP tool; the budget is spent over rounds that call tools.
     turn1 = [
         call("mcp_greenloop_test_run", {}, expect=PROMPT),
-        # The MCP server found the session through the process tree (greenloop.session): its
+        # The MCP server found the session through the process tree (greenloop.closure.session): its
         # result, which the model reads, names it.
         say("All done.", expect=("test_discount_code_takes_ten_percent_off", session)),
         call("mcp_greenloop_test_closure_check", {}, expect=f"Intercept 1 of {BUDGET}"),

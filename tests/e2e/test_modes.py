@@ -103,7 +103,7 @@ def test_resume_rebuilds_a_run_from_the_runners_report_or_runs_it_again(tmp_path
         os.kill(proc.pid, signal.SIGKILL)  # greenloop dies mid-run
         proc.wait(10)
         (run_dir,) = unfinished()
-        from greenloop.recover import resume_token
+        from greenloop.runner.recover import resume_token
 
         return run_dir, resume_token(ws, run_dir.name)
 

@@ -274,7 +274,7 @@ def test_last_failed_follows_the_session(tmp_path: Path) -> None:
 def test_the_closure_store_records_the_bridged_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from greenloop import store
+    from greenloop.closure import store
 
     seen: list[Any] = []
     real = store.record_result
@@ -300,7 +300,7 @@ def test_a_failing_bug_log_is_a_note_and_the_run_is_still_recorded(tmp_path: Pat
     (ws / "bugs.ndjson").mkdir()  # the bug log cannot be written
     result = api.test_run(str(ws), sandbox="full-access")
     assert result.outcome == "red" and any("bug" in n for n in result.notes), result.notes
-    from greenloop import store
+    from greenloop.closure import store
 
     with store.Store(ws) as st:
         last = st.latest_run(session_id=None)

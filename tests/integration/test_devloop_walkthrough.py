@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from itkit import MARK, scan, wait_for
 
-from greenloop import timeline, units
 from greenloop.bugs import BugLog
+from greenloop.devloop import timeline, units
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"

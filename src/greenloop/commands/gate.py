@@ -69,8 +69,8 @@ def hook(args: Any) -> int:
 
 def check(args: Any) -> int:
     """`greenloop check [PATH] [--session S] [--json]`: 0 satisfied, 1 not (the last run is red)."""
-    from greenloop.gate import closure_check
-    from greenloop.session import resolve
+    from greenloop.closure.gate import closure_check
+    from greenloop.closure.session import resolve
 
     path = _folder(args.path)
     result = closure_check(path, resolve(args.session, workspace=path))
@@ -100,7 +100,7 @@ def check(args: Any) -> int:
 
 def job(args: Any) -> int:
     """`greenloop job ID [PATH] [--wait]`: 0 running or green, 1 red, 3 broken/failed/lost."""
-    from greenloop import jobs
+    from greenloop.closure import jobs
 
     path = _folder(args.path)
     status = jobs.status(path, args.job_id, wait=bool(args.wait))
@@ -150,7 +150,7 @@ def config_show(args: Any) -> int:
 
 def init(args: Any) -> int:
     """`greenloop init HARNESS [PATH] [--json]`."""
-    from greenloop.init import init as do_init
+    from greenloop.hooks.install import init as do_init
 
     report = do_init(args.harness, args.path)
     if args.json:

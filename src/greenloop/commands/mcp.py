@@ -25,7 +25,9 @@ def serve(args: argparse.Namespace) -> int:
             f"--workspace {args.workspace!r} is not a folder; pass the project folder the tools work in"
         )
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
-    from greenloop import mcp_fast, mcp_wire, session
+    from greenloop.closure import session
+    from greenloop.mcp import fast as mcp_fast
+    from greenloop.mcp import wire as mcp_wire
 
     # Own the wire first, then answer the handshake from the cache while the SDK loads.
     wire = mcp_wire.Wire.claim()
@@ -48,7 +50,7 @@ def serve(args: argparse.Namespace) -> int:
             import greenloop.api  # noqa: F401
 
             go.wait()
-            from greenloop import mcp_server
+            from greenloop.mcp import server as mcp_server
 
             server = mcp_server.build_server(
                 workspace,
@@ -96,7 +98,7 @@ def serve(args: argparse.Namespace) -> int:
 def _stop_runs_on_signals(running: Any) -> Iterator[None]:
     """Until the SDK serves (it then watches SIGTERM/SIGHUP itself): a signal stops the fast
     lane's runs and their process trees, then the process exits, as it will later."""
-    from greenloop.mcp_fast import STOP_WAIT_S
+    from greenloop.mcp.fast import STOP_WAIT_S
 
     def stop(signum: int, frame: Any) -> None:
         running.stop_all(STOP_WAIT_S)

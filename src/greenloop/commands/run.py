@@ -139,10 +139,10 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 def _background(path: str, options: dict[str, Any], *, as_json: bool) -> int:
     try:
-        from greenloop import jobs
+        from greenloop.closure import jobs
     except ImportError as exc:  # the background-jobs module ships separately
         raise UsageError("--background is not available in this installation: run without it") from exc
-    from greenloop.session import resolve
+    from greenloop.closure.session import resolve
 
     # Resolved here, by the process the agent started: the detached worker has left the
     # agent's process tree by the time its run ends.

@@ -7,8 +7,8 @@ import json
 import os
 import sys
 
-from greenloop import sandbox
 from greenloop.errors import UsageError
+from greenloop.system import sandbox
 
 __all__ = ["set_mode", "show"]
 
@@ -31,7 +31,7 @@ def set_mode(args: argparse.Namespace) -> int:
 
     An unknown mode is bad input (exit 2, nothing recorded), naming it and listing the modes.
     """
-    from greenloop.store import Store
+    from greenloop.closure.store import Store
 
     mode = sandbox.parse_mode(args.mode, field="MODE")
     session = _session(args.session)

@@ -12,15 +12,15 @@ __all__ = ["timeline"]
 
 
 def _line(e: object) -> str:
-    from greenloop.timeline import Event
+    from greenloop.devloop.timeline import Event
 
     assert isinstance(e, Event)
     return f"{e.at}  {e.kind:<20} {e.unit_id:<16} {e.ref:<34} {e.summary}"
 
 
 def timeline(args: argparse.Namespace) -> int:
-    from greenloop import timeline as tl
     from greenloop.commands.run import _path
+    from greenloop.devloop import timeline as tl
 
     path = tl.timeline_path(_path(args.path))
     kinds = tuple(args.kind or ())

@@ -11,8 +11,8 @@ __all__ = ["units"]
 
 def units(args: argparse.Namespace) -> int:
     from greenloop import layout
-    from greenloop import units as registry
     from greenloop.commands.run import _path
+    from greenloop.devloop import units as registry
     from greenloop.errors import UsageError
 
     folder = _path(args.path)

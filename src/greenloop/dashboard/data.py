@@ -53,7 +53,7 @@ class Source(NamedTuple):
     @classmethod
     def of(cls, path: str) -> Source:
         from greenloop import bugs
-        from greenloop.store import state_root
+        from greenloop.closure.store import state_root
 
         root = state_root(path)
         found = layout.find_project_root(path)

@@ -83,7 +83,7 @@ class HookContext(NamedTuple):
         raise FileNotFoundError("no workspace folder in the hook input")
 
     def gate(self, workspace: str, harness: str) -> Any:
-        from greenloop.gate import Gate
+        from greenloop.closure.gate import Gate
 
         return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
 
@@ -91,9 +91,9 @@ class HookContext(NamedTuple):
 def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
     """Record this hook's harness process for the session (every event, every harness), so a
     shell run or the MCP server under the same harness process finds the session even when
-    nothing in its environment names it (greenloop.session, the process tree). `start` (a
+    nothing in its environment names it (greenloop.closure.session, the process tree). `start` (a
     session's first event) also drops long-dead bindings. Returns a line for stderr."""
-    from greenloop.session import record_binding
+    from greenloop.closure.session import record_binding
 
     return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start)
 
@@ -174,7 +174,7 @@ def answer_shell_run(
 
 def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str, raw: str) -> str | None:
     """The greenloop mode recorded for `raw` now, or None (unmapped, unchanged or no state)."""
-    from greenloop import store as store_mod
+    from greenloop.closure import store as store_mod
 
     if not os.path.isfile(store_mod.db_path(workspace)):
         return None
@@ -249,7 +249,7 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
     ids = list(dict.fromkeys(re.findall(_RUN_ID, text)))
     if not ids:
         return ""
-    from greenloop import store as store_mod
+    from greenloop.closure import store as store_mod
 
     if not os.path.isfile(store_mod.db_path(workspace)):
         return ""
@@ -307,11 +307,11 @@ def record_shell_run(
 
     if not load(workspace).enabled:
         return ""
-    from greenloop.closure import Counts, RunRecord
-    from greenloop.fingerprint import working_tree
+    from greenloop.closure.store import Store, _stderr_warn, failing_names
+    from greenloop.closure.transitions import Counts, RunRecord
     from greenloop.frameworks import parse_text
     from greenloop.layout import new_run_id
-    from greenloop.store import Store, _stderr_warn, failing_names
+    from greenloop.system.fingerprint import working_tree
 
     parsed = parse_text(framework, iter(output.splitlines()))
     if not parsed.recognized:

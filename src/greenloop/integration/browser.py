@@ -33,14 +33,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from greenloop import proc
-from greenloop.closure import iso
+from greenloop.closure.transitions import iso
 from greenloop.errors import ConfigError
 from greenloop.integration.cases import Mismatch, StepResult, as_text, parse_body, resolve
 from greenloop.integration.processes import cmdline
 from greenloop.integration.spec import Action, Case, PageExpect, Step
 from greenloop.integration.static import CONFIG_PATH
 from greenloop.integration.trace import TraceEntry, TraceWriter
+from greenloop.system import proc
 
 __all__ = [
     "CHROMIUM_ARGS",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from greenloop.closure import iso
+from greenloop.closure.transitions import iso
 from greenloop.integration.spec import PLACEHOLDER, Assertion, Case, Expect, Step, jsonpath_env
 from greenloop.integration.trace import TraceEntry, TraceWriter, bound_body
 

@@ -1,4 +1,4 @@
-"""Starting, watching and stopping the units of one integration run (through greenloop.proc).
+"""Starting, watching and stopping the units of one integration run (through greenloop.system.proc).
 
 - Each unit is started by `proc.spawn` in its own session with its own token; its stdout and
   stderr go to raw files in a private scratch folder, and one pump thread turns every line into
@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from greenloop import proc, sandbox
-from greenloop.closure import iso
+from greenloop.closure.transitions import iso
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.spec import Unit, env_var_name
+from greenloop.system import proc, sandbox
 
 __all__ = [
     "EXCERPT_LINES",
@@ -457,7 +457,7 @@ class Supervisor:
         """A unit's start under Landlock (no bubblewrap here): the same argv, a temporary folder
         of its own in the run's scratch folder, writes confined to it and the project (in
         workspace-write), the ruleset applied in the child before exec."""
-        from greenloop import landlock
+        from greenloop.system import landlock
 
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
         env = sandbox.child_env(self.base_env, policy, add=launch.added, tmp=str(tmp))

@@ -425,7 +425,7 @@ def integrate(
     # Units run under the same sandbox mechanism as test runs: this call's mode, else the
     # project's configured default. Refused before anything starts when bwrap cannot enforce it.
     from greenloop import config as config_mod
-    from greenloop import sandbox as sandbox_mod
+    from greenloop.system import sandbox as sandbox_mod
 
     base_env = dict(os.environ if env is None else env)
     needed = spec.needed_units()
@@ -447,7 +447,7 @@ def integrate(
     attempt = attempts_mod.begin_attempt(folder, digest, started_at, list(cases), token)
     say(f"run {run_id}, attempt {attempt} (if it is cut short: --mode resume --resume-token {token})")
     rel = f"integration/runs/{run_id}"
-    from greenloop import timeline
+    from greenloop.devloop import timeline
 
     timeline_file = timeline.timeline_path(root)
     timeline.append(timeline_file, [timeline.event(

@@ -15,7 +15,7 @@
 
 The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
-its harness process before the agent's first `greenloop run` or `test_run` (greenloop.session).
+its harness process before the agent's first `greenloop run` or `test_run` (greenloop.closure.session).
 
 Each hook runs `hook_command(harness)`: this interpreter without `site`, greenloop's install
 folder on sys.path, then `greenloop hook HARNESS` (the hooks' start-up time is most of their

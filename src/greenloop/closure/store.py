@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from greenloop.closure import ClosureState, Counts, RunRecord, effective_run
+from greenloop.closure.transitions import ClosureState, Counts, RunRecord, effective_run
 
 if TYPE_CHECKING:
     from greenloop.model import Failure, RunResult
@@ -496,7 +496,7 @@ class Store:
 
         A hook that watched the agent start a greenloop run (a shell `greenloop run`, an MCP
         `test_run`) knows its session even when the run could not tell it: the harness exported
-        no session id and the process tree named none (greenloop.session). Such a run is moved
+        no session id and the process tree named none (greenloop.closure.session). Such a run is moved
         to the session, and a passing one clears the session's unresolved records as
         `record_run` would. A run of another session is left alone (None); an unknown id too.
         """
@@ -696,7 +696,7 @@ def record_result(
             if fingerprint is not None:
                 fp = fingerprint()
             else:
-                from greenloop.fingerprint import working_tree
+                from greenloop.system.fingerprint import working_tree
 
                 fp = working_tree(ws)
         except Exception as exc:  # the fingerprint only feeds a note; never lose the run over it

@@ -110,4 +110,4 @@ def changes(base: Mapping[str, str], env: Mapping[str, str]) -> str | None:
     if set_:
         parts.append("set " + ", ".join(set_))
     return ("the runner's environment differs from the one greenloop was given: " + "; ".join(parts)
-            + " (why: src/greenloop/env.py, docs/sandbox.md); nothing else was changed")
+            + " (why: src/greenloop/system/env.py, docs/sandbox.md); nothing else was changed")

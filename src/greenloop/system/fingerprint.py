@@ -19,8 +19,8 @@ import os
 import shutil
 import tempfile
 
-from greenloop import proc
 from greenloop.layout import NOT_CODE_DIRS, git_root
+from greenloop.system import proc
 
 __all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "Pending", "start", "working_tree"]
 

@@ -98,7 +98,7 @@ def plan_of(data: dict[str, Any]) -> Plan:
 def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResult | None:
     """The run's result built from its runner's machine report, or None if the report is missing
     or incomplete (the runner did not finish)."""
-    from greenloop import run as run_mod
+    from greenloop.runner import run as run_mod
 
     plan = plan_of(data)
     if not plan.report_file or not os.path.exists(plan.report_file):

@@ -115,7 +115,8 @@ def bound_session(workspace: str | os.PathLike[str], pid: int | None = None) -> 
     """The session whose hooks ran under the nearest ancestor of `pid` (default: this process)
     that a hook recorded as its harness, in `workspace`'s state database; None when there is
     no such ancestor, no database, or it cannot be read (a lookup never fails a run)."""
-    from greenloop import ptree, store
+    from greenloop.closure import store
+    from greenloop.system import ptree
 
     try:
         path = store.db_path(workspace)
@@ -152,14 +153,14 @@ def record_binding(
     refreshed for BINDING_MAX_AGE_S. Nothing is written in a workspace without state where
     greenloop is disabled. Returns a line for stderr ("" when all went well or there
     is no /proc); never raises: a hook must not fail over bookkeeping."""
-    from greenloop import ptree
+    from greenloop.system import ptree
 
     try:
         chain = ptree.ancestors(pid)
         harness_proc = ptree.harness_of(chain)
         if harness_proc is None:
             return ""
-        from greenloop import store
+        from greenloop.closure import store
 
         if not os.path.isfile(store.db_path(workspace)):
             # No state yet: create it only where greenloop is enabled (a disabled workspace

@@ -12,17 +12,17 @@ it has started the server. So the wire is owned here, with the standard library 
   keyed by everything the answers depend on (the versions and files of greenloop and the
   SDK, `enabled`, the requested protocol version). On a first start (no cache yet, or
   after an upgrade) the answers come from the snapshot shipped in the package
-  (mcp_handshake.json, written by scripts/mcp_handshake from the SDK's own answers), when
+  (mcp/handshake.json, written by scripts/mcp_handshake from the SDK's own answers), when
   its key (the content of mcp_server.py, the versions of greenloop, the SDK and pydantic)
   matches what is installed; so a client that gives up on a slow server (Codex drops one
   that takes ~1.5 s) never waits for the SDK. `ping` is answered at once, and `tools/call
-  test_run` is served by the fast lane (greenloop.mcp_fast) without the SDK. Every other
+  test_run` is served by the fast lane (greenloop.mcp.fast) without the SDK. Every other
   line read meanwhile is replayed to the SDK in order once it is up; the SDK's own answer
   to a replayed `initialize` is not sent again but refreshes the cache. A miss, or any
   other first message, simply waits for the SDK.
 
 Lines that are no MCP message at all (invalid JSON, a batch, a non-object) are answered by
-the reader thread itself, in every phase (greenloop.mcp_args).
+the reader thread itself, in every phase (greenloop.mcp.args).
 
 GREENLOOP_MCP_HANDSHAKE=sdk switches the cache and the snapshot off (every answer is the
 SDK's; scripts/mcp_handshake uses it to write the snapshot).
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from greenloop.mcp_fast import FastLane
+    from greenloop.mcp.fast import FastLane
 
 __all__ = [
     "SDK_GRACE_S",
@@ -60,7 +60,7 @@ __all__ = [
 
 CACHE_VERSION = "2"
 EOF_MARK = None  # what the reader queues when the client closes stdin
-SNAPSHOT_PATH = Path(__file__).with_name("mcp_handshake.json")
+SNAPSHOT_PATH = Path(__file__).with_name("handshake.json")
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -98,17 +98,17 @@ def _dist_version(name: str) -> str:
 
 
 def snapshot_key() -> dict[str, str]:
-    """What the shipped handshake snapshot's answers depend on: the tools' code (mcp_server.py,
+    """What the shipped handshake snapshot's answers depend on: the tools' code (server.py,
     by content: an installed copy has other mtimes) and the versions of what writes them."""
     from greenloop import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        with open(os.path.join(here, "mcp_server.py"), "rb") as fh:
+        with open(os.path.join(here, "server.py"), "rb") as fh:
             code = hashlib.sha256(fh.read()).hexdigest()[:20]
     except OSError:
         code = "-"
-    key = {"greenloop": __version__, "mcp_server.py": code}
+    key = {"greenloop": __version__, "server.py": code}
     for name in ("mcp", "mcp_types"):
         key[name] = _dist_version(name)
     # pydantic writes the schemas, but a fresh install gets whatever pydantic 2 PyPI serves
@@ -131,7 +131,7 @@ class HandshakeCache:
             CACHE_VERSION,
             sys.version,
             f"enabled={enabled}",
-            _stamp(os.path.join(here, "mcp_server.py")),
+            _stamp(os.path.join(here, "server.py")),
             _stamp(os.path.join(here, "__init__.py")),
         ]
         # The answers are the SDK's, with schemas pydantic wrote: their files are in the key.
@@ -246,7 +246,7 @@ class Wire:
         return cls(read_fd, write_fd)
 
     def _read(self) -> None:
-        from greenloop.mcp_args import check_message
+        from greenloop.mcp.args import check_message
 
         try:
             for line in self._in:
@@ -320,7 +320,7 @@ def _sdk_refusal(text: str) -> dict[str, Any] | None:
     try:
         jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as exc:
-        from greenloop.mcp_args import INVALID_REQUEST, error_reply
+        from greenloop.mcp.args import INVALID_REQUEST, error_reply
 
         msg = _message(text) or {}
         rid = msg.get("id")

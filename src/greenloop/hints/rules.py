@@ -38,7 +38,7 @@ from greenloop.errors import UsageError
 from greenloop.model import Failure
 
 if TYPE_CHECKING:  # the helpers load with the first failure: a green run never needs them
-    from greenloop.hint_source import Call, Sources
+    from greenloop.hints.source import Call, Sources
 
 __all__ = [
     "LANGUAGES",
@@ -909,7 +909,7 @@ def _pytest_call(message: str) -> tuple[Call | None, str | None, bool]:
     if not c:
         return None, first.group("value"), counted
     shown = text if len(text) <= 80 else text[:79] + "…"
-    from greenloop.hint_source import Call
+    from greenloop.hints.source import Call
 
     return Call(c.group(1).rstrip("."), c.group(2), shown), first.group("value"), counted
 
@@ -919,7 +919,7 @@ def _shown(text: str | None, node: bool) -> str:
     strings quoted (node:test prints them without quotes), long values shortened."""
     if text is None:
         return ""
-    from greenloop import hint_values
+    from greenloop.hints import values as hint_values
 
     value = hint_values.parse_value(text)
     if hint_values.is_parsed(value) and (
@@ -976,7 +976,7 @@ def _value_hint(
         if a and "..." not in a.group(0):
             got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
     words = " ".join(x for x in (call.text if call else "", failure.test) if x)
-    from greenloop import hint_values
+    from greenloop.hints import values as hint_values
 
     finding = hint_values.compare_texts(got, exp, words) or hint_values.diff_from_message(message, words)
     origin: str | None = _place(ev)
@@ -1138,7 +1138,7 @@ def apply(
     """Copies of `failures` whose empty hints are filled (a hint already written is kept).
     `root`: the folder the runner ran in, whose files the hints may read (once each)."""
     _check_language(language)
-    from greenloop.hint_source import Sources
+    from greenloop.hints.source import Sources
 
     sources = Sources(root) if root else None
     return tuple(

@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from greenloop.closure import ClosureState, RunRecord, iso
+from greenloop.closure.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
+from greenloop.closure.transitions import ClosureState, RunRecord, iso
 from greenloop.config import Config
-from greenloop.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 
 __all__ = [
     "ClosureCheck",
@@ -350,7 +350,7 @@ def closure_check(
 
         config = load(ws)
     if fingerprint is None:
-        from greenloop.fingerprint import working_tree
+        from greenloop.system.fingerprint import working_tree
 
         fingerprint = working_tree
     notes: list[str] = []

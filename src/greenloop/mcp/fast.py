@@ -2,12 +2,12 @@
 
 Importing the SDK costs seconds of CPU on a busy machine, and a model's first call after the
 handshake is nearly always `test_run`. Waiting for the SDK made that first call 2.6 times as
-slow as the same run from the shell. So while the SDK loads, `greenloop.mcp_wire` hands
+slow as the same run from the shell. So while the SDK loads, `greenloop.mcp.wire` hands
 `tools/call test_run` here, and it is served with the standard library and greenloop's own
 library, exactly as the SDK would serve it:
 
 - the arguments are checked strictly against the input schema the SDK published
-  (greenloop.mcp_args, the same check the SDK path runs, with the same message);
+  (greenloop.mcp.args, the same check the SDK path runs, with the same message);
 - the run is `api.test_run` + `api.bounded` in a worker thread under the same limit
   (`timeout_ms` + RUN_MARGIN_S), recorded under the connection's session;
 - progress notifications go out per finished test when the call has a progressToken;
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from greenloop.config import Config
-    from greenloop.mcp_wire import Wire
+    from greenloop.mcp.wire import Wire
     from greenloop.model import Progress
 
 __all__ = [
@@ -130,10 +130,10 @@ def default_timeout_ms(ws: Path, started_with: Config) -> int:
 def call_session(
     workspace: Path, env_session: str | None, env_source: str, named: str | None, meta: Any
 ) -> Any:
-    """The session a call records under (greenloop.session.Resolved): the call's `session_id` >
+    """The session a call records under (greenloop.closure.session.Resolved): the call's `session_id` >
     the one the server's environment names > the request's `_meta` > the process tree > none
     (the workspace). The SDK path (ServerState.resolve) and the fast lane both ask here."""
-    from greenloop import session as session_mod
+    from greenloop.closure import session as session_mod
 
     if named:
         return session_mod.Resolved(named, "explicit")
@@ -232,7 +232,7 @@ class FastLane:
         arguments = params.get("arguments")
         if tool is None or not isinstance(arguments, (Mapping, type(None))):
             return False  # the SDK answers it (an ill-formed call is its -32602)
-        from greenloop.mcp_args import bad_arguments
+        from greenloop.mcp.args import bad_arguments
 
         rid = msg["id"]
         args = dict(arguments or {})
@@ -327,7 +327,7 @@ class FastLane:
         ws = self.workspace
         try:
             if args.get("run_in_background"):
-                from greenloop import jobs
+                from greenloop.closure import jobs
 
                 job_id = jobs.start(ws, session_id=sid, **options)
                 data: dict[str, Any] = {

@@ -55,8 +55,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from greenloop.errors import UsageError
+from greenloop.layout import package_file
 from greenloop.model import FRAMEWORKS, Detection, Failure, Plan, RunResult, ShardInfo
-from greenloop.probe import npm_test_command
+from greenloop.runner.probe import npm_test_command
 
 __all__ = [
     "DIALECTS",
@@ -163,27 +164,23 @@ DIALECTS: dict[str, Dialect] = {
 
 # greenloop's unittest runner: a folder holding only `_greenloop_unittest.py` goes on
 # PYTHONPATH and `python -m _greenloop_unittest` starts it (frameworks/unittest.py reads it)
-UNITTEST_RUNNER_DIR = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "frameworks", "unittest_runner"
-)
+UNITTEST_RUNNER_DIR = package_file("frameworks", "unittest_runner")
 UNITTEST_RUNNER_NAME = "_greenloop_unittest"
 
 # greenloop's own pytest report plugin: a folder holding only that file goes on PYTHONPATH
 # and `-p NAME` loads it (frameworks/pytest_report.py reads what it writes)
-PYTEST_PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "pytest_plugin")
+PYTEST_PLUGIN_DIR = package_file("frameworks", "pytest_plugin")
 PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
 # greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
 # completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
-NODE_REPORTER = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "frameworks", "node_reporter", "greenloop_tap.mjs"
-)
+NODE_REPORTER = package_file("frameworks", "node_reporter", "greenloop_tap.mjs")
 STREAM_NAME = "stream.ndjson"
 # Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
 # output file as tests finish (live progress, and what a run stopped at its deadline saw)
 PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
 
 # greenloop's live-progress reporters for the JavaScript runners (one NDJSON line per test)
-_REPORTERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks", "reporters")
+_REPORTERS_DIR = package_file("frameworks", "reporters")
 PROGRESS_REPORTERS = {
     "vitest": os.path.join(_REPORTERS_DIR, "greenloop-vitest-progress.mjs"),
     "jest": os.path.join(_REPORTERS_DIR, "greenloop-jest-progress.cjs"),

@@ -5,7 +5,7 @@ project opts in (config `write_unit_status = true`), written back into `units.js
 The state is `.greenloop/unit-status.json` at the project root, changed under an exclusive
 lock and replaced atomically, so runs of several units at once never lose each other's status.
 Writing back edits only the `status` and `status_run` members of that unit in `units.json`
-(greenloop.jsonedit), keeping every other field and the file's formatting.
+(greenloop.devloop.jsonedit), keeping every other field and the file's formatting.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def set_status(project: str | os.PathLike[str], unit_id: str, status: Status, ru
 
 
 def _write_back(path: Path, unit_id: str, status: str, run_id: str) -> str | None:
-    from greenloop import jsonedit
+    from greenloop.devloop import jsonedit
 
     try:
         text = path.read_text(encoding="utf-8")

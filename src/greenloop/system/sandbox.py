@@ -17,7 +17,7 @@ Enforcement (`enforce`) is bubblewrap (`bwrap`) where it can start a sandbox: re
 of the system, a writable (or read-only) bind of the workspace, `--tmpfs /tmp` (re-showing the
 workspace and the runner's toolchain when they live under /tmp), `--unshare-net` (loopback
 only), `--unshare-pid` with `--die-with-parent` (nothing the run starts can outlive it),
-`--new-session` and `--cap-drop ALL`. Else Landlock (greenloop.landlock: writes confined to the
+`--new-session` and `--cap-drop ALL`. Else Landlock (greenloop.system.landlock: writes confined to the
 workspace and the run's own temporary folder, the network not confined), applied in the child
 between fork and exec. Else nothing: `auto` runs and says so with how to get an enforcer; a
 mode asked for by name is refused (`SandboxUnavailable`). The child environment of a sandboxed
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 from greenloop.errors import ConfigError, GreenloopError, UsageError
+from greenloop.layout import PACKAGE_DIR
 from greenloop.model import Failure, Plan, RawRun, SandboxInfo
 
 __all__ = [
@@ -234,7 +235,7 @@ def resolve_for(
 
 def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | None:
     """The session's latest sandbox mode event, or None (no state yet: nothing is created)."""
-    from greenloop import store
+    from greenloop.closure import store
 
     if not os.path.isfile(store.db_path(workspace)):
         return None
@@ -308,7 +309,7 @@ def _bwrap_check(status: BwrapStatus) -> EnforcerCheck:
 
 
 def _landlock_check(env: Mapping[str, str]) -> EnforcerCheck:
-    from greenloop import landlock
+    from greenloop.system import landlock
 
     status = landlock.probe(env)
     if status.available:
@@ -374,7 +375,7 @@ def enforce(
     status = bwrap if bwrap is not None else probe_bwrap(env)
     if status.available and status.path:
         return Enforcement("bwrap", status.enforced_by, bwrap_path=status.path)
-    from greenloop import landlock
+    from greenloop.system import landlock
 
     ll = landlock.probe(env)
     if ll.available:
@@ -437,7 +438,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> BwrapStatus:
 
 @functools.cache
 def _probe(path: str, python: str) -> BwrapStatus:
-    from greenloop import proc  # the only module that starts processes
+    from greenloop.system import proc
 
     if not os.path.exists(path):
         return BwrapStatus(False, path, reason=f"{path} does not exist", fix=_INSTALL_BWRAP)
@@ -602,7 +603,7 @@ def tmp_roots(argv0: str | None, env: Mapping[str, str], cwd: str = ".") -> list
     # greenloop's own files that runners load (the pytest plugin, the vitest/jest/node/mocha
     # reporters, the unittest runner) live in its package folder: a checkout or virtualenv
     # under /tmp (CI, tox) must still show it.
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = PACKAGE_DIR
     candidates += [package, os.path.realpath(package)]
     roots: list[str] = []
     for c in candidates:
@@ -731,11 +732,11 @@ def child_env(
     """A run's child environment under its policy (house style 6).
 
     Sandboxed modes start from the allow-list; full-access inherits `base_env`. Either way
-    greenloop.env.child_env then drops the variables that change runners' output and those in
+    greenloop.system.env.child_env then drops the variables that change runners' output and those in
     `drop`, adds its fixed variables and the plan's `add`; last come the cache redirections
     the mode needs (`tmp`: the run's private temporary folder when it is not bubblewrap's /tmp).
     """
-    from greenloop import env as runner_env
+    from greenloop.system import env as runner_env
 
     base = allowed_env(base_env, policy)
     pairs = tuple(add.items()) if isinstance(add, Mapping) else tuple(add)
@@ -791,7 +792,7 @@ def launch(
     writable (and is created), so the runner can still hand greenloop its machine report.
     """
     base_env = os.environ if base_env is None else base_env
-    from greenloop.env import changes
+    from greenloop.system.env import changes
 
     if not policy.sandboxed:
         env = child_env(base_env, policy, add=plan.env)
@@ -828,7 +829,7 @@ def launch(
             tuple(plan.argv), tuple(env.items()), plan.shell, info, tmpdir=tmpdir, notes=chosen.notes,
             env_note=note,
         )
-    from greenloop import landlock
+    from greenloop.system import landlock
 
     if policy.workspace_writable and present:
         writable.append(policy.workspace_root)

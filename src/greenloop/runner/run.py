@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from greenloop import proc
 from greenloop.config import Config
 from greenloop.model import (
     Failure,
@@ -38,9 +37,10 @@ from greenloop.model import (
     RunResult,
     SandboxInfo,
 )
+from greenloop.system import proc
 
 if TYPE_CHECKING:
-    from greenloop.sandbox import Launch, Policy
+    from greenloop.system.sandbox import Launch, Policy
 
 __all__ = ["Verdict", "classify", "execute", "output_tail"]
 
@@ -86,7 +86,7 @@ def _parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
 def _with_hints(
     failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
 ) -> tuple[Failure, ...]:
-    from greenloop import hints
+    from greenloop.hints import rules as hints
 
     try:  # root: the hints read the failing lines and called functions from the runner's folder
         return hints.apply(failures, framework=framework or None, language=language, root=root)
@@ -414,7 +414,7 @@ def execute(
         if failures:
             failures = _with_hints(failures, plan.framework, config.hint_language, plan.cwd)
         if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
-            from greenloop.sandbox import apply_denial_hints
+            from greenloop.system.sandbox import apply_denial_hints
 
             failures = apply_denial_hints(failures, info, language=config.hint_language)
         return RunResult(
@@ -449,7 +449,7 @@ def execute(
         info = SandboxInfo(policy.mode, None, str(workspace))  # resolved, not enforced
         return result(None, verdict, ParseResult(), info)
 
-    from greenloop.sandbox import DENIED_PREFIX, SandboxUnavailable, launch
+    from greenloop.system.sandbox import DENIED_PREFIX, SandboxUnavailable, launch
 
     try:
         # the bubblewrap argv (a verbatim command runs as `/bin/sh -c` inside it) or the Landlock
@@ -494,7 +494,7 @@ def _execute_launched(
     on_exit: Callable[[], object] | None,
 ) -> RunResult:
     """The rest of `execute` once the launch is decided: run, cross-check, parse, classify."""
-    from greenloop.sandbox import DENIED_PREFIX, bwrap_denial, signal_exit
+    from greenloop.system.sandbox import DENIED_PREFIX, bwrap_denial, signal_exit
 
     info = launched.info
     bwrapped = (info.enforced_by or "").startswith("bubblewrap")

@@ -11,14 +11,14 @@ What this module adds is the plumbing a long-lived tool server needs:
   `_meta`, else the process tree (the harness that spawned this server is the one whose
   hooks recorded the session), else none (a workspace-level run, which every session's gate
   started before it sees). Never a private session no gate reads; every result reports the
-  session id it was recorded under (greenloop.session);
+  session id it was recorded under (greenloop.closure.session);
 - blocking library calls run in a worker thread under a per-tool time limit; a client's
   cancellation (or the limit) sets the run's cancel event, so its process tree dies, and
   the tool waits for that before it answers;
 - progress notifications while a suite runs (tests done so far);
 - every failure becomes a tool result with `isError: true` and a message a model can act
   on: bad arguments (unknown names, wrong types) are named one by one; nothing reaches
-  stdout but protocol (greenloop.mcp_wire owns the wire; fd 1 points at stderr).
+  stdout but protocol (greenloop.mcp.wire owns the wire; fd 1 points at stderr).
 
 See docs/mcp.md for the whole picture.
 """
@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from greenloop import __version__
 from greenloop.config import Config
 from greenloop.errors import GreenloopError
-from greenloop.mcp_args import INVALID_PARAMS, bad_arguments, tool_call_problem
-from greenloop.mcp_fast import (
+from greenloop.mcp.args import INVALID_PARAMS, bad_arguments, tool_call_problem
+from greenloop.mcp.fast import (
     RUN_MARGIN_S,
     STOP_WAIT_S,
     TOOL_TIMEOUT_S,
@@ -378,9 +378,9 @@ class ServerState:
     session_source: str = "env"
 
     def resolve(self, named: str | None = None, ctx: Context | None = None) -> Any:
-        """The call's session (greenloop.session.Resolved): named > environment > the request's
+        """The call's session (greenloop.closure.session.Resolved): named > environment > the request's
         `_meta` > the process tree > none (the workspace)."""
-        # (in greenloop.mcp_fast, which the fast lane shares while the SDK loads)
+        # (in greenloop.mcp.fast, which the fast lane shares while the SDK loads)
         return call_session(self.workspace, self.session_id, self.session_source, named, _request_meta(ctx))
 
     def session(self, named: str | None = None, ctx: Context | None = None) -> str | None:
@@ -544,7 +544,7 @@ def _bad_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """A message naming every bad argument of a call, or None when the arguments are fine.
 
     Strict: the arguments are checked against the tool's published input schema as JSON
-    (greenloop.mcp_args, as the fast lane does), so "5" is no integer and "true" no boolean;
+    (greenloop.mcp.args, as the fast lane does), so "5" is no integer and "true" no boolean;
     pydantic, which validates them next, would coerce both silently."""
     return bad_arguments(tool.name, tool.parameters, arguments)
 
@@ -730,7 +730,7 @@ def _tools(state: ServerState) -> list[Tool]:
             options["resume_token"] = resume_token
         if run_in_background:
             job_id = await _Stopwatch("test_run", TOOL_TIMEOUT_S).call(
-                lambda: _lib("jobs").start(ws, session_id=sid, **options)
+                lambda: _lib("closure.jobs").start(ws, session_id=sid, **options)
             )
             return RunOutput(
                 session_id=sid,
@@ -751,7 +751,7 @@ def _tools(state: ServerState) -> list[Tool]:
         bounded = await progress.around(
             watch.call(lambda: _bounded_run(ws, sid, progress.callback, cancel, options))
         )
-        # (the same record the fast lane answers with: greenloop.mcp_fast.run_record)
+        # (the same record the fast lane answers with: greenloop.mcp.fast.run_record)
         return RunOutput.model_validate(run_record(_plain(bounded), sid, resolved.source))
 
     async def test_job(
@@ -768,7 +768,7 @@ def _tools(state: ServerState) -> list[Tool]:
     ) -> JobOutput:
         """Report on a background test run: starting/running, or ended (done, failed, lost,
         cancelled) with its bounded result."""
-        jobs = _lib("jobs")
+        jobs = _lib("closure.jobs")
         if cancel:
             status = await _Stopwatch("test_job", TOOL_TIMEOUT_S).call(lambda: jobs.cancel(ws, job_id))
         else:
@@ -816,7 +816,7 @@ def _tools(state: ServerState) -> list[Tool]:
         last: Annotated[int, Field(ge=1, le=1000, description="The last N events (default 50).")] = 50,
     ) -> TimelineOutput:
         """What happened in the project, in order: unit runs, integration runs, bugs opened and closed."""
-        tl = _lib("timeline")
+        tl = _lib("devloop.timeline")
         path = tl.timeline_path(ws)
         events, warnings = await _Stopwatch("timeline", TOOL_TIMEOUT_S).call(
             lambda: tl.read(path, unit=unit, last=last)
@@ -1053,7 +1053,7 @@ def serve_stdio(
 ) -> None:
     """Serve over stdio until the client closes the connection or signals the server.
 
-    `stdin`/`stdout` are the transport's text streams (greenloop.mcp_wire gives them);
+    `stdin`/`stdout` are the transport's text streams (greenloop.mcp.wire gives them);
     without them the SDK claims the process's own. On stdin's end the SDK cancels the calls
     in flight, and each stops its process tree. On SIGTERM or SIGHUP (what a client sends
     when the server does not leave on its own) the calls in flight are cancelled the same

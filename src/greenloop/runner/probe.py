@@ -365,7 +365,7 @@ def probe(
             "run one with `greenloop run <root>`"
         )
     elif walked.js_tests:
-        from greenloop.probe_files import uses_bun_test  # (reads files: only on this path)
+        from greenloop.runner.probe_files import uses_bun_test  # (reads files: only on this path)
 
         if package_manager(root, root_pkg) == "bun" and uses_bun_test(root, walked.js_tests):
             framework = "bun"
@@ -375,7 +375,7 @@ def probe(
             framework = "node:test"
             notes.append("no runner is declared; JavaScript test files found, so node:test runs them")
     elif walked.py_tests:
-        from greenloop.probe_files import uses_unittest_only
+        from greenloop.runner.probe_files import uses_unittest_only
 
         if uses_unittest_only(root, walked.py_tests):
             framework = "unittest"
@@ -394,7 +394,7 @@ def probe(
     if framework is not None:
         # the command `greenloop run` starts (without its reporter flags), from the same
         # function run uses; what is missing to start it is a note
-        from greenloop.plan import runner_command  # local: plan imports this module
+        from greenloop.runner.plan import runner_command  # local: plan imports this module
 
         base_env = env if env is not None else os.environ
         tool = runner_command(framework, str(answer_root), manager, base_env, which)

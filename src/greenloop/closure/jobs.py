@@ -2,7 +2,7 @@
 
 `start()` records a job in the state database and starts a detached worker process through
 proc.spawn (its own session, stdin closed, output in `.greenloop/jobs/<id>/worker.log`) and
-answers at once with the job id. The worker (`python -m greenloop.jobs WORKSPACE JOB_ID`)
+answers at once with the job id. The worker (`python -m greenloop.closure.jobs WORKSPACE JOB_ID`)
 calls `greenloop.api.test_run`, which records the run for the session like any other run, so
 the gate sees it as soon as the job ends; then it stores the result on the job.
 `status()` reports on a job, optionally waiting for it; a worker that died without a word is
@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
+from greenloop.closure.store import JobRow, Store, state_root
 from greenloop.errors import UsageError
-from greenloop.layout import new_run_id
-from greenloop.store import JobRow, Store, state_root
+from greenloop.layout import PACKAGE_DIR, new_run_id
 
 __all__ = ["JobState", "JobStatus", "cancel", "new_job_id", "start", "status", "worker_main"]
 
@@ -57,7 +57,7 @@ class JobStatus(NamedTuple):
         return self.status not in ("starting", "running")
 
     def to_json(self) -> dict[str, Any]:
-        from greenloop.closure import iso
+        from greenloop.closure.transitions import iso
 
         return {
             "job_id": self.job_id,
@@ -99,18 +99,18 @@ def start(
     except TypeError as exc:
         raise UsageError(f"background run arguments must be plain values: {exc}") from None
     job_id = new_job_id()
-    from greenloop import proc
+    from greenloop.system import proc
 
     log_path = os.path.join(_job_dir(ws, job_id), "worker.log")
     with Store(ws) as store:
         store.add_job(job_id, ws, session_id, kwargs)
         env = dict(os.environ)
         # The worker must import this very greenloop, installed or not.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = os.path.dirname(PACKAGE_DIR)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         try:
             child = proc.spawn(
-                [python or sys.executable, "-m", "greenloop.jobs", ws, job_id],
+                [python or sys.executable, "-m", "greenloop.closure.jobs", ws, job_id],
                 cwd=ws,
                 env=env,
                 stdout_path=log_path,
@@ -127,7 +127,7 @@ def start(
 def _pid_alive(pid: int | None, token: str | None) -> bool:
     """The job's worker is still running: the pid is alive and (when known) still carries its
     token, so a recycled pid is not taken for the worker."""
-    from greenloop import proc
+    from greenloop.system import proc
 
     if not pid or not proc.alive(pid):
         return False
@@ -216,7 +216,7 @@ def cancel(workspace: str | os.PathLike[str], job_id: str) -> JobStatus:
     while pid and _pid_alive(pid, token) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     if pid and _pid_alive(pid, token) and token:
-        from greenloop.proc import kill_token
+        from greenloop.system.proc import kill_token
 
         kill_token(str(token))
     return status(ws, job_id)

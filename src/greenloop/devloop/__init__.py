@@ -1,0 +1,1 @@
+"""The DevLoop's records: the timeline and the unit registry's status."""
