@@ -1,4 +1,4 @@
-"""MCP server speed, both sides measured in the same run (issue 7, Speed).
+"""MCP server speed, both sides measured in the same run.
 
 1. From the client's `initialize` to the `tools/list` answer, on a freshly spawned
    `greenloop mcp` (the server's own start-up is inside the figure). Target: < 1 s.

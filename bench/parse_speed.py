@@ -1,4 +1,4 @@
-"""Speed and memory of `greenloop parse` on a 100 MB `pytest -v` log (issue 2).
+"""Speed and memory of `greenloop parse` on a 100 MB `pytest -v` log.
 
 Generates the log in a temp folder (passing lines, some failures with tracebacks and
 captured output, the short summary and the closing line), then in fresh subprocesses

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from greenloop.closure import jobs
 from greenloop.closure.store import Store
 from greenloop.errors import UsageError
+from greenloop.system import procfs
 
 pytestmark = pytest.mark.e2e
 
@@ -64,28 +64,8 @@ def test_wait_with_timeout_then_cancel_leaves_no_process(tmp_path: Path) -> None
     assert _processes_with(str(ws)) == [], "processes outlived the cancelled job"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
-
-
 def _processes_with(text: str) -> list[str]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and _alive(int(entry.name)):
-            found.append(cmd)
-    return found
+    return [cmd for pid in procfs.pids() if text in (cmd := procfs.cmdline(pid)) and procfs.alive(pid)]
 
 
 def test_worker_that_dies_silently_is_reported_lost(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from greenloop.model import RawRun
-from greenloop.system import proc
+from greenloop.system import proc, procfs
 
 PY = sys.executable
 
@@ -25,14 +25,7 @@ def run(tmp_path: Path, code: str, **kw: object) -> RawRun:
     )
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
-
+alive = procfs.alive
 
 def test_exit_code_and_output_in_files(tmp_path: Path) -> None:
     raw = run(

@@ -458,7 +458,7 @@ def merge_results(
 
 
 def test_closure_check(workspace: str | os.PathLike[str], session_id: str | None = None) -> ClosureCheck:
-    """Is this session's last recorded run green? (DESIGN §3, Closure check; `greenloop check`)."""
+    """Is this session's last recorded run green? (`greenloop check`)."""
     from greenloop.closure.gate import closure_check
 
     return closure_check(str(_workspace(workspace)), session_id)

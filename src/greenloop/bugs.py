@@ -1,4 +1,4 @@
-"""The bug log, `bugs.ndjson`: the only module that reads or writes it (DESIGN §3, Bugs).
+"""The bug log, `bugs.ndjson`: the only module that reads or writes it.
 
 One JSON record a line, append-only. Every line is a whole bug record; the current state of
 a bug is its last line, so folding the log is "last valid line per id" and a bug's history
@@ -49,7 +49,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 from greenloop import layout
-from greenloop.errors import GreenloopError, UsageError
+from greenloop.errors import ExitCode, GreenloopError, UsageError
 
 if TYPE_CHECKING:  # only annotations: `bugs list` does not pay for importing the run records
     from greenloop.model import RunResult
@@ -216,7 +216,7 @@ def _whole_record(d: dict[str, Any]) -> Bug | None:
 
 @dataclass(frozen=True)
 class Bug:
-    """One line of the log: a bug's whole state at one moment (DESIGN §3, Bugs)."""
+    """One line of the log: a bug's whole state at one moment."""
 
     id: str
     source: Source
@@ -866,7 +866,7 @@ class BugLog:
                 raise GreenloopError(
                     f"could not append to {self.path}: the write stopped after "
                     f"{len(line) - len(view)} of {len(line)} bytes (disk full?); free space and retry",
-                    exit_code=3,
+                    exit_code=ExitCode.BROKEN,
                 )
             view = view[written:]
         self._catch_up(fd)
@@ -899,7 +899,7 @@ class BugLog:
             bug_id = stem + os.urandom(width).hex()
             if bug_id not in self._current:
                 return bug_id
-        raise GreenloopError(f"could not find a free bug id in {self.path}", exit_code=3)
+        raise GreenloopError(f"could not find a free bug id in {self.path}", exit_code=ExitCode.BROKEN)
 
     def open(
         self,

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from greenloop.errors import ExitCode
+
 if TYPE_CHECKING:
     import argparse
 
@@ -296,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = getattr(args, "_handler", None)
     if target is None:
         parser.print_help(sys.stderr if args_list else sys.stdout)
-        return 2 if args_list else 0
+        return ExitCode.USAGE if args_list else ExitCode.OK
     module_name, func_name = target.split(":")
     from greenloop.errors import GreenloopError
 
@@ -309,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("greenloop: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 def entry() -> NoReturn:

@@ -1,4 +1,4 @@
-"""The config model (DESIGN §3, Config): declared once, validated at the edge, typed past it.
+"""The config model: declared once, validated at the edge, typed past it.
 
 Layers, each later one winning:
 

@@ -1,4 +1,4 @@
-"""The typed records that flow between modules, each with one JSON form (DESIGN §3).
+"""The typed records that flow between modules, each with one JSON form.
 
 Records are typed named tuples (immutable; `record._replace(field=value)` makes a changed copy).
 They are on the path every `greenloop run` takes before its runner starts, and a NamedTuple class
@@ -365,7 +365,7 @@ class RetryInfo(NamedTuple):
 
 
 class RunResult(NamedTuple):
-    """The structured result of one run (DESIGN §3, Run)."""
+    """The structured result of one run."""
 
     run_id: str
     ok: bool

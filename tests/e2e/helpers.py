@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from greenloop.system import procfs
+
 REPO = Path(__file__).resolve().parents[2]
 RUNNERS = REPO / "tests" / "runners" / "node_modules"
 
@@ -58,27 +60,13 @@ def processes_under(path: Path) -> list[tuple[int, str]]:
     needle = str(path)
     found: list[tuple[int, str]] = []
     me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
+    for pid in procfs.pids():
+        if pid == me or not procfs.alive(pid):
             continue
-        pid = int(entry.name)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                stat = fh.read()
-            if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] in (b"Z", b"X"):
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            try:
-                cwd = os.readlink(f"/proc/{pid}/cwd")
-            except OSError:
-                cwd = ""
-        except OSError:
-            continue
+        cmd, cwd = procfs.cmdline(pid), procfs.cwd(pid)
         if needle in cmd or cwd == needle or cwd.startswith(needle + "/"):
             found.append((pid, cmd))
     return found
-
 
 def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from greenloop.system import procfs
+
 FAKE = str(Path(__file__).with_name("fakeunit.py"))
 MARK = "GREENLOOP_IT_MARK"
 
@@ -49,26 +51,14 @@ def write_project(
 def scan(mark: str, folder: str) -> list[tuple[int, str]]:
     found = []
     me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
+    for pid in procfs.pids():
+        env = procfs.environ(pid)
+        if pid == me or env is None or not procfs.alive(pid):
             continue
-        pid = int(entry.name)
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = fh.read()
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if state in (b"Z", b"X"):
-            continue
-        if f"{MARK}={mark}".encode() in env.split(b"\0") or folder in cmd or cwd.startswith(folder):
+        cmd = procfs.cmdline(pid)
+        if f"{MARK}={mark}".encode() in env or folder in cmd or procfs.cwd(pid).startswith(folder):
             found.append((pid, cmd))
     return found
-
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

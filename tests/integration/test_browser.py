@@ -24,6 +24,7 @@ from itkit import FAKE, MARK, read_lines, scan, wait_for
 
 from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
 from greenloop.integration.run import IntegrationResult
+from greenloop.system import procfs
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"
@@ -57,19 +58,11 @@ def edit_json(path: Path, change: Callable[[Any], None]) -> None:
 
 def my_children() -> list[str]:
     """Live processes whose parent is this test process (the Playwright driver would be one)."""
-    me, found = str(os.getpid()), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                rest = fh.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if rest[1].decode() == me and rest[0] not in (b"Z", b"X"):
-            found.append(f"{entry.name} {cmd}")
+    me, found = os.getpid(), []
+    for pid in procfs.pids():
+        st = procfs.stat(pid)
+        if st is not None and st.ppid == me and not st.gone:
+            found.append(f"{pid} {procfs.cmdline(pid)}")
     return found
 
 
@@ -235,18 +228,10 @@ def descendants(root: int) -> list[tuple[int, str]]:
     renderers start with an environment of their own, so they cannot be found by marker)."""
     parent: dict[int, int] = {}
     cmdline: dict[int, str] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        parent[int(entry.name)] = int(stat.rsplit(b")", 1)[1].split()[1])
-        cmdline[int(entry.name)] = cmd
+    for pid in procfs.pids():
+        st = procfs.stat(pid)
+        if st is not None:
+            parent[pid], cmdline[pid] = st.ppid, procfs.cmdline(pid)
     found, frontier = [], {root}
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier}

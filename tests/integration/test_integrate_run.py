@@ -18,28 +18,21 @@ from itkit import FAKE, MARK, read_lines, step, unit, write_project
 from greenloop.errors import SpecError
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
+from greenloop.system import procfs
 
 Run = Callable[..., IntegrationResult]
 
 
 def _ticks_now() -> int:
-    with open("/proc/uptime") as fh:
-        return int(float(fh.read().split()[0]) * os.sysconf("SC_CLK_TCK")) - 1
+    return procfs.boot_ticks_now() - 1
 
 
 def _zombie_children_since(ticks: int) -> list[int]:
-    me, found = os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                rest = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if rest[0] == b"Z" and int(rest[1]) == me and int(rest[19]) >= ticks:
-            found.append(int(entry.name))
-    return found
+    me = os.getpid()
+    return [
+        st.pid for pid in procfs.pids()
+        if (st := procfs.stat(pid)) and st.state == "Z" and st.ppid == me and st.start >= ticks
+    ]
 
 
 def _runs(project: Path) -> list[Path]:

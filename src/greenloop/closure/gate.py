@@ -1,4 +1,4 @@
-"""The closure gate (DESIGN §3, Gate) and its Python API for custom harnesses.
+"""The closure gate and its Python API for custom harnesses.
 
 `decide(state, config)` is pure: a red (or broken) last run steers the agent back with a
 message that names the failing tests and says to re-run, at most `max_intercept_rounds`
@@ -286,7 +286,7 @@ class Gate:
 
 
 class ClosureCheck(NamedTuple):
-    """`test_closure_check` (DESIGN §3): is this session's last recorded run green?"""
+    """`test_closure_check`: is this session's last recorded run green?"""
 
     session_id: str | None
     satisfied: bool

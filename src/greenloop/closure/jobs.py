@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 from greenloop.closure.store import JobRow, Store, state_root
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 from greenloop.layout import PACKAGE_DIR, new_run_id
 
 __all__ = ["JobState", "JobStatus", "cancel", "new_job_id", "start", "status", "worker_main"]
@@ -117,7 +117,7 @@ def start(
             )
         except OSError as exc:
             store.update_job(job_id, status="failed", error=f"could not start the worker: {exc}")
-            raise UsageError(f"could not start a background run: {exc}", exit_code=3) from None
+            raise UsageError(f"could not start a background run: {exc}", exit_code=ExitCode.BROKEN) from None
         # The worker may already have moved past "starting"; only fill in what it cannot know.
         store.update_job(job_id, pid=child.pid, token=child.token, log_path=log_path)
     # The worker is detached (own session); Popen's own bookkeeping reaps it if we outlive it.
@@ -230,7 +230,7 @@ def worker_main(workspace: str, job_id: str) -> int:
         row = store.job(job_id)
         if row is None:
             print(f"greenloop job worker: no job {job_id}", file=sys.stderr)
-            return 2
+            return ExitCode.USAGE
         store.update_job(job_id, status="running", pid=os.getpid())
         kwargs = json.loads(row.get("kwargs") or "{}")
         session_id = row.get("session_id")
@@ -248,7 +248,7 @@ def worker_main(workspace: str, job_id: str) -> int:
         with Store(workspace) as store:
             store.finish_job_if_running(job_id, "failed", f"{type(exc).__name__}: {exc}")
         print(f"greenloop job worker: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 3
+        return ExitCode.BROKEN
     with Store(workspace) as store:
         store.update_job(
             job_id,
@@ -258,7 +258,7 @@ def worker_main(workspace: str, job_id: str) -> int:
             ok=int(result.ok),
             result=json.dumps(result.to_json()),
         )
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker entry point, exercised by tests as a process

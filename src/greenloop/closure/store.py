@@ -1,4 +1,4 @@
-"""The embedded closure state: one SQLite database, `.greenloop/state.db` (DESIGN §1, store).
+"""The embedded closure state: one SQLite database, `.greenloop/state.db`.
 
 Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes, bindings. Several hook
 processes, runs and jobs touch the database at once, so it runs in WAL mode with a busy

@@ -1,4 +1,4 @@
-"""Closure state of one agent session and its pure transitions (DESIGN §3, Gate).
+"""Closure state of one agent session and its pure transitions.
 
 A session has a current turn, a count of interceptions in that turn, an unresolved record
 (set when a turn was released red, cleared by a later passing run) and a last recorded run.

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from greenloop.audit import AuditReport, audit_unit
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["audit", "render"]
 
@@ -43,4 +43,4 @@ def audit(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:
         print(render(report))
-    return 0 if report.ok else 1
+    return ExitCode.OK if report.ok else ExitCode.FAILED

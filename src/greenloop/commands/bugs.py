@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from greenloop import bugs
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["list_cmd", "open_cmd", "show_cmd", "transition_cmd"]
 
@@ -112,14 +112,14 @@ def open_cmd(args: argparse.Namespace) -> int:
     _warn(opened.warnings)
     if args.json:
         _emit(opened.to_json(), sys.stdout)
-        return 0
+        return ExitCode.OK
     b = opened.bug
     if opened.created:
         print(f"opened {b.id} [{b.severity}] {b.unit_id}: {b.title}")
     else:
         print(f"reused {b.id} ({b.status}) for {b.dedup_key}: {b.title} (nothing written)")
     print(f"  log: {opened.log}")
-    return 0
+    return ExitCode.OK
 
 
 def transition_cmd(args: argparse.Namespace) -> int:
@@ -129,11 +129,11 @@ def transition_cmd(args: argparse.Namespace) -> int:
     _warn(done.warnings)
     if args.json:
         _emit(done.to_json(), sys.stdout)
-        return 0
+        return ExitCode.OK
     b = done.bug
     extra = f"; fix refs: {', '.join(b.fix_refs)}" if b.fix_refs else ""
     print(f"{b.id}: {done.from_status} -> {b.status}" + (f" (by {b.by}{extra})" if b.by else extra))
-    return 0
+    return ExitCode.OK
 
 
 def list_cmd(args: argparse.Namespace) -> int:
@@ -157,15 +157,15 @@ def _list(args: argparse.Namespace) -> int:
     out = sys.stdout
     if args.json:
         _emit_list(found, out)
-        return 0
+        return ExitCode.OK
     if not found.bugs:
         where = found.log if blog.path.exists() else f"{found.log} (not written yet)"
         out.write(f"no bugs match in {where}\n")
-        return 0
+        return ExitCode.OK
     # Clip titles to a terminal's width; a pipe (grep, less -S, a file) gets them whole.
     out.write(table(found.bugs, shutil.get_terminal_size().columns if out.isatty() else None))
     out.write(f"{_summary(found.bugs)} in {found.log}\n")
-    return 0
+    return ExitCode.OK
 
 
 def show_cmd(args: argparse.Namespace) -> int:
@@ -174,7 +174,7 @@ def show_cmd(args: argparse.Namespace) -> int:
     _warn(shown.warnings)
     if args.json:
         _emit(shown.to_json(), sys.stdout)
-        return 0
+        return ExitCode.OK
     b = shown.bug
     affected = [u for u in b.affected_units if u != b.unit_id]
     lines = [
@@ -199,4 +199,4 @@ def show_cmd(args: argparse.Namespace) -> int:
         lines.append(f"  line {h.line:<6} {h.bug.updated_at}  {move}{who}{refs}")
         prev = h.bug.status
     print("\n".join(lines))
-    return 0
+    return ExitCode.OK

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["doctor"]
 
@@ -26,4 +26,4 @@ def doctor(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
         print(render.doctor_text(report, colour=render.use_colour(sys.stdout)))
-    return 0 if report.ok else 1
+    return ExitCode.OK if report.ok else ExitCode.FAILED

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from greenloop.errors import ExitCode
+
 __all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]
 
 
@@ -60,7 +62,7 @@ def hook_main(
     except BaseException as exc:  # never trap an agent, not even on an interrupt or a bug
         with contextlib.suppress(Exception):
             stderr.write(f"greenloop: the hook failed ({type(exc).__name__}: {exc}); allowing the stop.\n")
-    return 0
+    return ExitCode.OK
 
 
 def hook(args: Any) -> int:
@@ -95,7 +97,7 @@ def check(args: Any) -> int:
             print("  unresolved: a turn ended red after its interception budget")
         for note in result.notes:
             print(f"  note: {note}")
-    return 0 if result.satisfied else 1
+    return ExitCode.OK if result.satisfied else ExitCode.FAILED
 
 
 def job(args: Any) -> int:
@@ -124,10 +126,10 @@ def job(args: Any) -> int:
         if not status.finished:
             print(f"  follow it with `greenloop job {status.job_id} --wait`")
     if not status.finished:
-        return 0
+        return ExitCode.OK
     if status.status == "done" and status.result is not None:
-        return {"green": 0, "red": 1}.get(str(status.result.get("outcome")), 3)
-    return 130 if status.status == "cancelled" else 3
+        return ExitCode.for_outcome(str(status.result.get("outcome")))
+    return ExitCode.INTERRUPTED if status.status == "cancelled" else ExitCode.BROKEN
 
 
 def config_show(args: Any) -> int:
@@ -138,14 +140,14 @@ def config_show(args: Any) -> int:
     loaded = load_layers(path)
     if args.json:
         _print_json(loaded.to_json())
-        return 0
+        return ExitCode.OK
     values = loaded.config.to_json()
     width = max(len(name) for name in FIELDS)
     for name in FIELDS:
         print(f"{name.ljust(width)} = {json.dumps(values[name])}    # {loaded.source_of(name)}")
     for note in loaded.notes:
         print(f"# note: {note}")
-    return 0
+    return ExitCode.OK
 
 
 def init(args: Any) -> int:
@@ -155,9 +157,9 @@ def init(args: Any) -> int:
     report = do_init(args.harness, args.path)
     if args.json:
         _print_json(report.to_json())
-        return 0
+        return ExitCode.OK
     for change in report.files:
         print(f"{change.action:9} {os.path.relpath(change.path)}  ({change.what})")
     for note in report.notes:
         print(f"note: {note}")
-    return 0
+    return ExitCode.OK

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from greenloop import config as config_mod
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["serve"]
 
@@ -91,7 +91,7 @@ def serve(args: argparse.Namespace) -> int:
         loaded["module"].serve_stdio(loaded["server"], running, stdin=stdin, stdout=output)
     finally:
         running.stop_all(mcp_fast.STOP_WAIT_S)  # the client went away: so do the lane's runs
-    return 0
+    return ExitCode.OK
 
 
 @contextlib.contextmanager
@@ -102,7 +102,7 @@ def _stop_runs_on_signals(running: Any) -> Iterator[None]:
 
     def stop(signum: int, frame: Any) -> None:
         running.stop_all(STOP_WAIT_S)
-        os._exit(0)
+        os._exit(ExitCode.OK)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from greenloop.errors import ExitCode
+
 __all__ = ["flaky", "merge"]
 
 
@@ -33,7 +35,7 @@ def flaky(args: argparse.Namespace) -> int:
     report = api.flaky_tests(_path(args.path))
     if args.json:
         sys.stdout.write(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
-        return 0
+        return ExitCode.OK
     tests = report["flaky"]
     if not tests:
         print(f"no flaky test found in {report['runs_examined']} recorded run(s)")
@@ -46,4 +48,4 @@ def flaky(args: argparse.Namespace) -> int:
         print(f"    passed in: {', '.join(t['passed_in'][:5])}")
     for note in report["notes"]:
         print(f"  note: {note}")
-    return 0
+    return ExitCode.OK

@@ -1,6 +1,6 @@
 """`greenloop parse --framework F [FILE|-] [--json]`: parse captured runner output.
 
-Exit codes follow DESIGN §3: 0 the output shows a green run, 1 it shows failing tests,
+Exit codes: 0 the output shows a green run, 1 it shows failing tests,
 2 bad input (unknown framework, unreadable file; nothing parsed), 3 nothing recognisable
 or no tests ran. Paths under the current folder are shown relative to it.
 """
@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 from greenloop.frameworks import MODULES, parse_text
 from greenloop.model import ParseResult
 
@@ -83,7 +83,7 @@ def parse(args: argparse.Namespace) -> int:
         # `greenloop parse … | head`: the reader left; that is not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if res.summary.failed > 0:
-        return 1
+        return ExitCode.FAILED
     if not res.recognized or res.summary.total == 0:
-        return 3
-    return 0
+        return ExitCode.BROKEN
+    return ExitCode.OK

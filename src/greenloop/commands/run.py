@@ -13,17 +13,14 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 from greenloop.model import RunResult
 
 __all__ = ["exit_code", "probe", "run"]
 
-_EXIT = {"green": 0, "red": 1, "broken": 3}
-
-
 def exit_code(result: RunResult) -> int:
     """0 green, 1 red, 3 broken (crashed, timed out, no tests ran, not installed)."""
-    return _EXIT.get(result.outcome, 3)
+    return ExitCode.for_outcome(result.outcome)
 
 
 def _path(value: str) -> str:
@@ -68,7 +65,7 @@ def probe(args: argparse.Namespace) -> int:
         _print_json(detection.to_json())
     else:
         print(render.detection_text(detection, colour=render.use_colour(sys.stdout)))
-    return 0
+    return ExitCode.OK
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,4 +149,4 @@ def _background(path: str, options: dict[str, Any], *, as_json: bool) -> int:
         _print_json({"job_id": job_id, "background": True, "session_id": session_id})
     else:
         print(f"started job {job_id}: follow it with `greenloop job {job_id} --wait`")
-    return 0
+    return ExitCode.OK

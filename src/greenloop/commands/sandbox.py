@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 from greenloop.system import sandbox
 
 __all__ = ["set_mode", "show"]
@@ -45,7 +45,7 @@ def set_mode(args: argparse.Namespace) -> int:
             f"session {session}: sandbox mode {mode} recorded for {workspace} "
             "(a run's --sandbox still overrides it)"
         )
-    return 0
+    return ExitCode.OK
 
 
 def show(args: argparse.Namespace) -> int:
@@ -104,7 +104,7 @@ def show(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(f"greenloop: {refusal.message}", file=sys.stderr)
         return refusal.exit_code
-    return 0
+    return ExitCode.OK
 
 
 def _why(

@@ -11,14 +11,14 @@ import socket
 import sys
 from collections.abc import Iterator
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["serve"]
 
 
 def _port(value: str | None) -> int:
     if value is None:
-        return 0
+        return ExitCode.OK
     text = value.strip()
     if not text.isdigit() or not 0 <= int(text) <= 65535:
         raise UsageError(f"--port must be a port number from 0 to 65535 (0 picks a free one), got {value!r}")
@@ -98,4 +98,4 @@ def serve(args: argparse.Namespace) -> int:
         if live.serving(src.root) == info:  # another serve may have taken over the file
             with contextlib.suppress(OSError):
                 os.unlink(record)
-    return 0
+    return ExitCode.OK

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["timeline"]
 
@@ -44,7 +44,7 @@ def timeline(args: argparse.Namespace) -> int:
     if args.json and not args.follow:
         out.write(json.dumps({"timeline": str(path), "events": [e.to_json() for e in events],
                               "warnings": warnings}, ensure_ascii=False, indent=2) + "\n")
-        return 0
+        return ExitCode.OK
     if not events and not args.follow:
         print(f"no events yet in {path}")
     for e in events:
@@ -55,5 +55,5 @@ def timeline(args: argparse.Namespace) -> int:
                 if (args.unit is None or e.unit_id == args.unit) and (not kinds or e.kind in kinds):
                     show(e)
         except KeyboardInterrupt:
-            return 0
-    return 0
+            return ExitCode.OK
+    return ExitCode.OK

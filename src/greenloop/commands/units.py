@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from greenloop.errors import ExitCode
+
 __all__ = ["units"]
 
 
@@ -23,9 +25,9 @@ def units(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"project": str(project), "units": rows}
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
-        return 0
+        return ExitCode.OK
     print(f"{'UNIT':<20} {'KIND':<5} {'STATUS':<8} {'RUN':<34} {'AT':<21} DEPENDS ON")
     for r in rows:
         print(f"{r['id']:<20} {r['kind'] or '':<5} {r['status'] or '-':<8} {r['run_id'] or '':<34} "
               f"{r['at'] or '':<21} {', '.join(r['depends_on'])}")
-    return 0
+    return ExitCode.OK

@@ -1,7 +1,7 @@
 """jest 30: the default and verbose reporters (with and without colour, `--ci`), and the JSON
 report (`--json --outputFile=…`).
 
-Counting (issue 2): `Tests:       8 failed, 1 skipped, 1 todo, 3 passed, 13 total` gives the
+Counting: `Tests:       8 failed, 1 skipped, 1 todo, 3 passed, 13 total` gives the
 test counts (todo counts as skipped). A file that cannot run ("● Test suite failed to run") is
 left out of that line by jest; each is added as one failure named after the file. When a
 beforeAll throws, jest itself fails every test of that describe and counts each, so the

@@ -1,7 +1,7 @@
 """pytest: the default, -q, -v and -rA terminal output (with and without colour) and the
 JUnit XML report (`--junitxml=…`).
 
-Counting (issue 2): pytest is counted as its closing line counts: `8 failed, 4 passed,
+Counting: pytest is counted as its closing line counts: `8 failed, 4 passed,
 1 skipped, 1 xfailed, 1 xpassed, 3 errors in 0.9s` gives failed = failed + errors, passed =
 passed + xpassed, skipped = skipped + xfailed. A strict xpass is already among "failed"; a
 test that passes and then errors in teardown is one passed and one failed, as pytest says.

@@ -1,7 +1,7 @@
 """vitest 4: the default, agent (minimal), verbose and dot reporters, GitHub `::error`
 annotations, and the JSON report (`--reporter=json --outputFile=…`).
 
-Counting (issue 2): the closing `Tests  6 failed | 3 passed | 3 skipped | 1 todo (13)` line
+Counting: the closing `Tests  6 failed | 3 passed | 3 skipped | 1 todo (13)` line
 gives the test counts; todo counts as skipped. Files that fail to load ("Failed Suites",
 `FAIL  f [ f ]`) and suites whose beforeAll/afterAll throws (`FAIL  f > suite` under
 "Failed Suites") are left out of that line by vitest; each is added as one failure, named

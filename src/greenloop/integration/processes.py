@@ -42,7 +42,7 @@ from typing import Any
 from greenloop.closure.transitions import iso
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.spec import Unit, env_var_name
-from greenloop.system import proc, sandbox
+from greenloop.system import proc, procfs, sandbox
 
 __all__ = [
     "EXCERPT_LINES",
@@ -54,7 +54,6 @@ __all__ = [
     "StartFailure",
     "Supervisor",
     "UnitProcess",
-    "cmdline",
     "unit_exit",
     "unit_launch",
 ]
@@ -239,44 +238,6 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _stat(pid: int) -> tuple[int, str, int] | None:
-    """(ppid, state, starttime in clock ticks) of a process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    rest = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(rest[1]), rest[0].decode(), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _environ(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            return fh.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def cmdline(pid: int) -> str:
-    """A process's command line as one line of text ("" once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
-def _boot_ticks_now() -> int:
-    """The current time in the clock ticks that /proc/<pid>/stat starttime uses."""
-    with open("/proc/uptime") as fh:
-        up = float(fh.read().split()[0])
-    return int(up * os.sysconf("SC_CLK_TCK"))
-
-
 class _Subreaper:
     """PR_SET_CHILD_SUBREAPER for the span of a run (restored afterwards)."""
 
@@ -343,7 +304,7 @@ class Supervisor:
         self._pump_lock = threading.Lock()
         self._pump = threading.Thread(target=self._pump_loop, name="greenloop-process-log", daemon=True)
         self._subreaper = _Subreaper()
-        self._start_ticks = _boot_ticks_now()
+        self._start_ticks = procfs.boot_ticks_now()
         # pid -> start time of the run's descendants outside the unit processes themselves
         self._tracked: dict[int, int] = {}
         self._tokens: set[str] = set()
@@ -690,13 +651,12 @@ class Supervisor:
         return unit_exit(up.child.wait(0.3), sandboxed=up.sandboxed)
 
     # ---- stopping --------------------------------------------------------------------------
-    def _is_ours(self, pid: int, stat: tuple[int, str, int]) -> bool:
-        ppid, _, started = stat
-        if ppid != os.getpid() or started < self._start_ticks:
+    def _is_ours(self, pid: int, stat: procfs.Stat) -> bool:
+        if stat.ppid != os.getpid() or stat.start < self._start_ticks:
             return False
         if any(up.child is not None and up.child.pid == pid for up in self.units.values()):
             return False
-        env = _environ(pid)
+        env = procfs.environ(pid) or []
         marker = proc.TOKEN_VAR.encode() + b"="
         tokens = {e[len(marker) :].decode("utf-8", "replace") for e in env if e.startswith(marker)}
         return not tokens or bool(tokens & self._tokens)
@@ -706,15 +666,14 @@ class Supervisor:
         if not self._subreaper.enabled:
             return
         me = os.getpid()
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
+        for pid in procfs.pids():
+            if pid == me:
                 continue
-            pid = int(entry.name)
-            st = _stat(pid)
-            if st is None or st[0] != me or pid in self._tracked:
+            st = procfs.stat(pid)
+            if st is None or st.ppid != me or pid in self._tracked:
                 continue
-            if st[1] != "Z" and self._is_ours(pid, st):
-                self._tracked[pid] = st[2]
+            if st.state != "Z" and self._is_ours(pid, st):
+                self._tracked[pid] = st.start
 
     def _token_holders(self) -> dict[int, str]:
         """Live processes carrying one of this run's unit tokens, by pid -> unit id (one /proc scan)."""
@@ -724,15 +683,13 @@ class Supervisor:
         marker = proc.TOKEN_VAR.encode() + b"="
         me = os.getpid()
         found: dict[int, str] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
+        for pid in procfs.pids():
+            if pid == me:
                 continue
-            pid = int(entry.name)
-            for var in _environ(pid):
+            for var in procfs.environ(pid) or []:
                 if var.startswith(marker):
                     uid = units.get(var[len(marker) :].decode("utf-8", "replace"))
-                    st = _stat(pid) if uid is not None else None
-                    if uid is not None and st is not None and st[1] not in ("Z", "X"):
+                    if uid is not None and procfs.alive(pid):
                         found[pid] = uid
                     break
         return found
@@ -746,18 +703,18 @@ class Supervisor:
         """
         unit_pids = {up.child.pid for up in self.units.values() if up.child is not None}
         for pid in self._token_holders():
-            st = _stat(pid)
+            st = procfs.stat(pid)
             if st is not None and pid not in unit_pids:
-                self._tracked.setdefault(pid, st[2])
+                self._tracked.setdefault(pid, st.start)
 
     def _kill_tracked(self) -> None:
         self._adopt_orphans()
         for pid, started in list(self._tracked.items()):
-            st = _stat(pid)
-            if st is None or st[2] != started:
+            st = procfs.stat(pid)
+            if st is None or st.start != started:
                 self._tracked.pop(pid, None)
                 continue
-            if st[1] != "Z":
+            if st.state != "Z":
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -767,12 +724,12 @@ class Supervisor:
         deadline = time.monotonic() + wait_s
         while self._tracked:
             for pid, started in list(self._tracked.items()):
-                st = _stat(pid)
-                if st is None or st[2] != started:
+                st = procfs.stat(pid)
+                if st is None or st.start != started:
                     self._tracked.pop(pid, None)
                     continue
-                if st[0] != me:
-                    if st[1] == "Z":  # someone else's zombie: its parent reaps it
+                if st.ppid != me:
+                    if st.state == "Z":  # someone else's zombie: its parent reaps it
                         self._tracked.pop(pid, None)
                     continue
                 with contextlib.suppress(ChildProcessError):
@@ -786,11 +743,11 @@ class Supervisor:
     def survivors(self) -> list[dict[str, Any]]:
         """Every process of this run still alive (should be none after teardown)."""
         holders = self._token_holders()
-        out = [{"pid": pid, "unit": uid, "cmdline": cmdline(pid)} for pid, uid in holders.items()]
+        out = [{"pid": pid, "unit": uid, "cmdline": procfs.cmdline(pid)} for pid, uid in holders.items()]
         for pid in self._tracked:
-            st = _stat(pid)
-            if st is not None and st[1] != "Z" and pid not in holders:
-                out.append({"pid": pid, "unit": None, "cmdline": cmdline(pid)})
+            st = procfs.stat(pid)
+            if st is not None and st.state != "Z" and pid not in holders:
+                out.append({"pid": pid, "unit": None, "cmdline": procfs.cmdline(pid)})
         return out
 
     def teardown(self, grace_s: float | None = None) -> list[dict[str, Any]]:

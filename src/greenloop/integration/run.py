@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from greenloop.errors import UsageError
+from greenloop.errors import ExitCode, UsageError
 from greenloop.integration import browser as browser_mod
 from greenloop.integration.browser import BrowserSession
 from greenloop.integration.cases import (
@@ -119,7 +119,7 @@ class IntegrationFailure:
 
 @dataclass(frozen=True)
 class IntegrationResult:
-    """DESIGN §3 Integration result, plus where the evidence is and what happened per case."""
+    """The result of one integration run: where the evidence is and what happened per case."""
 
     ok: bool
     run_id: str
@@ -155,10 +155,10 @@ class IntegrationResult:
         """0 all passed; 1 cases failed; 3 infrastructure, crash or survivors; 130 interrupted
         (Ctrl-C) or aborted (the caller's cancel event)."""
         if self.interrupted or self.aborted:
-            return 130
+            return ExitCode.INTERRUPTED
         if self.crashed or self.surviving_processes:
-            return 3
-        return 0 if self.ok else 1
+            return ExitCode.BROKEN
+        return ExitCode.OK if self.ok else ExitCode.FAILED
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""The model tools over MCP (issue 7): a second thin renderer over the library.
+"""The model tools over MCP: a second thin renderer over the library.
 
 Each tool is a typed function whose parameters give the input schema and whose return
 model gives the output schema; its body calls one library function and reshapes the
@@ -123,7 +123,7 @@ SessionArg = Annotated[
 
 
 # --------------------------------------------------------------------------- output models
-# Each model lists the fields of the record it renders (DESIGN §3); `extra="allow"` keeps any
+# Each model lists the fields of the record it renders; `extra="allow"` keeps any
 # field the library adds later instead of silently dropping it.
 
 

@@ -3,7 +3,7 @@
 Pure except for looking at files (is a runner installed, where is the virtualenv): nothing is
 started or written. One table row per framework says how its command is built, how it takes
 a target, how `last_failed` names are expressed in its dialect and which machine report it
-writes beside its human output (DESIGN §3, Run):
+writes beside its human output:
 
   vitest     <bin> run --reporter=default --reporter=json --outputFile.json=<dir>/report.json
              last_failed: failing files + -t '^(?:full name|…)$'

@@ -1,4 +1,4 @@
-"""Which test framework does a workspace use? Reads files; never runs anything (DESIGN §3, Probe).
+"""Which test framework does a workspace use? Reads files; never runs anything.
 
 First match wins, at the workspace root:
   1. package.json declares vitest      6. pytest markers (pytest.ini, conftest.py, a

@@ -1,4 +1,4 @@
-"""The child environment of a test run, built in one place (house style 6).
+"""The child environment of a test run, built in one place.
 
 A test sees the environment it would see in the shell that started greenloop, changed only
 where greenloop must change it to read the runner's results, and every such change is said

@@ -1,4 +1,4 @@
-"""The one module that starts processes (house style 4 and 5).
+"""The one module that starts processes.
 
 Every child gets its own session (so its whole group can be signalled), stdin closed, and
 its output written straight to files on disk as it arrives (no pipe a grandchild could hold
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from greenloop.model import RawRun
+from greenloop.system import procfs
 
 __all__ = [
     "BEFORE_EXEC_FAILED",
@@ -50,36 +51,20 @@ SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to 
 POLL_S = 0.05
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (not gone, not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    # The state letter follows the ")" that closes the command name; Z is a zombie.
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X", b"")
+alive = procfs.alive
 
 
 def carries_token(pid: int, token: str) -> bool | None:
     """Whether the initial environment of `pid` carries `token`; None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            env = fh.read()
-    except OSError:
-        return None
-    return f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
+    env = procfs.environ(pid)
+    return None if env is None else f"{TOKEN_VAR}={token}".encode() in env
 
 
 def find_by_token(token: str) -> list[int]:
     """Pids of live processes whose initial environment carries this token."""
     me = os.getpid()
     found: list[int] = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
+    for pid in procfs.pids():
         if pid != me and carries_token(pid, token) and alive(pid):
             found.append(pid)
     return found

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from greenloop.system import procfs
+
 __all__ = ["HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
 
 MAX_DEPTH = 64  # a deeper chain is a loop or a pathological tree; stop there
@@ -54,22 +56,8 @@ class Proc(NamedTuple):
 
 def _stat(pid: int) -> tuple[Proc, int] | None:
     """(the process, its parent's pid), or None when it is gone or unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    # The command name sits in parentheses and may itself hold spaces or ")".
-    close = raw.rfind(b")")
-    open_ = raw.find(b"(")
-    if close < 0 or open_ < 0:
-        return None
-    fields = raw[close + 2 :].split()
-    try:
-        ppid, start = int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-    return Proc(pid, start, raw[open_ + 1 : close].decode("utf-8", "replace")), ppid
+    found = procfs.stat(pid)
+    return None if found is None else (Proc(pid, found.start, found.comm), found.ppid)
 
 
 def ancestors(pid: int | None = None) -> list[Proc]:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
-from greenloop.errors import ConfigError, GreenloopError, UsageError
+from greenloop.errors import ConfigError, ExitCode, GreenloopError, UsageError
 from greenloop.layout import PACKAGE_DIR
 from greenloop.model import Failure, Plan, RawRun, SandboxInfo
 
@@ -124,7 +124,7 @@ _CACHE_IN_TMP = "/tmp/greenloop-cache"
 class SandboxUnavailable(GreenloopError):
     """A run asked for a sandbox that cannot be provided here (exit 3: infrastructure)."""
 
-    exit_code = 3
+    exit_code = ExitCode.BROKEN
 
 
 def parse_mode(value: object, *, field: str = "sandbox") -> Mode:
@@ -729,7 +729,7 @@ def child_env(
     drop: Iterable[str] = (),
     tmp: str | None = None,
 ) -> dict[str, str]:
-    """A run's child environment under its policy (house style 6).
+    """A run's child environment under its policy.
 
     Sandboxed modes start from the allow-list; full-access inherits `base_env`. Either way
     greenloop.system.env.child_env then drops the variables that change runners' output and those in
