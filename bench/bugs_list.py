@@ -34,7 +34,7 @@ def build_log(path: Path, lines: int, seed: int = 7) -> int:
     """Write `lines` records; return how many bugs they describe."""
     rnd = random.Random(seed)
     units = [f"unit-{i:02d}" for i in range(12)]
-    out = []
+    out: list[str] = []
     n = 0
     while len(out) < lines:
         n += 1

@@ -96,7 +96,7 @@ def line_latency(port: int, token: str, ws: Path, repeat: int) -> list[float]:
         with out.open("a") as fh:
             fh.write(f"tests/test_x.py::test_{i} PASSED {marker}\n")
         while marker.encode() not in buf:
-            chunk = response.fp.read1(65536)  # type: ignore[union-attr]
+            chunk = response.fp.read1(65536)
             if not chunk:
                 raise RuntimeError("the stream ended")
             buf += chunk

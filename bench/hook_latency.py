@@ -132,13 +132,13 @@ def main() -> int:
                 cwd=ws,
                 check=False,
             )
-            rows = []
+            imports: list[tuple[int, str]] = []
             for line in p.stderr.decode().splitlines():
                 parts = line.split("|")
                 if len(parts) == 3 and parts[1].strip().isdigit():
-                    rows.append((int(parts[1]), parts[2].rstrip()))
+                    imports.append((int(parts[1]), parts[2].rstrip()))
             print("slowest imports (cumulative us):")
-            for us, name in sorted(rows, reverse=True)[:15]:
+            for us, name in sorted(imports, reverse=True)[:15]:
                 print(f"  {us:8d} {name}")
         return 0 if h50 / b50 <= TARGET else 1
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import pytest
 
@@ -36,23 +36,25 @@ def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     )
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    if os.environ.get(NO_SKIP_VAR) != "1":
-        return
-    report = outcome.get_result()
-    if not report.skipped or hasattr(report, "wasxfail"):
-        return
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if os.environ.get(NO_SKIP_VAR) != "1" or not report.skipped or hasattr(report, "wasxfail"):
+        return report
     if item.get_closest_marker("nobwrap") is not None and _bwrap_present():
-        return
+        return report
     _fail_the_skip(report)
+    return report
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """A whole module skipped at import (`pytest.skip(..., allow_module_level=True)`) counts too."""
-    outcome = yield
-    report = outcome.get_result()
+    report = yield
     if os.environ.get(NO_SKIP_VAR) == "1" and report.skipped:
         _fail_the_skip(report)
+    return report

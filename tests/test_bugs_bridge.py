@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from greenloop import bugs
 from greenloop.bugs import BugLog
+from greenloop.errors import UsageError
 from greenloop.model import Failure, RunResult, Summary
 
 
@@ -132,7 +134,7 @@ class CaseFailure:  # what the integration runner hands over (an object, not a d
     reason: str
     expected: object
     got: object
-    involves: list[str] = field(default_factory=list)
+    involves: Sequence[str] = field(default_factory=list)
 
 
 def test_integration_bridge(tmp_path: Path) -> None:
@@ -143,7 +145,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
     auth_bug = bugs.bridge_unit_run(str(root / "units" / "auth-be"), red("run-a1", F_LIST)).bugs_opened[0]
     bugs.bridge_unit_run(str(root / "units" / "auth-be"), green("run-a2"))
 
-    failures = [
+    failures: list[CaseFailure | dict[str, object]] = [
         {"case_id": "create-then-list", "failed_step": 2, "reason": "status mismatch",
          "expected": {"status": 200}, "got": {"status": 502}, "involves": ["todo-be", "todo-fe"],
          "stderr_excerpt": "Error: connect ECONNREFUSED"},
@@ -193,7 +195,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
     closed = log.get(red_run.bug_ids["auth-login"])
     assert (closed.closed_by, closed.evidence) == ("run-int-5", "case_passed")
     assert {b.status for b in log.fold().bugs} == {"verified"}
-    with pytest.raises(bugs.UsageError, match="case_id"):
+    with pytest.raises(UsageError, match="case_id"):
         bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
 
 
@@ -320,7 +322,7 @@ def test_old_log_lines_without_closing_keys_still_fold(tmp_path: Path) -> None:
     path = tmp_path / "bugs.ndjson"
     path.write_text(json.dumps(old) + "\n")
     log = BugLog(path)
-    bug = log.get(old["id"])
+    bug = log.get(str(old["id"]))
     assert (bug.status, bug.closed_by, bug.evidence) == ("open", None, None) and log.warnings == ()
     moved = log.transition(bug.id, "fixed", by="me").bug
     assert (moved.closed_by, moved.evidence) == (None, "by hand")

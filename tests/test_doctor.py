@@ -75,12 +75,12 @@ def test_a_healthy_workspace_with_every_harness_is_all_well(tmp_path: Path) -> N
     for check in record["checks"]:
         assert set(check) == {"area", "name", "status", "detail", "fix"}
         assert check["status"] in doctor.STATUSES
-    harness = by_name(record, "harness")
+    harness_checks = by_name(record, "harness")
     # Every file init writes is read back, each hook command resolving to the greenloop on PATH.
-    assert len(harness) == len(doctor.HARNESS_FILES)
-    assert all(c["status"] == "ok" for c in harness.values()), harness
-    assert sys.executable in harness["claude-code hooks"]["detail"]  # the interpreter form of init
-    assert str(bin_dir / "greenloop") in harness["claude-code MCP server"]["detail"]  # by name
+    assert len(harness_checks) == len(doctor.HARNESS_FILES)
+    assert all(c["status"] == "ok" for c in harness_checks.values()), harness_checks
+    assert sys.executable in harness_checks["claude-code hooks"]["detail"]  # the interpreter form of init
+    assert str(bin_dir / "greenloop") in harness_checks["claude-code MCP server"]["detail"]  # by name
     assert by_name(record, "state")["state.db"]["status"] == "ok"
     runner = by_name(record, "runner")
     assert runner["framework"]["detail"].startswith("pytest")

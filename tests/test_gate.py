@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ class Clock:
 
 
 def red_run(run_id: str = "run-1", session: str | None = "s1", **kw: object) -> RunRecord:
-    fields: dict = {
+    fields: dict[str, Any] = {
         "ok": False,
         "at": 1.0,
         "outcome": "red",

@@ -55,7 +55,7 @@ def record(ws: Path, session: str | None, ok: bool, run_id: str) -> None:
 
 
 def claude(event: str, session: str, ws: Path, **extra: Any) -> dict[str, Any]:
-    payload = {
+    payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": str(ws / "t.jsonl"),
         "cwd": str(ws),

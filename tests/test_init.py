@@ -7,19 +7,20 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from greenloop.errors import UsageError
 from greenloop.hooks.install import hook_command, init
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
+else:  # Python 3.10
     import tomli as tomllib
 
 
-def commands(groups: list[dict]) -> list[str]:
+def commands(groups: list[dict[str, Any]]) -> list[str]:
     return [h["command"] for g in groups for h in g["hooks"]]
 
 

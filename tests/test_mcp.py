@@ -19,13 +19,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, RequestParamsMeta
 
 from greenloop.mcp.server import TOOL_NAMES, bounded_integration
 
@@ -260,10 +260,10 @@ def test_bad_workspace_is_refused_before_serving(tmp_path: Path, home: Path) -> 
 
 def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, home: Path) -> None:
     ws = _pytest_workspace(tmp_path / "ws", red=True, verbose=True)
-    progress: list[tuple[float, float | None]] = []
+    seen_progress: list[tuple[float, float | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, total))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen_progress.append((progress, total))
 
     async def body(s: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -294,9 +294,9 @@ def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, 
     first = red["failures"][0]
     assert first["file"] and first["file"].endswith("test_calc.py") and first["message"]
     assert red["result_ref"] and Path(red["result_ref"]).is_file()
-    assert progress, "no progress notification during the run"
-    assert all(b[0] > a[0] for a, b in itertools.pairwise(progress))  # progress grows
-    assert progress[-1][0] == 3  # all three tests done
+    assert seen_progress, "no progress notification during the run"
+    assert all(b[0] > a[0] for a, b in itertools.pairwise(seen_progress))  # progress grows
+    assert seen_progress[-1][0] == 3  # all three tests done
 
     assert out["closure1"]["satisfied"] is False
     assert out["closure1"]["last_run"]["run_id"] == red["run_id"]
@@ -332,11 +332,12 @@ def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_pa
 def test_a_request_meta_can_name_the_session(tmp_path: Path, home: Path) -> None:
     """A client that sends its session in a request's _meta gets its runs recorded there."""
     ws = _pytest_workspace(tmp_path / "ws", red=True)
+    meta = cast(RequestParamsMeta, {"sessionId": "meta-1"})  # a key the SDK's TypedDict leaves open
 
     async def body(s: ClientSession) -> dict[str, Any]:
         return {
-            "run": _ok(await s.call_tool("test_run", {}, meta={"sessionId": "meta-1"})),
-            "check": _ok(await s.call_tool("test_closure_check", {}, meta={"sessionId": "meta-1"})),
+            "run": _ok(await s.call_tool("test_run", {}, meta=meta)),
+            "check": _ok(await s.call_tool("test_closure_check", {}, meta=meta)),
             "plain": _ok(await s.call_tool("test_closure_check", {})),
         }
 
@@ -688,7 +689,7 @@ def test_integration_run_through_mcp(tmp_path: Path, home: Path) -> None:
     project = _integration_project(tmp_path / "proj")
     news: list[str] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         news.append(message or "")
 
     async def body(s: ClientSession) -> dict[str, Any]:
@@ -743,7 +744,7 @@ def test_cancelling_an_integration_run_stops_its_units(tmp_path: Path, home: Pat
 
 
 def _raw_conversation(
-    ws: Path, home: Path, messages: list[dict[str, Any]], answers: int
+    ws: Path, home: Path, messages: list[dict[str, Any]] | list[object], answers: int
 ) -> list[dict[str, Any]]:
     """Send `messages` at once, read until `answers` replies came, then close stdin."""
     params = _params(ws, home)
@@ -861,7 +862,7 @@ def test_cancelling_an_integration_run_mid_case_writes_an_aborted_result(tmp_pat
     project = _integration_project(tmp_path / "proj", "hang", marker)
     news: list[str] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         news.append(message or "")
 
     async def body(s: ClientSession) -> None:
@@ -894,7 +895,7 @@ def test_bounded_integration_keeps_a_big_result_small() -> None:
         {"case_id": f"c{i}", "message": "m" * 5000, "stderr_excerpt": "e" * 50000, "artifacts": {}}
         for i in range(80)
     ]
-    data = {
+    data: dict[str, Any] = {
         "ok": False,
         "failures": failures,
         "cases": [{"id": f"c{i}", "status": "failed", "message": "x" * 900} for i in range(150)],
@@ -1105,11 +1106,12 @@ def test_strict_arguments_and_annotations_through_the_sdk_client(tmp_path: Path,
             assert ann.destructive_hint is not None, tool.name
         assert tool.input_schema.get("additionalProperties") is False, tool.name
     # test_job(cancel=true) kills a run's processes: not read-only, destructive
-    assert tools["test_job"].annotations.read_only_hint is False  # type: ignore[union-attr]
-    assert tools["test_job"].annotations.destructive_hint is True  # type: ignore[union-attr]
-    assert tools["test_run"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    annotated = {name: tool.annotations for name, tool in tools.items() if tool.annotations is not None}
+    assert tools["test_job"].annotations is not None and annotated["test_job"].read_only_hint is False
+    assert annotated["test_job"].destructive_hint is True
+    assert annotated["test_run"].destructive_hint is True
     for name in ("test_probe", "test_closure_check", "bug_list"):
-        assert tools[name].annotations.read_only_hint is True, name  # type: ignore[union-attr]
+        assert annotated[name].read_only_hint is True, name
     assert not (ws / ".greenloop" / "runs").exists() or not any((ws / ".greenloop" / "runs").iterdir())
 
 

@@ -86,8 +86,8 @@ def test_mcp_progress_arrives_per_test_while_the_suite_runs(tmp_path: Path, fram
     )
     arrivals: list[tuple[float, float, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        arrivals.append((time.monotonic(), done, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        arrivals.append((time.monotonic(), progress, message))
 
     async def main() -> tuple[Any, float]:
         with open(home / "server-stderr.log", "w") as errlog:

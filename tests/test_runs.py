@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,9 +15,9 @@ from greenloop.model import Failure, RunResult, Summary
 
 
 def stored(ws: Path, run_id: str, age: int, **kw: object) -> RunResult:
-    r = RunResult(
-        run_id=run_id, ok=False, outcome="red", framework="pytest", command="pytest", exit_code=1, **kw
-    )  # type: ignore[arg-type]
+    fields: dict[str, Any] = {"ok": False, "outcome": "red", "framework": "pytest", "command": "pytest",
+                              "exit_code": 1, **kw}
+    r = RunResult(run_id=run_id, **fields)
     path = layout.run_dir(ws, run_id) / "result.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(r.to_json()))

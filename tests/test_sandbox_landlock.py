@@ -181,7 +181,7 @@ def test_every_runner_reports_through_landlock(
 ) -> None:
     """Caches, the report folder and the temporary folder stay writable where each runner needs
     them when Landlock, not bubblewrap, enforces the mode."""
-    from tests.e2e.test_runners import build
+    from e2e.test_runners import build
 
     ws = build(framework, "red", tmp_path / "ws")
     monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, NO_BWRAP[sandbox.BWRAP_ENV_VAR])
@@ -213,8 +213,8 @@ def test_auto_with_nothing_to_enforce_it_runs_and_says_so(
     assert any("NOT enforced" in n for n in out["notes"])
     # the CLI's summary line and `greenloop check` say it too
     assert main(["run", str(ws)]) == 0
-    out = capsys.readouterr().out
-    head = next(line for line in out.splitlines() if "green" in line)
+    printed = capsys.readouterr().out
+    head = next(line for line in printed.splitlines() if "green" in line)
     assert "NOT enforced" in head
     assert main(["check", str(ws)]) == 0
     assert "NOT enforced" in capsys.readouterr().out

@@ -199,7 +199,7 @@ def test_a_runner_killed_inside_the_sandbox_is_reported_as_killed(tmp_path: Path
 @pytest.mark.parametrize("framework", ["vitest", "jest", "pytest", "node:test"])
 def test_every_runner_reports_through_a_read_only_sandbox(framework: str, tmp_path: Path) -> None:
     """Caches and the run's report folder stay writable where each runner needs them."""
-    from tests.e2e.test_runners import build
+    from e2e.test_runners import build
 
     ws = build(framework, "red", tmp_path / "ws")
     r = api.test_run(ws, sandbox="read-only")

@@ -78,7 +78,7 @@ def harness(ws: Path, plan: list[dict[str, Any]], timeout: float = 120) -> list[
 
 
 def event(name: str, sid: str, ws: Path, **extra: Any) -> dict[str, Any]:
-    payload = {
+    payload: dict[str, Any] = {
         "session_id": sid,
         "transcript_path": str(ws / "t.jsonl"),
         "cwd": str(ws),

@@ -29,7 +29,7 @@ def _plan(
     det = Detection(framework=framework, root=str(root), package_manager=manager)
     p = plan(det, RunOptions(shard=parse_shard(shard)), report_dir=str(root / "r"), default_timeout_ms=1000,
              which=lambda name: f"/usr/bin/{name}", env={})
-    assert p.selection == "shard" and p.shard == ShardInfo(*map(int, shard.split("/")))
+    assert p.selection == "shard" and p.shard == parse_shard(shard)
     return list(p.argv), dict(p.env)
 
 

@@ -592,7 +592,9 @@ def _check_contract(unit: _Unit) -> Check:
         ok = not problems
         details = [*problems, "contract.json lists no non-5xx status codes under exports.http"]
         if problems:
-            details.append("fix: correct contract.json (docs/integration.md: exports.http['METHOD /path'].responses)")
+            details.append(
+                "fix: correct contract.json (docs/integration.md: exports.http['METHOD /path'].responses)"
+            )
         return Check("contract_coverage", ok, 1.0 if ok else 0.0, tuple(details))
     provoked: list[tuple[TestCase, str, str, int]] = [
         (t, method, p, status) for t in unit.tests for method, p, status in _covered_pairs(t)

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: e2e is a package
 
-from model_server import ModelServer
+from e2e.model_server import ModelServer
 
 
 class Trap:

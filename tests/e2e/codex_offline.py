@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: e2e is a package
 
-from responses_server import Answer, Model, ProxyTrap, ResponsesServer
+from e2e.responses_server import Answer, Model, ProxyTrap, ResponsesServer
 
 
 def isolated() -> bool:

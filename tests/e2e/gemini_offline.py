@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: e2e is a package
 
-from gemini_model import LeakGuard, ScriptedModel, Step, isolated
+from e2e.gemini_model import LeakGuard, ScriptedModel, Step, isolated
 
 
 def step_of(data: dict[str, Any]) -> Step:

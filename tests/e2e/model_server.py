@@ -159,10 +159,9 @@ class ModelServer:
                                 {"type": "content_block_delta", "index": index, "delta": delta},
                             )
                     event("content_block_stop", {"type": "content_block_stop", "index": index})
-                delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-                event(
-                    "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": 20}}
-                )
+                stop_delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+                usage = {"output_tokens": 20}
+                event("message_delta", {"type": "message_delta", "delta": stop_delta, "usage": usage})
                 event("message_stop", {"type": "message_stop"})
                 self.close_connection = True
 

@@ -288,6 +288,7 @@ def test_the_closure_store_records_the_bridged_result(
     result = api.test_run(str(ws), sandbox="full-access")
     (recorded,) = seen
     assert recorded.failures[0].bug_id and recorded == result  # bug ids were in before recording
+    assert result.result_ref is not None
     stored = json.loads(Path(result.result_ref).read_text())
     assert stored["failures"][0]["bug_id"] == result.failures[0].bug_id
     with store.Store(ws) as st:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,7 +186,7 @@ def build(framework: str, kind: str, root: Path) -> Path:
     return node_workspace(root, files)
 
 
-def run_json(ws: Path, *extra: str) -> tuple[int, dict[str, object]]:
+def run_json(ws: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     done = cli("run", str(ws), "--json", *extra)
     assert done.stdout.strip(), done.stderr
     result = done.json
@@ -207,7 +208,7 @@ def test_red_suite(framework: str, tmp_path: Path) -> None:
     assert r["framework"] == framework
     assert r["summary"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
     assert r["next_action"] == "retry_coder"
-    (failure,) = r["failures"]  # type: ignore[misc]
+    (failure,) = r["failures"]
     name = "test_adds_badly" if framework == "pytest" else "adds badly"
     assert name in failure["test"]
     file, line = RED_AT[framework]
@@ -222,7 +223,7 @@ def test_red_suite(framework: str, tmp_path: Path) -> None:
     assert (run_dir / "stdout.txt").exists() and (run_dir / "stderr.txt").exists()
     assert list(run_dir.glob("report.*")), "the machine report is kept beside the output"
     assert name in str(r["output_tail"])
-    assert not any("text output" in n for n in r["notes"]), r["notes"]  # type: ignore[attr-defined]
+    assert not any("text output" in n for n in r["notes"]), r["notes"]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -248,8 +249,8 @@ def test_empty_suite_is_no_tests_ran(framework: str, tmp_path: Path) -> None:
     ws = build(framework, "empty", tmp_path / "ws")
     code, r = run_json(ws, "--framework", framework)
     assert (code, r["outcome"], r["ok"]) == (3, "broken", False), r
-    assert any("no tests ran" in n for n in r["notes"]), r  # type: ignore[attr-defined]
-    assert r["summary"]["total"] == 0  # type: ignore[index]
+    assert any("no tests ran" in n for n in r["notes"]), r
+    assert r["summary"]["total"] == 0
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

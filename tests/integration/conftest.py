@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import MARK, scan
 
 from greenloop.integration.run import IntegrationResult, integrate
+
+from .itkit import MARK, scan
 
 
 @pytest.fixture()

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import FAKE, MARK, read_lines, scan, wait_for
 
 from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
 from greenloop.integration.run import IntegrationResult
 from greenloop.system import procfs
+
+from .itkit import FAKE, MARK, read_lines, scan, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"
@@ -232,7 +233,8 @@ def descendants(root: int) -> list[tuple[int, str]]:
         st = procfs.stat(pid)
         if st is not None:
             parent[pid], cmdline[pid] = st.ppid, procfs.cmdline(pid)
-    found, frontier = [], {root}
+    found: list[tuple[int, str]] = []
+    frontier = {root}
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier}
         found.extend((pid, cmdline[pid]) for pid in sorted(frontier))

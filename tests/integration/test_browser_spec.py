@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import write_project
 
 from greenloop.cli import main
 from greenloop.errors import ConfigError, SpecError
@@ -22,6 +21,8 @@ from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import integrate
 from greenloop.integration.spec import Action, PageExpect, load_spec
 from greenloop.integration.static import CONFIG_PATH, StaticServer, inject_config, serve_unit
+
+from .itkit import write_project
 
 
 def tripwire(uid: str, folder: Path) -> dict[str, Any]:

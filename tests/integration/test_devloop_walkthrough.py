@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from itkit import MARK, scan, wait_for
 
 from greenloop.bugs import BugLog
 from greenloop.devloop import timeline, units
+
+from .itkit import MARK, scan, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from itkit import read_lines, step, unit, wait_for, write_project
-
 from greenloop.integration.run import IntegrationResult
+
+from .itkit import read_lines, step, unit, wait_for, write_project
 
 Run = Callable[..., IntegrationResult]
 

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from itkit import MARK, step, unit, wait_for, write_project
 
 from greenloop.cli import main
+
+from .itkit import MARK, step, unit, wait_for, write_project
 
 
 def test_summary_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,8 +62,8 @@ def test_summary_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
         tmp_path / "q", [unit("api", "crash")], [{"id": "c", "steps": [step("api", "GET /")]}]
     )
     assert main(["integrate", str(crashing), "--sandbox", "full-access"]) == 3
-    out = capsys.readouterr().out
-    assert "integration BROKEN" in out and "startup failed (exited)" in out and "boom: giving up" in out
+    text = capsys.readouterr().out
+    assert "integration BROKEN" in text and "startup failed (exited)" in text and "boom: giving up" in text
 
     # From inside a unit's folder, the project above it is found.
     assert (

@@ -13,9 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from itkit import MARK, read_lines
 
 from greenloop.integration.run import integrate
+
+from .itkit import MARK, read_lines
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 MODULES = EXAMPLE / "units" / "todo-api" / "node_modules"

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import MARK, scan, step, unit, wait_for, write_project
 
 from greenloop.errors import UsageError
 from greenloop.integration import attempts
 from greenloop.integration.run import IntegrationResult, integrate, retry
+
+from .itkit import MARK, scan, step, unit, wait_for, write_project
 
 
 def project_with_a_slow_case(root: Path) -> Path:

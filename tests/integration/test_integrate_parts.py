@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import MARK, step, unit, write_project
 
 from greenloop.integration.cases import HttpResponse, Unresolved, check_expect, json_equal, resolve, run_case
 from greenloop.integration.ports import RESERVED, PortPicker, PortUnavailable
@@ -24,6 +23,8 @@ from greenloop.integration.spec import (
     load_spec,
 )
 from greenloop.integration.trace import REDACTED, TraceEntry, TraceWriter, bound_body, redact, redact_url
+
+from .itkit import MARK, step, unit, write_project
 
 RESPONSES: list[Any] = [
     {"token": "abc", "user": {"id": 7, "admin": False}, "items": [{"id": 1}, {"id": 2}], "none": None},

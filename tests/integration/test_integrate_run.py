@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import FAKE, MARK, read_lines, step, unit, write_project
 
 from greenloop.errors import SpecError
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import IntegrationResult
 from greenloop.system import procfs
+
+from .itkit import FAKE, MARK, read_lines, step, unit, write_project
 
 Run = Callable[..., IntegrationResult]
 
@@ -484,7 +485,7 @@ def test_a_broken_transport_still_tears_down_and_writes_a_result(tmp_path: Path,
 
 def test_a_start_program_that_does_not_exist_is_bad_input(tmp_path: Path, run: Run) -> None:
     """Checked before anything starts: not on PATH, not a file in the unit folder (exit 2)."""
-    units = [
+    units: list[dict[str, Any]] = [
         {"id": "ghost", "kind": "be", "start": ["greenloop-no-such-command-xyz", "serve"]},
         {"id": "lost", "kind": "be", "start": ["bin/missing.sh"]},
         {"id": "local", "kind": "be", "start": ["serve.sh"]},

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itkit import step, write_project
 
 from greenloop.cli import main
 from greenloop.errors import SpecError
 from greenloop.integration.spec import Endpoint, env_var_name, load_spec
+
+from .itkit import step, write_project
 
 TODO_CONTRACT = {
     "exports": {
@@ -201,7 +202,7 @@ def test_bad_expectations(tmp_path: Path, expect: dict[str, Any], fragments: lis
 
 
 def test_every_violation_is_listed_at_once(tmp_path: Path) -> None:
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"id": "dup", "steps": [step("nobody", "GET /x")]},
         {"id": "dup", "steps": [step("notes", "FETCH /api/notes")]},
         {"id": "no-steps", "steps": []},

@@ -120,9 +120,6 @@ def effective_run(
     if session_run is None or (not workspace_run.ok and workspace_run.at > session_run.at):
         return workspace_run
     return session_run
-    if session_run is None or workspace_run.at > session_run.at:
-        return workspace_run
-    return session_run
 
 
 def new_turn(state: ClosureState, turn_id: str | None = None) -> ClosureState:

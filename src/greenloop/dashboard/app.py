@@ -22,7 +22,7 @@ import contextlib
 import hmac
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from importlib import resources
 from typing import Any
 
@@ -249,7 +249,7 @@ def _sse(event: str, payload: object, event_id: str | None = None) -> str:
 
 async def _follow_run(
     request: Request, run_dir: str, framework: str | None, offset: int
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Tail a run's stdout as `line` events (id = byte offset after the line), per-test `progress`
     events from the runner's lines, and `end` with the outcome once result.json exists."""
     from greenloop.frameworks import progress_counts

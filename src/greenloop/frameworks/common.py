@@ -331,8 +331,9 @@ def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framewor
             lines = ()
         for line in lines:
             count += 1
-            if line.__class__ is not str:
-                line = line.decode("utf-8", "replace") if isinstance(line, bytes | bytearray) else str(line)
+            if line.__class__ is not str:  # a caller that passed bytes despite the annotation
+                raw: object = line
+                line = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
             feed(line.rstrip("\r\n"))
     except Exception as exc:
         where = f"at line {count}" if count >= 0 else "part way"

@@ -78,19 +78,19 @@ class TextParser:
             return
         found = sniff(line)
         if found is not None:
-            self._choose(found)
-            assert self.delegate is not None
-            self.delegate.feed(line)
+            self._choose(found).feed(line)
             return
         if len(self.buffer) < _BUFFER_LINES:
             self.buffer.append(line)
 
-    def _choose(self, name: str) -> None:
+    def _choose(self, name: str) -> LineParser:
+        """Hand the lines seen so far to runner `name`'s parser, which takes every later line."""
         self.chosen = name
-        self.delegate = _FACTORIES[name](self.root)
+        delegate = self.delegate = _FACTORIES[name](self.root)
         for b in self.buffer:
-            self.delegate.feed(b)
+            delegate.feed(b)
         self.buffer = []
+        return delegate
 
     def finish(self) -> ParseResult:
         notes: list[str] = []

@@ -396,7 +396,7 @@ def _request_meta(ctx: Context | None) -> Mapping[str, Any] | None:
     if ctx is None:
         return None
     try:
-        meta = ctx.request_context.meta
+        meta: object = ctx.request_context.meta  # a dict or a pydantic model, by SDK version
     except Exception:  # no request context (a direct call in a test)
         return None
     if meta is None:
