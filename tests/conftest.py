@@ -9,6 +9,10 @@ plain skips.
 Tests marked `nobwrap` prove the fallback when bubblewrap is absent; on a machine that has it
 they may skip by design (CI runs them again with bubblewrap hidden), so they are exempt while
 bwrap is on PATH and executable.
+
+Speed: every test under tests/e2e/ and tests/integration/ (real runners, real services) is
+marked `slow`, as is each unit test marked by hand, so `pytest -m "not slow"` is the inner
+loop; the README's test command runs everything.
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ from collections.abc import Generator
 import pytest
 
 NO_SKIP_VAR = "GREENLOOP_TEST_NO_SKIP"
+
+
+_SLOW_FOLDERS = ("e2e", "integration")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the end-to-end and integration layers slow (see the module docstring)."""
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        relative = os.path.relpath(str(item.path), tests_dir)
+        if relative.split(os.sep, 1)[0] in _SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
 
 
 def _bwrap_present() -> bool:
