@@ -283,6 +283,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run greenloop with `argv` (default: the process's arguments); return the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
         # Fast path: `greenloop hook HARNESS` runs on every agent turn; skip building the tree.

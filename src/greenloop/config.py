@@ -71,6 +71,7 @@ class Config(NamedTuple):
     flaky: str = "fail"
 
     def to_json(self) -> dict[str, Any]:
+        """The hint settings as JSON."""
         return dict(self._asdict())
 
     @classmethod
@@ -247,6 +248,7 @@ class Layer(NamedTuple):
     values: tuple[tuple[str, Any], ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The effective config as JSON (`greenloop config --json`)."""
         return {"layer": self.name, "path": self.path, "values": dict(self.values)}
 
 
@@ -259,9 +261,11 @@ class Loaded(NamedTuple):
     notes: tuple[str, ...] = ()
 
     def source_of(self, name: str) -> str:
+        """Which layer set field `name`: default, user, project or patch (with the file)."""
         return dict(self.sources)[name]
 
     def to_json(self) -> dict[str, Any]:
+        """The config with each field's source, as JSON."""
         src = dict(self.sources)
         return {
             "config": self.config.to_json(),
@@ -272,6 +276,8 @@ class Loaded(NamedTuple):
 
 
 def user_config_path(env: Mapping[str, str]) -> str:
+    """The user-level config file: `$GREENLOOP_CONFIG_HOME/config.toml`, else `$XDG_CONFIG_HOME` (or
+    `~/.config`) `/greenloop/config.toml`."""
     home = env.get("GREENLOOP_CONFIG_HOME")
     if home:
         return os.path.join(home, "config.toml")

@@ -93,6 +93,7 @@ def new_run_id(now: float | None = None, prefix: str = "run") -> str:
 
 
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
+    """The folder of run `run_id`: `.greenloop/runs/<run_id>/`."""
     return state_dir(workspace) / "runs" / run_id
 
 

@@ -47,6 +47,7 @@ def _opt_int(v: Any) -> int | None:
 
 
 class Summary(NamedTuple):
+    """A run's counts: total, passed, failed, skipped (and flaky when reruns found some)."""
     total: int = 0
     passed: int = 0
     failed: int = 0
@@ -56,6 +57,7 @@ class Summary(NamedTuple):
     flaky: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The counts as JSON."""
         d = {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
         if self.flaky:
             d["flaky"] = self.flaky
@@ -63,6 +65,7 @@ class Summary(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Summary":
+        """Counts from their JSON form."""
         return cls(
             total=int(d.get("total", 0)),
             passed=int(d.get("passed", 0)),
@@ -92,6 +95,7 @@ class Failure(NamedTuple):
     flaky: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The failure as JSON (result.json's `failures[]`)."""
         d = {
             "test": self.test,
             "file": self.file,
@@ -110,6 +114,7 @@ class Failure(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Failure":
+        """A failure from its JSON form."""
         kind = d.get("kind", "test")
         return cls(
             test=str(d.get("test", "")),
@@ -148,6 +153,7 @@ class ParseResult(NamedTuple):
     timed_out: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The detection as JSON (`greenloop probe --json`)."""
         return {
             "summary": self.summary.to_json(),
             "failures": [f.to_json() for f in self.failures],
@@ -167,6 +173,7 @@ class Suite(NamedTuple):
     config_path: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The plan as JSON."""
         return {"root": self.root, "framework": self.framework, "config_path": self.config_path}
 
 
@@ -183,6 +190,7 @@ class Detection(NamedTuple):
     suites: tuple[Suite, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The raw run as JSON."""
         return {
             "framework": self.framework,
             "config_path": self.config_path,
@@ -229,6 +237,7 @@ class ShardInfo:
         return f"ShardInfo(index={self.index}, total={self.total}, commit={self.commit!r})"
 
     def to_json(self) -> dict[str, Any]:
+        """The shard as JSON (`{index, total}`)."""
         d: dict[str, Any] = {"index": self.index, "total": self.total}
         if self.commit is not None:
             d["commit"] = self.commit
@@ -236,6 +245,7 @@ class ShardInfo:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ShardInfo":
+        """A shard from its JSON form."""
         return cls(index=int(d["index"]), total=int(d["total"]), commit=_opt_str(d.get("commit")))
 
 
@@ -271,6 +281,7 @@ class Plan(NamedTuple):
 
     @property
     def command_text(self) -> str:
+        """The command as a shell would show it (quoted)."""
         import shlex
 
         return self.argv[0] if self.shell else shlex.join(self.argv)
@@ -286,9 +297,11 @@ class Progress(NamedTuple):
 
     @property
     def done(self) -> int:
+        """Tests finished so far (passed + failed + skipped)."""
         return self.passed + self.failed + self.skipped
 
     def to_json(self) -> dict[str, Any]:
+        """The progress as JSON."""
         return {
             "passed": self.passed,
             "failed": self.failed,
@@ -313,12 +326,14 @@ class RawRun(NamedTuple):
 
 
 class SandboxInfo(NamedTuple):
+    """How a run was sandboxed: the mode asked for, who enforced it, and a note when nothing did."""
     mode: str = "full-access"
     enforced_by: str | None = None  # "bubblewrap 0.8.0" | "landlock ABI 7" | None: not enforced
     workspace_root: str | None = None
     note: str | None = None  # why a sandbox that was asked for is not enforced, and how to get one
 
     def to_json(self) -> dict[str, Any]:
+        """The sandbox record as JSON."""
         return {
             "mode": self.mode,
             "enforced_by": self.enforced_by,
@@ -328,6 +343,7 @@ class SandboxInfo(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "SandboxInfo":
+        """A sandbox record from its JSON form."""
         return cls(
             mode=str(d.get("mode", "full-access")),
             enforced_by=_opt_str(d.get("enforced_by")),
@@ -347,6 +363,7 @@ class RetryInfo(NamedTuple):
     full_suite: bool = False  # the rest of the suite ran too (the previous failures passed)
 
     def to_json(self) -> dict[str, Any]:
+        """The retry record as JSON."""
         d = self._asdict()
         for key in ("fixed", "remain", "new"):
             d[key] = list(d[key])
@@ -354,6 +371,7 @@ class RetryInfo(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RetryInfo":
+        """A retry record from its JSON form."""
         return cls(
             previous_run=str(d.get("previous_run", "")),
             first_pass_run=_opt_str(d.get("first_pass_run")),
@@ -402,6 +420,7 @@ class RunResult(NamedTuple):
     resume_token: str | None = None  # continues this run if greenloop stops before it ends
 
     def to_json(self) -> dict[str, Any]:
+        """The result as JSON: exactly result.json's form (schemas/run-result.json)."""
         return {
             "run_id": self.run_id,
             "ok": self.ok,
@@ -435,6 +454,7 @@ class RunResult(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RunResult":
+        """A result from result.json's form."""
         outcome = d.get("outcome", "broken")
         return cls(
             run_id=str(d["run_id"]),

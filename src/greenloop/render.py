@@ -34,6 +34,7 @@ TAIL_LINES = 15
 
 
 def use_colour(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
+    """Whether to colour output on `stream`: a terminal, and neither NO_COLOR nor TERM=dumb."""
     env = os.environ if env is None else env
     try:
         tty = stream.isatty()
@@ -66,6 +67,7 @@ class _Style:
 
 
 def duration(ms: int) -> str:
+    """A duration for people: `850 ms`, `12.3s`, `2m05s`."""
     if ms < 1000:
         return f"{ms} ms"
     s = ms / 1000
@@ -76,6 +78,7 @@ def duration(ms: int) -> str:
 
 
 def progress_line(p: Progress) -> str:
+    """One live progress line: counts so far and the test running."""
     parts = [f"{p.passed} passed"]
     if p.failed:
         parts.append(f"{p.failed} failed")
@@ -129,6 +132,7 @@ class LiveProgress:
         return int((self.clock() - self.started) * 1000)
 
     def update(self, p: Progress) -> None:
+        """Take progress `p`; redraw the line on a terminal at most every `interval` seconds."""
         with self.lock:
             self.last = p
             due = self.tty and (not self.width or self.clock() - self.last_drawn >= self.interval)
@@ -162,6 +166,7 @@ class LiveProgress:
                 pass
 
     def close(self) -> None:
+        """Stop redrawing, draw what is pending, then clear the line on a terminal."""
         self.stop_event.set()
         if self.thread is not None:
             self.thread.join()
@@ -179,6 +184,7 @@ class LiveProgress:
 
 
 def detection_text(d: Detection, *, colour: bool = False) -> str:
+    """A detection for people: the framework, where it was found and why."""
     st = _Style(colour)
     lines: list[str] = []
     if d.framework:

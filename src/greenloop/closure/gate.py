@@ -63,6 +63,7 @@ class Decision(NamedTuple):
     failing: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The decision as JSON (what `greenloop gate --json` prints)."""
         return {
             "decision": self.kind,
             "message": self.message,
@@ -126,6 +127,7 @@ def steer_message(run: RunRecord, round_no: int, budget: int, language: str = "e
 
 
 def release_message(run: RunRecord, session_id: str, budget: int, language: str = "en") -> str:
+    """The message of a release: the turn may end red, recorded as unresolved, and what is still failing."""
     zh = language == "zh"
     if zh:
         return (
@@ -282,6 +284,7 @@ class Gate:
         return self._with_store(go)
 
     def state(self, session_id: str) -> ClosureState:
+        """The session's closure state as the store holds it now."""
         return self._with_store(lambda store: store.state(session_id))
 
 
@@ -297,6 +300,7 @@ class ClosureCheck(NamedTuple):
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The closure check as JSON (what `greenloop check --json` and the MCP tool return)."""
         run = self.last_run
         return {
             "session_id": self.session_id,

@@ -36,10 +36,12 @@ JOB_KWARGS = frozenset(
 
 
 def new_job_id(now: float | None = None) -> str:
+    """A new, sortable background job id (`job-YYYYMMDD-HHMMSS-xxxxxx`)."""
     return new_run_id(now, prefix="job")
 
 
 class JobStatus(NamedTuple):
+    """Where a background run stands: starting, running, or ended with its result or error."""
     job_id: str
     status: JobState
     session_id: str | None
@@ -54,9 +56,11 @@ class JobStatus(NamedTuple):
 
     @property
     def finished(self) -> bool:
+        """Whether the job has ended (done, failed, lost or cancelled)."""
         return self.status not in ("starting", "running")
 
     def to_json(self) -> dict[str, Any]:
+        """The status as JSON (what `greenloop job` and the MCP tool `test_job` return)."""
         from greenloop.closure.transitions import iso
 
         return {

@@ -51,6 +51,7 @@ class Counts(NamedTuple):
         return cls(int(summary.total), int(summary.passed), int(summary.failed), int(summary.skipped))
 
     def to_json(self) -> dict[str, Any]:
+        """The run record as JSON."""
         return {"total": self.total, "passed": self.passed, "failed": self.failed, "skipped": self.skipped}
 
 
@@ -73,6 +74,7 @@ class RunRecord(NamedTuple):
     reason: str | None = None  # for broken runs: timed out, crashed, no tests ran
 
     def to_json(self) -> dict[str, Any]:
+        """The closure state as JSON."""
         return {
             "run_id": self.run_id,
             "ok": self.ok,
@@ -130,10 +132,12 @@ def new_turn(state: ClosureState, turn_id: str | None = None) -> ClosureState:
 
 
 def after_steer(state: ClosureState) -> ClosureState:
+    """The state after the gate sent the agent back: one more interception used in this turn."""
     return state._replace(intercepts_this_turn=state.intercepts_this_turn + 1)
 
 
 def after_release(state: ClosureState) -> ClosureState:
+    """The state after the gate let a red turn end: the session is recorded as unresolved."""
     return state._replace(released_this_turn=True, unresolved=True)
 
 

@@ -35,6 +35,7 @@ def render(report: AuditReport) -> str:
 
 
 def audit(args: argparse.Namespace) -> int:
+    """`greenloop audit UNIT`: the Tester's self-checks of a DevLoop unit."""
     baseline = str(getattr(args, "baseline", "auto") or "auto")
     if baseline not in _BASELINES:
         raise UsageError(f"--baseline must be one of {', '.join(_BASELINES)}, not {baseline!r}")

@@ -100,6 +100,7 @@ def _summary(found: Sequence[bugs.Bug]) -> str:
 
 
 def open_cmd(args: argparse.Namespace) -> int:
+    """`greenloop bugs open`: append a new bug (or the existing one it duplicates)."""
     _validate([("--severity", args.severity, bugs.SEVERITIES), ("--source", args.source, bugs.SOURCES)])
     if args.severity is not None and "," in args.severity:
         raise UsageError("--severity takes one severity, not a list; pick one")
@@ -123,6 +124,7 @@ def open_cmd(args: argparse.Namespace) -> int:
 
 
 def transition_cmd(args: argparse.Namespace) -> int:
+    """`greenloop bugs transition ID --to STATUS`: move a bug along its lifecycle."""
     _validate([("--to", args.to_status, bugs.STATUSES)])
     blog = _log(args)
     done = blog.transition(args.bug_id, args.to_status, by=_by(args), fix_refs=args.fix_ref or ())
@@ -137,6 +139,7 @@ def transition_cmd(args: argparse.Namespace) -> int:
 
 
 def list_cmd(args: argparse.Namespace) -> int:
+    """`greenloop bugs list`: the folded bug log, filtered."""
     # Folding a big log builds many objects and no cycles: the collector's passes over them
     # are wasted (a third of the time on a 100,000-line log), here and in the fold.
     was = gc.isenabled()
@@ -169,6 +172,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def show_cmd(args: argparse.Namespace) -> int:
+    """`greenloop bugs show ID`: one bug and its history."""
     blog = _log(args)
     shown = blog.show(args.bug_id)
     _warn(shown.warnings)

@@ -13,6 +13,7 @@ __all__ = ["doctor"]
 
 
 def doctor(args: argparse.Namespace) -> int:
+    """`greenloop doctor [PATH]`: read-only checks of this machine and a workspace."""
     from greenloop import render
     from greenloop.doctor import diagnose
 

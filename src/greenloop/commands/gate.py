@@ -66,6 +66,7 @@ def hook_main(
 
 
 def hook(args: Any) -> int:
+    """`greenloop hook HARNESS`: answer one hook event of an agent harness (never exits 2)."""
     return hook_main(args.harness)
 
 

@@ -106,6 +106,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def integrate(args: argparse.Namespace) -> int:
+    """`greenloop integrate [PATH]`: start a project's units, run its cases, tear everything down."""
     from greenloop.integration.run import integrate as run_integration
     from greenloop.layout import find_project_root
 

@@ -14,6 +14,7 @@ __all__ = ["flaky", "merge"]
 
 
 def merge(args: argparse.Namespace) -> int:
+    """`greenloop merge RESULT.json…`: fold a suite's shard results into one recorded run."""
     from greenloop import api
     from greenloop.commands.run import _path, exit_code
 

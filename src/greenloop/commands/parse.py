@@ -23,6 +23,7 @@ _SHOW_FAILURES = 20
 
 
 def render_text(framework: str, res: ParseResult) -> str:
+    """The human summary of a parse: counts, then each failure with its place and message."""
     s = res.summary
     out = [
         f"{framework}: {s.total} tests, {s.passed} passed, {s.failed} failed, {s.skipped} skipped"
@@ -50,6 +51,7 @@ def render_text(framework: str, res: ParseResult) -> str:
 
 
 def parse(args: argparse.Namespace) -> int:
+    """`greenloop parse`: turn a runner's saved output into a structured result without running it."""
     framework = str(args.framework)
     if framework not in MODULES:
         raise UsageError(

@@ -58,6 +58,7 @@ def _print_json(data: Any) -> None:
 
 
 def probe(args: argparse.Namespace) -> int:
+    """`greenloop probe [PATH]`: the workspace's test framework and the command `run` would use."""
     from greenloop import api, render
 
     detection = api.test_probe(_path(args.path))
@@ -69,6 +70,7 @@ def probe(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """`greenloop run [PATH]`: run the suite (or a target, or the last failures) and record the verdict."""
     from greenloop import api
 
     path = _path(args.path)

@@ -42,6 +42,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def serve(args: argparse.Namespace) -> int:
+    """`greenloop serve [PATH]`: the local dashboard on 127.0.0.1 with a token link."""
     from greenloop.commands.run import _path
 
     path = os.path.abspath(_path(args.path))

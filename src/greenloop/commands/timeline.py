@@ -19,6 +19,7 @@ def _line(e: object) -> str:
 
 
 def timeline(args: argparse.Namespace) -> int:
+    """`greenloop timeline [--follow]`: the DevLoop's events in order."""
     from greenloop.commands.run import _path
     from greenloop.devloop import timeline as tl
 

@@ -12,6 +12,7 @@ __all__ = ["units"]
 
 
 def units(args: argparse.Namespace) -> int:
+    """`greenloop units`: each DevLoop unit's status and its last run."""
     from greenloop import layout
     from greenloop.commands.run import _path
     from greenloop.devloop import units as registry

@@ -52,6 +52,7 @@ class Source(NamedTuple):
 
     @classmethod
     def of(cls, path: str) -> Source:
+        """The read-only data source of the workspace or project at `path`."""
         from greenloop import bugs
         from greenloop.closure.store import state_root
 
@@ -62,6 +63,7 @@ class Source(NamedTuple):
 
     @property
     def db(self) -> str:
+        """The state database's path."""
         return os.path.join(self.root, layout.STATE_DIR, "state.db")
 
 
@@ -80,6 +82,7 @@ def connect(src: Source) -> Iterator[sqlite3.Connection | None]:
 
 
 class RunRow(NamedTuple):
+    """One run as the runs page lists it."""
     run_id: str
     session_id: str | None
     at: float
@@ -250,6 +253,7 @@ def session_detail(conn: sqlite3.Connection | None, session_id: str) -> dict[str
 
 
 class BugCard(NamedTuple):
+    """One bug as the bug board shows it."""
     bug: Any  # greenloop.bugs.Bug
     seen: int  # runs that reported this bug's failure (its dedup count)
 

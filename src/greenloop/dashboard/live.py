@@ -38,6 +38,7 @@ class Serving(NamedTuple):
     pid: int
 
     def link(self, path: str) -> str:
+        """The dashboard's address of `path`, with the token a browser trades for its cookie."""
         return f"{self.url}{path}?token={self.token}"
 
 

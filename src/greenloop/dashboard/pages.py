@@ -75,6 +75,7 @@ def layout(title: str, body: str, *, active: str, stream: str | None = None, sta
 
 
 def not_found(what: str) -> str:
+    """The page for something that does not exist (status 404)."""
     return layout("Not found", f"<h1>Not found</h1><p>{esc(what)}</p>", active="")
 
 
@@ -122,6 +123,7 @@ def _run_row(r: Any) -> str:
 
 def runs_page(rows: Sequence[Any], live: Sequence[tuple[str, str, str | None]], trend: Sequence[tuple[str, int, int, str]],
               *, outcome: str | None, session: str | None, page: int, more: bool) -> str:
+    """The runs page: runs in progress, the pass/fail trend and the recorded runs."""
     filters = "".join(
         f'<a class="chip {"on" if (outcome or "") == value else ""}" href="{_href("/", outcome=value, session=session)}">'
         f"{esc(label)}</a>"
@@ -227,6 +229,7 @@ def _sandbox(info: object) -> str:
 
 
 def run_page(run_id: str, result: Mapping[str, Any] | None, output: str) -> str:
+    """One run's page: failures with expected/got, hints, stack and output."""
     state = "running" if result is None else str(result.get("outcome") or "broken")
     stream = f"/runs/{quote(run_id)}/stream" if result is None else None
     return layout(f"run {run_id}", run_body(run_id, result, output), active="runs", stream=stream, state=state)
@@ -236,6 +239,7 @@ def run_page(run_id: str, result: Mapping[str, Any] | None, output: str) -> str:
 
 
 def sessions_page(rows: Sequence[Mapping[str, Any]], *, page: int, more: bool) -> str:
+    """The sessions page: each agent session's turns and verdicts."""
     body = "".join(
         f'<tr class="{"unresolved" if r["unresolved"] else ""}">'
         f'<td><a href="/sessions/{esc(quote(str(r["id"])))}">{esc(r["id"])}</a></td><td>{esc(r["harness"])}</td>'
@@ -252,6 +256,7 @@ def sessions_page(rows: Sequence[Mapping[str, Any]], *, page: int, more: bool) -
 
 
 def session_page(d: Mapping[str, Any], run_rows: str) -> str:
+    """One session's page: its turns, interceptions and unresolved records."""
     s = d["session"]
     turns = []
     for t in d["turns"]:
@@ -283,6 +288,7 @@ def run_rows(rows: Iterable[Any]) -> str:
 
 
 def bugs_page(board: Mapping[str, Any]) -> str:
+    """The bug board, one column per status."""
     cols = []
     for status, cards in board["columns"].items():
         items = "".join(
@@ -302,6 +308,7 @@ def bugs_page(board: Mapping[str, Any]) -> str:
 
 
 def bug_page(history: Any, seen: int) -> str:
+    """One bug's page: its whole history."""
     b = history.bug
     rows = "".join(
         f"<tr><td>{h.line}</td><td>{esc(h.bug.status)}</td><td>{esc(h.bug.updated_at)}</td>"
@@ -332,6 +339,7 @@ def _run_link(run_id: str | None) -> str:
 
 
 def integration_page(rows: Sequence[Mapping[str, Any]], *, page: int, more: bool) -> str:
+    """The integration runs page."""
     body = "".join(
         f'<tr class="{"green" if r.get("ok") else "red" if r.get("ok") is False else ""}">'
         f'<td>{"✓" if r.get("ok") else "✗" if r.get("ok") is False else "?"}</td>'
@@ -353,6 +361,7 @@ def _json_pre(value: object) -> str:
 
 
 def integration_run_page(d: Mapping[str, Any]) -> str:
+    """One integration run's page: units and ports, cases with their steps, processes."""
     r = d["result"]
     run_id = str(r.get("run_id"))
     ports = r.get("ports_used") or {}

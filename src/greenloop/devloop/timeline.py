@@ -49,6 +49,7 @@ KINDS: tuple[str, ...] = get_args(Kind)
 
 
 class Event(NamedTuple):
+    """One line of `timeline.ndjson`: when, what kind, which unit, a reference and a summary."""
     at: str
     kind: str
     unit_id: str
@@ -56,6 +57,7 @@ class Event(NamedTuple):
     summary: str
 
     def to_json(self) -> dict[str, Any]:
+        """The event as JSON."""
         return dict(self._asdict())
 
     @classmethod
@@ -72,6 +74,7 @@ class Event(NamedTuple):
         return cls(*values)
 
     def line(self) -> bytes:
+        """The event as one NDJSON line (bytes, newline included)."""
         return (json.dumps(self.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
 
 

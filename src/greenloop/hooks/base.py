@@ -54,6 +54,7 @@ class HookAnswer(NamedTuple):
 
 
 def json_line(obj: Mapping[str, Any]) -> str:
+    """`obj` as one compact JSON line (what a harness reads from a hook's stdout)."""
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
@@ -83,6 +84,7 @@ class HookContext(NamedTuple):
         raise FileNotFoundError("no workspace folder in the hook input")
 
     def gate(self, workspace: str, harness: str) -> Any:
+        """The Gate of `workspace`, opened on first use (kept light until a decision is needed)."""
         from greenloop.closure.gate import Gate
 
         return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr

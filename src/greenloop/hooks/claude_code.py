@@ -35,6 +35,7 @@ HARNESS = "claude-code"
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    """Answer one Claude Code hook event (Stop, SubagentStop, PostToolUse, …) in its shape."""
     event = payload.get("hook_event_name")
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:

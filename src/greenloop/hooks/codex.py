@@ -38,6 +38,7 @@ def _turn(payload: dict[str, Any]) -> str | None:
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    """Answer one Codex hook event in its shape."""
     event = payload.get("hook_event_name")
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:

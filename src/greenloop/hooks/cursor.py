@@ -42,6 +42,7 @@ _MCP_RUN_TOOL = re.compile(r"(^|[:_.-])test_(run|job)$")
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    """Answer one Cursor hook event (stop, afterShellExecution, …) in its shape."""
     event = payload.get("hook_event_name") or "stop"
     session_id = payload.get("conversation_id") or payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:

@@ -80,6 +80,7 @@ def _response_text(response: Any) -> str:
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> HookAnswer:
+    """Answer one Gemini CLI hook event (AfterAgent, AfterTool, BeforeAgent) in its shape."""
     event = payload.get("hook_event_name")
     session_id = payload.get("session_id")
     if not isinstance(session_id, str) or not session_id:
