@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from itkit import MARK, scan, wait_for
 
-from greenloop.bugs import BugLog
+from greenloop.bugs.log import BugLog
 from greenloop.devloop import timeline, units
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
