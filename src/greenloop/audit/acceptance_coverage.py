@@ -11,6 +11,11 @@ from typing import Any
 from greenloop.audit.check import Check
 from greenloop.audit.sources import TestCase, Unit, load_json
 
+__all__ = [
+    "Criterion",
+    "check",
+]
+
 
 @dataclass(frozen=True)
 class Criterion:

@@ -6,6 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "Check",
+    "nothing_found",
+]
+
 
 @dataclass(frozen=True)
 class Check:

@@ -11,6 +11,11 @@ from typing import Any
 from greenloop.audit.check import Check
 from greenloop.audit.sources import TestCase, Unit, call_end, load_json
 
+__all__ = [
+    "asserted_statuses",
+    "check",
+]
+
 _HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 

@@ -8,6 +8,10 @@ from pathlib import Path
 from greenloop.audit.check import Check, nothing_found
 from greenloop.audit.sources import Unit, line_of, walk_files
 
+__all__ = [
+    "check",
+]
+
 _JS_MOCK = re.compile(r"\b(?:vi|jest)\.(?:mock|doMock|unstable_mockModule)\s*\(\s*(['\"`])([^'\"`]+)\1")
 _PY_PATCH = re.compile(r"\bpatch\s*\(\s*(['\"])([\w.]+)\1")
 _PY_PATCH_OBJECT = re.compile(r"\b(?:patch\.object|monkeypatch\.setattr)\s*\(\s*[\w.]+\s*,\s*(['\"])(\w+)\1")

@@ -8,6 +8,10 @@ from greenloop.audit.check import Check
 from greenloop.audit.contract_coverage import asserted_statuses
 from greenloop.audit.sources import Unit
 
+__all__ = [
+    "check",
+]
+
 _ERROR_ASSERT = re.compile(
     r"\.toThrow|\.rejects\b|assert\.(?:throws|rejects)|\.toBeInstanceOf\(\s*\w*Error"
     r"|\bpytest\.raises\b|assertRaises|\.body\.error\b|\[['\"]error['\"]\]|\"error\"\s*:|'error'\s*:"

@@ -9,6 +9,10 @@ import re
 from greenloop.audit.check import Check, nothing_found
 from greenloop.audit.sources import Unit, line_of
 
+__all__ = [
+    "check",
+]
+
 _EXTERNAL_URL = re.compile(
     r"(['\"`])(?:https?|wss?)://(?!localhost(?![\w.-])|127\.\d+\.\d+\.\d+|\[::1\]|0\.0\.0\.0)"
     r"(?P<host>[A-Za-z0-9.-]+)"

@@ -29,6 +29,12 @@ from greenloop.audit.sandbox import Baseline, state_root_of
 from greenloop.audit.sources import read_unit
 from greenloop.errors import UsageError
 
+__all__ = [
+    "CHECK_NAMES",
+    "AuditReport",
+    "audit_unit",
+]
+
 CHECK_NAMES: tuple[str, ...] = (
     "acceptance_coverage",
     "contract_coverage",

@@ -7,6 +7,10 @@ from __future__ import annotations
 from greenloop.audit.check import Check
 from greenloop.audit.sources import Unit, load_json
 
+__all__ = [
+    "check",
+]
+
 
 def check(unit: Unit) -> Check:
     """The result_json verdict on the unit's latest run (a warning, not a failure, when there is none)."""

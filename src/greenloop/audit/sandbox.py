@@ -19,6 +19,12 @@ from greenloop.audit.check import Check, nothing_found
 from greenloop.audit.sources import SKIP_DIRS, Unit, walk_files
 from greenloop.layout import STATE_DIR, find_project_root, git_root
 
+__all__ = [
+    "Baseline",
+    "check",
+    "state_root_of",
+]
+
 Baseline = Literal["auto", "git", "snapshot"]
 _GIT_TIMEOUT_S = 30.0
 

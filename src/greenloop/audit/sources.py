@@ -21,6 +21,19 @@ from typing import Any, Literal
 
 from greenloop.layout import STATE_DIR
 
+__all__ = [
+    "SKIP_DIRS",
+    "SourceFile",
+    "TestCase",
+    "Unit",
+    "call_end",
+    "find_tests",
+    "line_of",
+    "load_json",
+    "read_unit",
+    "walk_files",
+]
+
 _JS_EXT = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx")
 # Folders never read (dependencies, caches, tool state); the sandbox check ignores them too.
 SKIP_DIRS = frozenset({"node_modules", ".git", "__pycache__", ".pytest_cache", STATE_DIR, ".venv", "venv"})

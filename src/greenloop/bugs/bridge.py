@@ -32,6 +32,15 @@ from greenloop.errors import GreenloopError, UsageError
 if TYPE_CHECKING:  # only annotations: importing the bridge does not import the run records
     from greenloop.model import RunResult
 
+__all__ = [
+    "BridgeOutcome",
+    "FailedCase",
+    "FailedCaseLike",
+    "bridge_integration_run",
+    "bridge_unit_run",
+]
+
+
 def _as_text(v: object) -> str | None:
     if v is None:
         return None

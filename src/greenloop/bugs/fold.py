@@ -23,6 +23,17 @@ from typing import Any
 
 from greenloop.bugs.record import ACTIVE, Bug, bug_of_whole_record
 
+__all__ = [
+    "DECODE_BATCH",
+    "ID_PREFIX",
+    "READ_CHUNK",
+    "FoldedLog",
+    "NotABugLine",
+    "prefix_id",
+    "read_bug_line",
+    "read_range",
+]
+
 ID_PREFIX = b'{"id": "'  # every line greenloop writes starts like this (id is the first key)
 _DECODER = json.JSONDecoder()
 # A line greenloop wrote starts with its id (no escapes in it: ids never need them).
@@ -33,9 +44,9 @@ DECODE_BATCH = 512  # last lines decoded by one json call (a bad one sends only 
 READ_CHUNK = 8 << 20  # the log is read through a buffer this big (grown for a longer line)
 
 # Skipped lines found while folding: (offset in the log, or in a buffer, and why).
-Skipped = list[tuple[int, str]]
+_Skipped = list[tuple[int, str]]
 # Bugs from lines not written the canonical way: id -> (offset, bug) of each such line.
-HandWritten = Mapping[bytes, list[tuple[int, Bug]]]
+_HandWritten = Mapping[bytes, list[tuple[int, Bug]]]
 
 
 class NotABugLine(Exception):
@@ -223,7 +234,7 @@ class FoldedLog:
         self._counted = (at, count)
         return count
 
-    def _warn_at_offsets(self, fd: int, skipped: Skipped) -> None:
+    def _warn_at_offsets(self, fd: int, skipped: _Skipped) -> None:
         """Warn about skipped lines given by their offsets (lines counted in one pass)."""
         for pos, why in sorted(skipped):
             self.warn(self._newlines_before(fd, pos) + 1, why)
@@ -236,7 +247,7 @@ class FoldedLog:
         written another way (by hand) are parsed then. Then apply the last lines, parsed many
         per json call.
         """
-        skipped: Skipped = []
+        skipped: _Skipped = []
         last: dict[bytes, bytearray | Bug] = {}  # id -> its last line if canonical, else that line's bug
         hand: dict[bytes, list[tuple[int, Bug]]] = {}  # id -> its lines in other forms (offset, bug)
         first = -1  # the offset of the first line that starts in [base, size)
@@ -284,7 +295,7 @@ class FoldedLog:
         self._warn_at_offsets(fd, skipped)
 
     @staticmethod
-    def _last_lines_of_mixed_chunk(buf: bytearray, start: int, end: int, pos: int, skipped: Skipped,
+    def _last_lines_of_mixed_chunk(buf: bytearray, start: int, end: int, pos: int, skipped: _Skipped,
                                    hand: dict[bytes, list[tuple[int, Bug]]]) -> dict[bytes, int | Bug]:
         """Each id's last line in a chunk with lines in other forms, in order of the ids' first
         lines. A canonical line is given by the newline before it; any other is parsed now."""
@@ -313,7 +324,7 @@ class FoldedLog:
         return last
 
     def _apply_last_lines(self, fd: int, base: int, size: int, first: int, last: dict[bytes, bytearray | Bug],
-                          skipped: Skipped, hand: HandWritten) -> None:
+                          skipped: _Skipped, hand: _HandWritten) -> None:
         """Apply each bug's last line (a canonical line to decode, or a Bug already read)."""
         items = list(last.items())
         whole: list[bytes] = []  # the bytes [base, size), read only if a bug must fall back
@@ -325,7 +336,7 @@ class FoldedLog:
             buf, start = whole[0], first - base
             nl = buf.rfind(b"\n" + ID_PREFIX + key + b'"', max(start - 1, 0))  # -1: the first line
             skipped.append((base + nl + 1, why))
-            in_buffer: Skipped = []
+            in_buffer: _Skipped = []
             mine = {key: [(p - base, b) for p, b in hand.get(key, ())]}
             found = _newest_good_line_before(buf, start, key, nl, in_buffer, mine)
             skipped.extend((p + base, w) for p, w in in_buffer)
@@ -365,8 +376,8 @@ class FoldedLog:
                     self.apply(bug)
 
 
-def _newest_good_line_before(buf: bytes, start: int, key: bytes, nl: int, skipped: Skipped,
-                             hand: HandWritten) -> Bug | None:
+def _newest_good_line_before(buf: bytes, start: int, key: bytes, nl: int, skipped: _Skipped,
+                             hand: _HandWritten) -> Bug | None:
     """The newest good line of bug `key` before the line after newline `nl` (None: none in
     this buffer, so the state folded before it stands)."""
     needle = b"\n" + ID_PREFIX + key + b'"'

@@ -54,6 +54,12 @@ from greenloop.bugs.record import (
 )
 from greenloop.errors import ExitCode, GreenloopError, UsageError
 
+__all__ = [
+    "BUG_LOG",
+    "BugLog",
+    "bug_log_path",
+]
+
 BUG_LOG = "bugs.ndjson"
 
 

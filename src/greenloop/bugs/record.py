@@ -19,6 +19,38 @@ from typing import Any, Literal, TypeVar, get_args
 
 from greenloop.errors import GreenloopError, UsageError
 
+__all__ = [
+    "ACTIVE",
+    "ALLOWED_MOVES",
+    "DETAIL_LIMIT",
+    "FLAKY_CATEGORY",
+    "INFRA_TEST_NAME",
+    "INTEGRATION_UNIT",
+    "SEVERITIES",
+    "SOURCES",
+    "STATUSES",
+    "TITLE_LIMIT",
+    "UNRECOGNISED_TEST_NAME",
+    "Bug",
+    "BugHistory",
+    "BugNotFound",
+    "Fold",
+    "HistoryEntry",
+    "Opened",
+    "Severity",
+    "Source",
+    "Status",
+    "TransitionRefused",
+    "Transitioned",
+    "bounded",
+    "bug_of_whole_record",
+    "checked_choice",
+    "dedup_key",
+    "filter_choices",
+    "guess_severity",
+    "iso_time",
+]
+
 Status = Literal["open", "fixing", "fixed", "verified"]
 Source = Literal["unit_test", "unit_test_infra", "integration_test"]
 Severity = Literal["low", "medium", "high", "critical"]
@@ -95,14 +127,14 @@ def dedup_key(unit_id: str, test_name: str) -> str:
 # --------------------------------------------------------------------------- a whole line, in bulk
 
 
-RECORD_KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity", "title",
-               "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by",
-               "closed_by", "evidence")
+_RECORD_KEYS = ("id", "source", "unit_id", "run_id", "test_name", "dedup_key", "category", "severity",
+                "title", "detail", "affected_units", "status", "fix_refs", "created_at", "updated_at", "by",
+                "closed_by", "evidence")
 # Lines written before a bug recorded what closed it lack the last two keys.
 _CLOSING_KEYS = ("closed_by", "evidence")
-_FIELD_VALUES = operator.itemgetter(*RECORD_KEYS)
+_FIELD_VALUES = operator.itemgetter(*_RECORD_KEYS)
 _NULLABLE = (str, type(None))
-# The value types of a whole record, in RECORD_KEYS order: run_id, by, closed_by and evidence
+# The value types of a whole record, in _RECORD_KEYS order: run_id, by, closed_by and evidence
 # may be null, the lists are lists (of strings: checked apart), everything else a string.
 _RECORD_TYPES: frozenset[tuple[type, ...]] = frozenset(
     (str, str, str, run_id, str, str, str, str, str, str, list, str, list, str, str, by, closed, why)
@@ -117,9 +149,9 @@ def bug_of_whole_record(d: dict[str, Any]) -> Bug | None:
 
     This is the fold's hot path: tens of thousands of calls on a big log, so the checks are
     done in bulk and the frozen __init__ is skipped."""
-    if len(d) == len(RECORD_KEYS) - len(_CLOSING_KEYS):
+    if len(d) == len(_RECORD_KEYS) - len(_CLOSING_KEYS):
         d["closed_by"] = d["evidence"] = None  # a line from before these keys existed
-    elif len(d) != len(RECORD_KEYS):
+    elif len(d) != len(_RECORD_KEYS):
         return None
     try:
         v = _FIELD_VALUES(d)

@@ -16,6 +16,15 @@ from greenloop import layout
 from greenloop.bugs.log import BugLog, bug_log_path
 from greenloop.bugs.record import Bug, BugHistory
 
+__all__ = [
+    "list_bugs",
+    "log_for",
+    "open_bug",
+    "show_bug",
+    "transition",
+    "unit_id_of",
+]
+
 
 def unit_id_of(workspace: str | os.PathLike[str]) -> str:
     """The unit a workspace's unit tests belong to: `units/<unit>/` of a DevLoop project,
