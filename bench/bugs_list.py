@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from greenloop.bugs import BugLog
+from greenloop.bugs.log import BugLog
 
 STATUSES = ("open", "fixing", "fixed", "verified")
 

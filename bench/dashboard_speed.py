@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from greenloop import layout
-from greenloop.bugs import BugLog
+from greenloop.bugs.log import BugLog
 from greenloop.closure import store
 from greenloop.closure.gate import Gate
 from greenloop.config import Config

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.audit import CHECK_NAMES, AuditReport, audit_unit, find_tests
+from greenloop.audit.report import CHECK_NAMES, AuditReport, audit_unit
+from greenloop.audit.sources import find_tests
 from greenloop.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "audit"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import bugs
-from greenloop.bugs import ALLOWED_MOVES, STATUSES, Bug, BugLog, BugNotFound, TransitionRefused
+from greenloop.bugs import record, workspace
+from greenloop.bugs.log import BugLog, bug_log_path
+from greenloop.bugs.record import ALLOWED_MOVES, STATUSES, Bug, BugNotFound, TransitionRefused
 from greenloop.errors import GreenloopError, UsageError
 
 ID_RE = re.compile(r"^bug-\d{8}-\d{4}-[0-9a-f]{4,}$")
@@ -142,7 +143,7 @@ def test_bad_arguments_name_the_field(log: BugLog) -> None:
 
 
 def test_severity_guess() -> None:
-    g = bugs.guess_severity
+    g = record.guess_severity
     assert g("POST /api/todos returns 201", "500") == "high"
     assert g("x", 503) == "high"
     assert g("x", '{"status": 502}') == "high"
@@ -248,18 +249,18 @@ def test_module_functions_for_tools(tmp_path: Path) -> None:
     (project / "units" / "todo-be").mkdir(parents=True)
     (project / "units.json").write_text('{"units": []}')
     unit = project / "units" / "todo-be"
-    assert bugs.bug_log_path(unit) == project.resolve() / "bugs.ndjson"
-    assert bugs.unit_id_of(unit) == "todo-be"
+    assert bug_log_path(unit) == project.resolve() / "bugs.ndjson"
+    assert workspace.unit_id_of(unit) == "todo-be"
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert bugs.bug_log_path(plain) == plain.resolve() / "bugs.ndjson"
-    assert bugs.unit_id_of(plain) == "plain"
-    b = bugs.open_bug(unit, unit="todo-be", test="t", title="x", by="s-1")
+    assert bug_log_path(plain) == plain.resolve() / "bugs.ndjson"
+    assert workspace.unit_id_of(plain) == "plain"
+    b = workspace.open_bug(unit, unit="todo-be", test="t", title="x", by="s-1")
     assert isinstance(b, Bug) and b.by == "s-1"
-    assert bugs.open_bug(unit, unit="todo-be", test="t", title="again").id == b.id
-    moved = bugs.transition(str(unit), b.id, "fixed", by="s-1", fix_ref="abc")
+    assert workspace.open_bug(unit, unit="todo-be", test="t", title="again").id == b.id
+    moved = workspace.transition(str(unit), b.id, "fixed", by="s-1", fix_ref="abc")
     assert moved.status == "fixed" and moved.fix_refs == ("abc",)
-    assert [x.id for x in bugs.list_bugs(project, status="fixed")] == [b.id]
-    assert bugs.show_bug(project, b.id).history[-1].bug.status == "fixed"
+    assert [x.id for x in workspace.list_bugs(project, status="fixed")] == [b.id]
+    assert workspace.show_bug(project, b.id).history[-1].bug.status == "fixed"
     with pytest.raises(GreenloopError):
-        bugs.transition(unit, b.id, "open")
+        workspace.transition(unit, b.id, "open")

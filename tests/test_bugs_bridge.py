@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import bugs
-from greenloop.bugs import BugLog
+from greenloop.bugs import bridge, record
+from greenloop.bugs.log import BugLog
 from greenloop.errors import UsageError
 from greenloop.model import Failure, RunResult, Summary
 
@@ -53,7 +53,7 @@ F_LIST = Failure(test="GET /api/todos > lists created todos", message="expected 
 def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
     root = project(tmp_path, "todo-be", "todo-fe")
     ws = str(root / "units" / "todo-be")
-    first = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
+    first = bridge.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
     assert len(first.bugs_opened) == 2 and first.bugs_transitioned == ()
     assert [f.bug_id for f in first.failures] == list(first.bugs_opened)
     log = BugLog(root / "bugs.ndjson")
@@ -64,13 +64,13 @@ def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
     assert "TypeError" in b_title.detail and b_title.by == "greenloop run"
     assert b_list.severity == "medium" and b_list.title.endswith("expected [] to have length 1")
     # the other unit's bug is not touched by this unit's runs
-    other = bugs.bridge_unit_run(str(root / "units" / "todo-fe"), red("run-fe", F_TITLE))
+    other = bridge.bridge_unit_run(str(root / "units" / "todo-fe"), red("run-fe", F_TITLE))
     # the same failure again: the open bug is reused, nothing new is listed
-    again = bugs.bridge_unit_run(ws, red("run-2", F_TITLE))
+    again = bridge.bridge_unit_run(ws, red("run-2", F_TITLE))
     assert again.bugs_opened == () and again.failures[0].bug_id == b_title.id
     # someone claims one; then a green run fixes both, reporting where each came from
     log.transition(b_list.id, "fixing", by="coder")
-    done = bugs.bridge_unit_run(ws, green("run-3"))
+    done = bridge.bridge_unit_run(ws, green("run-3"))
     assert sorted(done.bugs_transitioned, key=lambda t: t["id"]) == sorted(
         [{"id": b_title.id, "from": "open", "to": "fixed", "evidence": "suite_passed"},
          {"id": b_list.id, "from": "fixing", "to": "fixed", "evidence": "suite_passed"}],
@@ -78,33 +78,33 @@ def test_red_opens_reuses_then_green_fixes(tmp_path: Path) -> None:
     assert log.get(b_title.id).fix_refs == ("run-3",)
     assert log.get(other.bugs_opened[0]).status == "open"
     # green again: nothing left to move
-    assert bugs.bridge_unit_run(ws, green("run-4")).bugs_transitioned == ()
+    assert bridge.bridge_unit_run(ws, green("run-4")).bugs_transitioned == ()
     # the same test failing after its fix is a regression: a new bug
-    regress = bugs.bridge_unit_run(ws, red("run-5", F_TITLE))
+    regress = bridge.bridge_unit_run(ws, red("run-5", F_TITLE))
     assert len(regress.bugs_opened) == 1 and regress.bugs_opened[0] != b_title.id
 
 
 def test_broken_runs(tmp_path: Path) -> None:
     root = project(tmp_path, "profile-be")
     ws = str(root / "units" / "profile-be")
-    crash = bugs.bridge_unit_run(ws, broken("run-1", "the suite could not load the code under test"))
+    crash = bridge.bridge_unit_run(ws, broken("run-1", "the suite could not load the code under test"))
     assert len(crash.bugs_opened) == 1
     log = BugLog(root / "bugs.ndjson")
     infra = log.get(crash.bugs_opened[0])
-    assert (infra.source, infra.test_name, infra.unit_id) == ("unit_test_infra", bugs.INFRA_TEST_NAME,
+    assert (infra.source, infra.test_name, infra.unit_id) == ("unit_test_infra", record.INFRA_TEST_NAME,
                                                              "profile-be")
     assert "could not load" in infra.title and "SyntaxError" in infra.detail
     # crashing again reuses it; a timeout is the same kind of bug
     timeout = broken("run-2", "timed out after 60000 ms", timed_out=True)
-    assert bugs.bridge_unit_run(ws, timeout).bugs_opened == ()
+    assert bridge.bridge_unit_run(ws, timeout).bugs_opened == ()
     # no tests ran, or a person interrupted: nothing to track
     for result in (broken("run-3", "no tests ran", crashed=False, exit_code=5),
                    broken("run-4", "interrupted", aborted=True)):
-        out = bugs.bridge_unit_run(ws, result)
+        out = bridge.bridge_unit_run(ws, result)
         assert out.bugs_opened == () and any(n.startswith("bugs:") for n in out.notes)
     assert len(log.fold().bugs) == 1
     # the suite runs again (red): the infra bug is fixed, the failure opens its own bug
-    after = bugs.bridge_unit_run(ws, red("run-5", F_LIST))
+    after = bridge.bridge_unit_run(ws, red("run-5", F_LIST))
     assert after.bugs_transitioned == (
         {"id": infra.id, "from": "open", "to": "fixed", "evidence": "suite_ran"},)
     assert len(after.bugs_opened) == 1
@@ -113,7 +113,7 @@ def test_broken_runs(tmp_path: Path) -> None:
 def test_red_without_recognised_failures_is_not_lost(tmp_path: Path) -> None:
     ws = tmp_path / "lib"
     ws.mkdir()
-    out = bugs.bridge_unit_run(str(ws), red("run-1"))
+    out = bridge.bridge_unit_run(str(ws), red("run-1"))
     assert len(out.bugs_opened) == 1
     bug = BugLog(ws / "bugs.ndjson").get(out.bugs_opened[0])  # not a DevLoop project: the workspace
     assert bug.unit_id == "lib" and "no failing test was recognised" in bug.title
@@ -122,7 +122,7 @@ def test_red_without_recognised_failures_is_not_lost(tmp_path: Path) -> None:
 def test_unwritable_log_becomes_a_note(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "bugs.ndjson").mkdir(parents=True)  # cannot be opened as a file, even by root
-    out = bugs.bridge_unit_run(str(ws), red("run-1", F_TITLE))
+    out = bridge.bridge_unit_run(str(ws), red("run-1", F_TITLE))
     assert out.bugs_opened == () and out.failures[0].bug_id is None
     assert any("could not update" in n for n in out.notes)
 
@@ -140,10 +140,10 @@ class CaseFailure:  # what the integration runner hands over (an object, not a d
 def test_integration_bridge(tmp_path: Path) -> None:
     root = project(tmp_path, "todo-be", "todo-fe", "auth-be")
     log = BugLog(root / "bugs.ndjson")
-    unit_bug = bugs.bridge_unit_run(str(root / "units" / "todo-be"), red("run-u1", F_TITLE)).bugs_opened[0]
-    bugs.bridge_unit_run(str(root / "units" / "todo-be"), green("run-u2"))  # fixed, awaiting verification
-    auth_bug = bugs.bridge_unit_run(str(root / "units" / "auth-be"), red("run-a1", F_LIST)).bugs_opened[0]
-    bugs.bridge_unit_run(str(root / "units" / "auth-be"), green("run-a2"))
+    unit_bug = bridge.bridge_unit_run(str(root / "units" / "todo-be"), red("run-u1", F_TITLE)).bugs_opened[0]
+    bridge.bridge_unit_run(str(root / "units" / "todo-be"), green("run-u2"))  # fixed, awaiting verification
+    auth_bug = bridge.bridge_unit_run(str(root / "units" / "auth-be"), red("run-a1", F_LIST)).bugs_opened[0]
+    bridge.bridge_unit_run(str(root / "units" / "auth-be"), green("run-a2"))
 
     failures: list[CaseFailure | dict[str, object]] = [
         {"case_id": "create-then-list", "failed_step": 2, "reason": "status mismatch",
@@ -152,7 +152,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
         CaseFailure("auth-login", "POST /api/login", "body mismatch", {"$.token": "exists"}, None,
                     ["auth-be"]),
     ]
-    red_run = bugs.bridge_integration_run(str(root), failures, run_id="run-int-1", ok=False,
+    red_run = bridge.bridge_integration_run(str(root), failures, run_id="run-int-1", ok=False,
                                           covered_units=["todo-be", "todo-fe", "auth-be"])
     assert len(red_run.bugs_opened) == 2 and red_run.bugs_transitioned == ()
     case_bug = log.get(red_run.bug_ids["create-then-list"])
@@ -164,7 +164,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
     # listed under each unit it involves
     assert {b.id for b in log.list(unit="todo-fe").bugs} == {case_bug.id}
     # the same case failing again reuses its bug
-    again = bugs.bridge_integration_run(str(root), failures[:1], run_id="run-int-2", ok=False,
+    again = bridge.bridge_integration_run(str(root), failures[:1], run_id="run-int-2", ok=False,
                                         covered_units=["todo-be", "todo-fe"])
     assert again.bugs_opened == () and again.bug_ids == {"create-then-list": case_bug.id}
     # a red integration run verifies nothing
@@ -172,7 +172,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
 
     # green, covering the todo units only: their case bug is fixed and verified, the fixed
     # unit bug is verified; auth-be was not covered, so its bugs stay where they are
-    ok = bugs.bridge_integration_run(str(root), [], run_id="run-int-3", ok=True,
+    ok = bridge.bridge_integration_run(str(root), [], run_id="run-int-3", ok=True,
                                      covered_units=["todo-be", "todo-fe"], passed_cases=["create-then-list"])
     assert ok.bugs_opened == ()
     moves = [(t["id"], t["from"], t["to"]) for t in ok.bugs_transitioned]
@@ -183,12 +183,12 @@ def test_integration_bridge(tmp_path: Path) -> None:
     assert log.get(red_run.bug_ids["auth-login"]).status == "open"
     # without passed_cases, a green run has no evidence about any case: integration bugs stay;
     # the fixed unit bug of a covered unit is verified
-    ok2 = bugs.bridge_integration_run(str(root), [], run_id="run-int-4", ok=True, covered_units=["auth-be"])
+    ok2 = bridge.bridge_integration_run(str(root), [], run_id="run-int-4", ok=True, covered_units=["auth-be"])
     assert {(t["id"], t["to"], t["evidence"]) for t in ok2.bugs_transitioned} == {
         (auth_bug, "verified", "integration_passed")}
     assert log.get(red_run.bug_ids["auth-login"]).status == "open"
     # the case itself passing answers its bug: fixed and, the run being green, verified
-    ok3 = bugs.bridge_integration_run(str(root), [], run_id="run-int-5", ok=True, covered_units=["auth-be"],
+    ok3 = bridge.bridge_integration_run(str(root), [], run_id="run-int-5", ok=True, covered_units=["auth-be"],
                                       passed_cases=["auth-login"])
     assert [(t["to"], t["evidence"]) for t in ok3.bugs_transitioned] == [
         ("fixed", "case_passed"), ("verified", "case_passed")]
@@ -196,7 +196,7 @@ def test_integration_bridge(tmp_path: Path) -> None:
     assert (closed.closed_by, closed.evidence) == ("run-int-5", "case_passed")
     assert {b.status for b in log.fold().bugs} == {"verified"}
     with pytest.raises(UsageError, match="case_id"):
-        bugs.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
+        bridge.bridge_integration_run(str(root), [{"reason": "x"}], run_id="r", ok=False, covered_units=[])
 
 
 def test_integration_red_run_fixes_the_cases_that_passed(tmp_path: Path) -> None:
@@ -204,17 +204,17 @@ def test_integration_red_run_fixes_the_cases_that_passed(tmp_path: Path) -> None
     log = BugLog(root / "bugs.ndjson")
     fail = [{"case_id": "one", "reason": "x", "involves": ["a"]}, {"case_id": "two", "reason": "y",
                                                                     "involves": ["b"]}]
-    first = bugs.bridge_integration_run(str(root), fail, run_id="r1", ok=False, covered_units=["a", "b"],
+    first = bridge.bridge_integration_run(str(root), fail, run_id="r1", ok=False, covered_units=["a", "b"],
                                         passed_cases=[])
     # case one passes now, case two still fails: one's bug is fixed (not verified), two's stays open
-    second = bugs.bridge_integration_run(str(root), fail[1:], run_id="r2", ok=False,
+    second = bridge.bridge_integration_run(str(root), fail[1:], run_id="r2", ok=False,
                                          covered_units=["a", "b"], passed_cases=["one"])
     assert second.bugs_transitioned == (
         {"id": first.bug_ids["one"], "from": "open", "to": "fixed", "evidence": "case_passed"},)
     assert log.get(first.bug_ids["one"]).fix_refs == ("r2",)
     assert log.get(first.bug_ids["two"]).status == "open"
     # a case both failed and passed (a retried case) is not fixed by its pass
-    third = bugs.bridge_integration_run(str(root), fail[1:], run_id="r3", ok=False,
+    third = bridge.bridge_integration_run(str(root), fail[1:], run_id="r3", ok=False,
                                         covered_units=["b"], passed_cases=["two"])
     assert third.bugs_transitioned == () and log.get(first.bug_ids["two"]).status == "open"
 
@@ -270,17 +270,18 @@ def named_green(run_id: str, *passed: str, selection: str | None = None) -> RunR
 def test_a_narrowed_green_run_closes_only_the_bugs_whose_tests_it_ran(tmp_path: Path) -> None:
     root = project(tmp_path, "todo-be")
     ws = str(root / "units" / "todo-be")
-    first = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
+    first = bridge.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST))
     b_title, b_list = first.bugs_opened
     log = BugLog(root / "bugs.ndjson")
     # a targeted run of another test: green, yet it says nothing about either bug
-    other = bugs.bridge_unit_run(ws, named_green("run-2", "GET /api/todos > empty list", selection="target"))
+    other = bridge.bridge_unit_run(
+        ws, named_green("run-2", "GET /api/todos > empty list", selection="target"))
     assert other.bugs_transitioned == ()
     assert {log.get(b).status for b in (b_title, b_list)} == {"open"}
     # a narrowed run without names (a text fallback) has no evidence either
-    assert bugs.bridge_unit_run(ws, named_green("run-3", selection="last_failed")).bugs_transitioned == ()
+    assert bridge.bridge_unit_run(ws, named_green("run-3", selection="last_failed")).bugs_transitioned == ()
     # the run that executed F_TITLE's test and saw it pass closes that bug, and only that one
-    done = bugs.bridge_unit_run(ws, named_green("run-4", F_TITLE.test, selection="target"))
+    done = bridge.bridge_unit_run(ws, named_green("run-4", F_TITLE.test, selection="target"))
     assert done.bugs_transitioned == (
         {"id": b_title, "from": "open", "to": "fixed", "evidence": "test_passed"},)
     closed = log.get(b_title)
@@ -295,9 +296,9 @@ def test_a_narrowed_green_run_closes_only_the_bugs_whose_tests_it_ran(tmp_path: 
 def test_a_red_run_closes_the_bugs_whose_tests_passed_in_it(tmp_path: Path) -> None:
     root = project(tmp_path, "todo-be")
     ws = str(root / "units" / "todo-be")
-    b_title, b_list = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
+    b_title, b_list = bridge.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
     mixed = red("run-2", F_LIST)._replace(passed_tests=(F_TITLE.test, "something else"))
-    out = bugs.bridge_unit_run(ws, mixed)
+    out = bridge.bridge_unit_run(ws, mixed)
     assert out.bugs_transitioned == (
         {"id": b_title, "from": "open", "to": "fixed", "evidence": "test_passed"},)
     assert out.failures[0].bug_id == b_list and BugLog(root / "bugs.ndjson").get(b_list).status == "open"
@@ -306,8 +307,8 @@ def test_a_red_run_closes_the_bugs_whose_tests_passed_in_it(tmp_path: Path) -> N
 def test_a_whole_suite_green_run_that_names_its_tests_keeps_a_bug_whose_test_is_gone(tmp_path: Path) -> None:
     root = project(tmp_path, "todo-be")
     ws = str(root / "units" / "todo-be")
-    b_title, b_list = bugs.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
-    out = bugs.bridge_unit_run(ws, named_green("run-2", F_LIST.test, "a renamed test"))
+    b_title, b_list = bridge.bridge_unit_run(ws, red("run-1", F_TITLE, F_LIST)).bugs_opened
+    out = bridge.bridge_unit_run(ws, named_green("run-2", F_LIST.test, "a renamed test"))
     assert [t["id"] for t in out.bugs_transitioned] == [b_list]
     assert BugLog(root / "bugs.ndjson").get(b_title).status == "open"
     assert any(b_title in n and "did not run their tests" in n for n in out.notes)

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.bugs import BugLog, TransitionRefused
+from greenloop.bugs.log import BugLog
+from greenloop.bugs.record import TransitionRefused
 
 WORKERS = 16
 ROUNDS = 100  # x 5 operations = 500 per worker

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from greenloop import bugs
-from greenloop.bugs import Bug, BugLog
+from greenloop.bugs import fold
+from greenloop.bugs.log import BugLog
+from greenloop.bugs.record import Bug
 
 STAMP = "2026-11-29T12:00:00Z"
 # the log read whole, in chunks of a few lines, and in chunks shorter than a line
-CHUNKS = pytest.mark.parametrize("chunk", [bugs._CHUNK, 1000, 97])
+CHUNKS = pytest.mark.parametrize("chunk", [fold.READ_CHUNK, 1000, 97])
 TORN = "incomplete (no closing brace: a torn write?); line skipped"
 
 
@@ -98,10 +99,10 @@ def test_a_bad_last_line_falls_back_to_the_newest_good_one(tmp_path: Path, chunk
 @CHUNKS
 def test_many_batches_with_a_bad_line_in_one(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "bugs.ndjson"
-    n = bugs._BATCH * 2 + 10
+    n = fold.DECODE_BATCH * 2 + 10
     out = [canonical(rec(i)) for i in range(n)]
     out += [canonical(rec(i, "fixed")) for i in range(0, n, 2)]
-    cut = bugs._BATCH + 6  # a bug in the second batch, whose fixed line is cut short: it stays open
+    cut = fold.DECODE_BATCH + 6  # a bug in the second batch, whose fixed line is cut short: it stays open
     bad = n + cut // 2
     out[bad] = out[bad][:40] + b"\n"
     path.write_bytes(b"".join(out))

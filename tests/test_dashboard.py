@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from greenloop import layout
-from greenloop.bugs import BugLog
+from greenloop.bugs.log import BugLog
 from greenloop.closure import store
 from greenloop.closure.gate import Gate
 from greenloop.config import Config

@@ -522,7 +522,7 @@ class _Preload:
     def __init__(self, modules: tuple[str, ...], then: Callable[[], object]) -> None:
         self._modules = (
             *modules,
-            "greenloop.bugs",
+            "greenloop.bugs.bridge",
             "greenloop.closure.store",
             "greenloop.closure.session",
             "greenloop.hints.rules",
@@ -701,18 +701,18 @@ def _after_run(
         result = result._replace(session_id=sid)
     # bugs: bridge the run into bugs.ndjson (red opens, green fixes; bug ids go into the failures)
     try:
-        from greenloop import bugs
+        from greenloop.bugs.bridge import bridge_unit_run
 
-        result = bugs.bridge_unit_run(workspace, result)
+        result = bridge_unit_run(workspace, result)
     except Exception as exc:  # bookkeeping must never lose the result of a run that happened
         result = _note(result, "the run could not be recorded in the bug log", exc)
     # timeline: what happened, in order, beside the bug log
     try:
-        from greenloop import bugs
+        from greenloop.bugs.workspace import unit_id_of
         from greenloop.devloop import timeline
 
         problem = timeline.append(timeline.timeline_path(workspace),
-                                  timeline.events_of_run(result, bugs.unit_id_of(workspace)))
+                                  timeline.events_of_run(result, unit_id_of(workspace)))
         if problem:
             result = result._replace(notes=(*result.notes, problem))
     except Exception as exc:

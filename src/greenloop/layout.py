@@ -2,7 +2,7 @@
 
 Only paths are computed here (and the state folder made, with the `.gitignore` that keeps
 it out of the user's `git status`); reading and writing the files is the job of the module
-that knows each format (store.py, bugs.py, run.py, integration/).
+that knows each format (store.py, bugs/, run.py, integration/).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from greenloop import api, bugs
+from greenloop import api
+from greenloop.bugs.log import BugLog, bug_log_path
 from greenloop.model import RunResult
 from greenloop.schema import validate_run_result
 
@@ -98,7 +99,7 @@ def test_rerun_marks_a_test_that_fails_then_passes_flaky(tmp_path: Path, framewo
     assert validate_run_result(data) == [] and data["summary"]["flaky"] == 1
     assert RunResult.from_json(data).to_json() == data
     # one bug of category flaky for the flaky test, an ordinary one for the broken test
-    log = bugs.BugLog(bugs.bug_log_path(ws))
+    log = BugLog(bug_log_path(ws))
     assert log.get(str(by_name[flaky].bug_id)).category == "flaky"
     assert log.get(str(by_name[broken].bug_id)).category != "flaky"
     assert (ws / ".greenloop" / "runs" / r.run_id / "rerun-1" / "stdout.txt").exists()
@@ -126,7 +127,7 @@ def test_flaky_policy_fail_keeps_red_and_warn_makes_green(tmp_path: Path) -> Non
     plain = api.test_run(ws, session_id="s", sandbox="full-access")  # counter odd: fails, no rerun
     again = api.test_run(ws, session_id="s", sandbox="full-access")  # passes
     assert plain.outcome == "red" and again.outcome == "green"
-    log = bugs.BugLog(bugs.bug_log_path(ws))
+    log = BugLog(bug_log_path(ws))
     bug = log.get(str(red.failures[0].bug_id))
     assert bug.category == "flaky" and bug.status == "open"
     assert len([b for b in log.fold().bugs if b.test_name == "tests/test_shop.py::test_flaky"]) == 1

@@ -210,9 +210,9 @@ def test_merge_records_the_whole_suite_for_the_gate_and_the_bug_log(tmp_path: Pa
     assert done.outcome == "green" and done.ok and done.exit_code == 0 and done.selection is None
     assert done.summary.total == 18 and done.summary.passed == 18
     assert api.test_closure_check(ws, "gate").satisfied
-    from greenloop import bugs
+    from greenloop.bugs.log import BugLog, bug_log_path
 
-    assert bugs.BugLog(bugs.bug_log_path(ws)).get(bug).status == "fixed"
+    assert BugLog(bug_log_path(ws)).get(bug).status == "fixed"
 
 
 def test_merge_refuses_what_is_not_one_suites_shards(tmp_path: Path) -> None:

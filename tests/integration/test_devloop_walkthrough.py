@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.bugs import BugLog
+from greenloop.bugs.log import BugLog
 from greenloop.devloop import timeline, units
 
 from .itkit import MARK, scan, wait_for

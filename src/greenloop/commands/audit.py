@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from greenloop.audit import AuditReport, audit_unit
+from greenloop.audit.report import AuditReport, audit_unit
 from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["audit", "render"]

@@ -20,20 +20,21 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from greenloop import bugs
+from greenloop.bugs.log import BugLog, bug_log_path
+from greenloop.bugs.record import SEVERITIES, SOURCES, STATUSES, Bug, Fold
 from greenloop.errors import ExitCode, UsageError
 
 __all__ = ["list_cmd", "open_cmd", "show_cmd", "transition_cmd"]
 
 
-def _log(args: argparse.Namespace) -> bugs.BugLog:
+def _log(args: argparse.Namespace) -> BugLog:
     project = getattr(args, "project", None)
     if project is not None:
         folder = Path(project)
         if not folder.is_dir():
             raise UsageError(f"--project {project!r} is not a folder; pass the project's folder")
-        return bugs.BugLog(bugs.bug_log_path(folder))
-    return bugs.BugLog(bugs.bug_log_path(Path.cwd()))
+        return BugLog(bug_log_path(folder))
+    return BugLog(bug_log_path(Path.cwd()))
 
 
 def _validate(pairs: Iterable[tuple[str, str | None, tuple[str, ...]]]) -> None:
@@ -54,7 +55,7 @@ def _emit(data: dict[str, Any], out: TextIO) -> None:
     out.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
-def _emit_list(found: bugs.Fold, out: TextIO) -> None:
+def _emit_list(found: Fold, out: TextIO) -> None:
     """The list as JSON, one bug a line: greppable, and fast (the C encoder needs no indent)."""
     data = found.to_json()
     encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every bug
@@ -77,7 +78,7 @@ _COLUMNS = operator.attrgetter("id", "status", "severity", "unit_id", "source", 
 _HEADS = ("ID", "STATUS", "SEVERITY", "UNIT", "SOURCE", "UPDATED", "TITLE")
 
 
-def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
+def table(found: Sequence[Bug], width: int | None = None) -> str:
     """A fixed-column table of bugs; with `width`, titles are clipped to fit it. A title
     with a newline or tab is put on one line."""
     rows = list(map(_COLUMNS, found))
@@ -93,15 +94,15 @@ def table(found: Sequence[bugs.Bug], width: int | None = None) -> str:
     return (fmt * (len(rows) + 1)) % (*_HEADS, *itertools.chain.from_iterable(rows))
 
 
-def _summary(found: Sequence[bugs.Bug]) -> str:
+def _summary(found: Sequence[Bug]) -> str:
     counts: Counter[str] = Counter(b.status for b in found)
-    parts = [f"{counts[s]} {s}" for s in bugs.STATUSES if s in counts]
+    parts = [f"{counts[s]} {s}" for s in STATUSES if s in counts]
     return f"{len(found)} bug{'s' if len(found) != 1 else ''}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def open_cmd(args: argparse.Namespace) -> int:
     """`greenloop bugs open`: append a new bug (or the existing one it duplicates)."""
-    _validate([("--severity", args.severity, bugs.SEVERITIES), ("--source", args.source, bugs.SOURCES)])
+    _validate([("--severity", args.severity, SEVERITIES), ("--source", args.source, SOURCES)])
     if args.severity is not None and "," in args.severity:
         raise UsageError("--severity takes one severity, not a list; pick one")
     blog = _log(args)
@@ -125,7 +126,7 @@ def open_cmd(args: argparse.Namespace) -> int:
 
 def transition_cmd(args: argparse.Namespace) -> int:
     """`greenloop bugs transition ID --to STATUS`: move a bug along its lifecycle."""
-    _validate([("--to", args.to_status, bugs.STATUSES)])
+    _validate([("--to", args.to_status, STATUSES)])
     blog = _log(args)
     done = blog.transition(args.bug_id, args.to_status, by=_by(args), fix_refs=args.fix_ref or ())
     _warn(done.warnings)
@@ -152,8 +153,8 @@ def list_cmd(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    _validate([("--status", args.status, bugs.STATUSES), ("--source", args.source, bugs.SOURCES),
-               ("--severity", args.severity, bugs.SEVERITIES)])
+    _validate([("--status", args.status, STATUSES), ("--source", args.source, SOURCES),
+               ("--severity", args.severity, SEVERITIES)])
     blog = _log(args)
     found = blog.list(unit=args.unit, status=args.status, source=args.source, severity=args.severity)
     _warn(found.warnings)

@@ -343,7 +343,7 @@ _KEYS = ("runs", "decisions", "sessions", "bugs", "live")
 def _state(src: data.Source) -> str:
     """A cursor over what pages show: the newest run, gate decisions, sessions, the bug log's
     size and the runs in progress, as one event id."""
-    from greenloop import bugs
+    from greenloop.bugs.log import bug_log_path
 
     runs = decisions = sessions = 0.0
     with data.connect(src) as conn:
@@ -353,7 +353,7 @@ def _state(src: data.Source) -> str:
             sessions = float(conn.execute("SELECT MAX(last_seen) FROM sessions").fetchone()[0] or 0)
     size = 0
     with contextlib.suppress(OSError):
-        size = os.stat(bugs.bug_log_path(src.project)).st_size
+        size = os.stat(bug_log_path(src.project)).st_size
     running = ",".join(rid for rid, _, _ in data.live_runs(src))
     return f"{runs}|{decisions:.0f}|{sessions}|{size}|{running}"
 

@@ -53,13 +53,13 @@ class Source(NamedTuple):
     @classmethod
     def of(cls, path: str) -> Source:
         """The read-only data source of the workspace or project at `path`."""
-        from greenloop import bugs
+        from greenloop.bugs.log import BugLog, bug_log_path
         from greenloop.closure.store import state_root
 
         root = state_root(path)
         found = layout.find_project_root(path)
         project = str(found) if found is not None else os.path.abspath(path)
-        return cls(root, project, bugs.BugLog(bugs.bug_log_path(project)))
+        return cls(root, project, BugLog(bug_log_path(project)))
 
     @property
     def db(self) -> str:
@@ -254,16 +254,16 @@ def session_detail(conn: sqlite3.Connection | None, session_id: str) -> dict[str
 
 class BugCard(NamedTuple):
     """One bug as the bug board shows it."""
-    bug: Any  # greenloop.bugs.Bug
+    bug: Any  # greenloop.bugs.record.Bug
     seen: int  # runs that reported this bug's failure (its dedup count)
 
 
 def _bug_log(src: Source) -> Any:
     if src.bugs is not None:
         return src.bugs
-    from greenloop import bugs
+    from greenloop.bugs.log import BugLog, bug_log_path
 
-    return bugs.BugLog(bugs.bug_log_path(src.project))
+    return BugLog(bug_log_path(src.project))
 
 
 def _seen_counts(conn: sqlite3.Connection | None, names: set[str]) -> dict[str, int]:
@@ -286,7 +286,7 @@ def _seen_counts(conn: sqlite3.Connection | None, names: set[str]) -> dict[str, 
 
 def bug_board(src: Source, conn: sqlite3.Connection | None, per_status: int = PAGE_SIZE) -> dict[str, Any]:
     """Bugs by status, most recently updated first, `per_status` each, with dedup counts."""
-    from greenloop.bugs import STATUSES
+    from greenloop.bugs.record import STATUSES
 
     if not os.path.isfile(_bug_log(src).path):
         return {"columns": {s: [] for s in STATUSES}, "totals": dict.fromkeys(STATUSES, 0), "warnings": []}
@@ -302,8 +302,8 @@ def bug_board(src: Source, conn: sqlite3.Connection | None, per_status: int = PA
 
 
 def bug_detail(src: Source, conn: sqlite3.Connection | None, bug_id: str) -> Any:
-    """A bug's whole history (greenloop.bugs.BugHistory) and its dedup count, or None."""
-    from greenloop.bugs import BugNotFound
+    """A bug's whole history (greenloop.bugs.record.BugHistory) and its dedup count, or None."""
+    from greenloop.bugs.record import BugNotFound
 
     try:
         history = _bug_log(src).show(bug_id)

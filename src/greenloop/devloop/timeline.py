@@ -80,7 +80,7 @@ class Event(NamedTuple):
 
 def timeline_path(workspace: str | os.PathLike[str]) -> Path:
     """The timeline of a workspace: beside its bug log."""
-    from greenloop.bugs import bug_log_path
+    from greenloop.bugs.log import bug_log_path
 
     return bug_log_path(workspace).with_name(TIMELINE)
 

@@ -706,9 +706,9 @@ def integrate(
     stopped = interrupted or aborted or browser_broken or (startup is not None and startup.infra)
     if record_bugs and not stopped:
         try:
-            from greenloop import bugs
+            from greenloop.bugs.bridge import bridge_integration_run
 
-            bridged = bugs.bridge_integration_run(
+            bridged = bridge_integration_run(
                 str(root),
                 [f.to_json() for f in failures],
                 run_id=run_id,

@@ -792,8 +792,8 @@ def _tools(state: ServerState) -> list[Tool]:
         )
 
     def bug_log() -> Any:
-        bugs = _lib("bugs")
-        return bugs.BugLog(bugs.bug_log_path(ws))
+        bug_log = _lib("bugs.log")
+        return bug_log.BugLog(bug_log.bug_log_path(ws))
 
     async def bug_list(
         ctx: Context,
