@@ -52,8 +52,11 @@ def config_digest(root: str | os.PathLike[str], config_path: str | None) -> str:
 def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict[str, Any],
                    session_id: str | None, root: str, config_path: str | None) -> None:
     """Record what a run is while it runs (never raises: a run without it is not resumable)."""
+    from greenloop.runner.resume import process_start
+
     data = {"plan": plan._asdict(), "options": options, "session_id": session_id, "root": root,
-            "config_path": config_path, "config": config_digest(root, config_path)}
+            "config_path": config_path, "config": config_digest(root, config_path),
+            "greenloop": [os.getpid(), process_start(os.getpid())]}  # is the run still going?
     path = Path(run_dir, RUN_FILE)
     try:
         tmp = path.with_name(f".{RUN_FILE}.tmp")
