@@ -516,6 +516,13 @@ def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> 
     result = _finalize(rebuilt, session_id=data.get("session_id"),
                        ref=unit_dir / RESULT_FILE if unit_dir else None, root=root)
     final = _after_run(str(ws), result)
+    if unit is not None:  # the interrupted run left its unit "testing"
+        from greenloop import config as config_mod
+
+        status = "passed" if final.ok else "failed"
+        said = _unit_status(unit, status, final.run_id, write_back=config_mod.load(ws).write_unit_status)
+        if said:
+            final = final._replace(notes=(*final.notes, said))
     _store(final, run_dir, unit_dir)
     return final
 
