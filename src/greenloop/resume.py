@@ -220,7 +220,8 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
                       failed=kept.failed + r.failed, skipped=kept.skipped + r.skipped, flaky=r.flaky)
     failures: tuple[Failure, ...] = (*kept_failures, *(rerun.failures if rerun is not None else ()))
     passed = (*kept.passed_tests, *(rerun.passed_tests if rerun is not None else ()))
-    notes = [*plan.notes, *(rerun.notes if rerun is not None else ()), _note(info, half)]
+    notes = [*plan.notes, *(rerun.notes if rerun is not None else ()),
+             _note(info, half, rerun.command if rerun is not None else "")]
     if rerun is not None and rerun.outcome == "broken" and rerun.crash_reason != "no tests ran":
         return rerun._replace(
             run_id=run_dir.name, summary=summary, failures=failures, passed_tests=passed,
@@ -251,14 +252,15 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
     )
 
 
-def _note(info: ResumeInfo, half: list[str]) -> str:
+def _note(info: ResumeInfo, half: list[str], command: str) -> str:
     kept = (f"{info.kept} test(s) of the {len(info.kept_files)} file(s) that had finished were kept"
             if info.kept_files else "no test file had finished")
     if not info.rerun_files:
         return (f"resume of {info.from_run}: greenloop and its runner stopped before the report was "
                 f"written, but every test file had finished; {kept} and nothing ran again")
+    shown = command if len(command) <= 500 else command[:500] + " …"
     note = (f"resume of {info.from_run}: its runner had not finished; {kept}, and the "
-            f"{len(info.rerun_files)} other file(s) ran again as {info.rerun_run}")
+            f"{len(info.rerun_files)} other file(s) ran again as {info.rerun_run} ({shown})")
     if half:
         names = ", ".join(half[:3]) + (" …" if len(half) > 3 else "")
         note += (f"; {names} {'was' if len(half) == 1 else 'were'} half done when the run stopped: "

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,13 +87,25 @@ def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Path, Path, str]:
     return node_workspace(ws, {**files, "package.json": '{"type": "module"}'}), mark, flag, "c.test.mjs"
 
 
-def _killed_mid_suite(ws: Path, flag: Path, framework: str) -> tuple[Path, str]:
-    """Start `greenloop run` and SIGKILL it once the blocking test runs and a file has finished
-    (its runner goes on: the resume has to stop it); the run's folder and resume token."""
+def _blocked_with_a_file_done(flag: Path) -> Callable[[Path], bool]:
+    def ready(run_dir: Path) -> bool:
+        if not flag.exists():
+            return False
+        records = read(plan_of(json.loads((run_dir / "run.json").read_text())))
+        return not isinstance(records, str) and bool(records.done)
+
+    return ready
+
+
+def _killed_mid_suite(
+    ws: Path, ready: Callable[[Path], bool], framework: str, *extra: str
+) -> tuple[Path, str]:
+    """Start `greenloop run` and SIGKILL it once `ready(run folder)` (its runner goes on: the
+    resume has to stop it); the run's folder and resume token."""
     env = {k: v for k, v in os.environ.items() if k != "GREENLOOP_SESSION"}
     env["PYTHONPATH"] = str(REPO / "src")
     argv = [sys.executable, "-m", "greenloop", "run", str(ws), "--framework", framework,
-            "--sandbox", "full-access", "--session", "s"]
+            "--sandbox", "full-access", "--session", "s", *extra]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = ws / ".greenloop" / "runs"
     deadline = time.monotonic() + 120
@@ -100,14 +113,12 @@ def _killed_mid_suite(ws: Path, flag: Path, framework: str) -> tuple[Path, str]:
     try:
         while time.monotonic() < deadline:
             found = [p.parent for p in runs.glob("*/run.json")]
-            if found and flag.exists():
+            if found and ready(found[0]):
                 run_dir = found[0]
-                records = read(plan_of(json.loads((run_dir / "run.json").read_text())))
-                if not isinstance(records, str) and records.done:
-                    break
+                break
             time.sleep(0.1)
         else:
-            pytest.fail("the run never reached its blocking test with a file finished")
+            pytest.fail("the run never got where the test kills it")
         assert run_dir is not None
         token = resume_token(ws, run_dir.name)
         # while greenloop still runs it, the run is not resumable: refused, nothing started
@@ -119,10 +130,19 @@ def _killed_mid_suite(ws: Path, flag: Path, framework: str) -> tuple[Path, str]:
     return run_dir, token
 
 
-@pytest.mark.parametrize("runner", ["pytest", "vitest", "node:test"])
-def test_resume_keeps_the_finished_files_and_reruns_only_the_others(tmp_path: Path, runner: str) -> None:
+# pytest with a target reruns the unfinished files' collected node ids (what the target chose)
+@pytest.mark.parametrize(("runner", "target"), [
+    ("pytest", None),
+    ("pytest", "test_a.py test_b.py test_c.py test_d.py"),
+    ("vitest", None),
+    ("node:test", None),
+])
+def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
+    tmp_path: Path, runner: str, target: str | None
+) -> None:
     ws, mark, flag, blocking = _workspace(tmp_path, runner)
-    run_dir, token = _killed_mid_suite(ws, flag, runner)
+    extra = ("--target", target) if target else ()
+    run_dir, token = _killed_mid_suite(ws, _blocked_with_a_file_done(flag), runner, *extra)
     assert not (run_dir / "result.json").exists()
     with mark.open("a") as fh:
         fh.write(SEPARATOR + "\n")
@@ -169,6 +189,26 @@ def test_resume_keeps_the_finished_files_and_reruns_only_the_others(tmp_path: Pa
 
     stored = json.loads((run_dir / "result.json").read_text())
     assert stored["resume"] == info and stored["summary"] == s
+    # in the runner's dialect: the files, or (a narrowed pytest run) their collected node ids
+    (said,) = [n for n in result["notes"] if n.startswith(f"resume of {run_dir.name}")]
+    assert (f"{blocking}::test_c2" in said) == bool(target) and blocking in said
     # resuming it again changes nothing
     again = api.test_run(ws, mode="resume", resume_token=token)
     assert again.run_id == run_dir.name and "nothing ran" in again.notes[-1]
+
+
+def test_a_runner_without_a_file_list_runs_the_whole_suite_again_and_says_why(tmp_path: Path) -> None:
+    suite = ("import time\nimport unittest\n\n\nclass T(unittest.TestCase):\n"
+             "    def test_slow(self):\n        time.sleep(30)\n\n    def test_quick(self):\n        pass\n")
+    ws = node_workspace(tmp_path / "ws", {"test_u.py": suite})
+    def slow_started(run_dir: Path) -> bool:
+        stream = run_dir / "stream.ndjson"
+        return stream.exists() and "test_slow" in stream.read_text()
+
+    run_dir, token = _killed_mid_suite(ws, slow_started, "unittest")
+    (ws / "test_u.py").write_text(suite.replace("time.sleep(30)", "pass"))  # it no longer hangs
+    result = api.test_run(ws, mode="resume", resume_token=token)
+    assert result.run_id != run_dir.name and result.summary.total == 2 and result.ok
+    assert result.resume is not None and result.resume.whole_suite and result.resume.from_run == run_dir.name
+    assert any("unittest leaves no record" in n and "whole suite ran again" in n for n in result.notes)
+    assert any("still running after greenloop stopped" in n for n in result.notes)
