@@ -11,11 +11,14 @@ A runner killed before it wrote its report still leaves, line by line:
   status line per test (with the failing ones' error), and a line when a file ends;
 - node:test: greenloop's TAP reporter's stream (stream.ndjson): every test file as node
   enqueues it when the run starts, and the start and end of each, a file's own entry named
-  after the file; and the progress reporter's status line per test, by its full name.
+  after the file; and the progress reporter's status line per test, by its full name;
+- unittest: greenloop's runner's stream (stream.ndjson): the loaded tests with their modules'
+  files, a start per test and an end with what it added to the counts (and its failures), and
+  what failed between tests (a class or module fixture), placed in the file it failed in.
 
 From them: every test file of the run, the files whose every test finished (their counts,
 passed tests and failures), and the files that had started. Other runners (jest, mocha,
-unittest, bun, go, cargo, a package.json script) leave no list of the run's files that a
+bun, go, cargo, a package.json script) leave no list of the run's files that a
 resume can trust: `read` says so, and the whole suite runs again.
 """
 
@@ -31,7 +34,7 @@ from greenloop.model import Failure, Plan
 
 __all__ = ["FileTests", "Finished", "read"]
 
-RESUMABLE = ("pytest", "vitest", "node:test")
+RESUMABLE = ("pytest", "vitest", "node:test", "unittest")
 
 
 class FileTests(NamedTuple):
@@ -62,12 +65,14 @@ def read(plan: Plan) -> Finished | str:
     """The run's finished files, or why they cannot be known (then the whole suite reruns)."""
     if plan.framework not in RESUMABLE:
         return (f"{plan.framework or 'this runner'} leaves no record of the run's test files that a "
-                "resume can trust (only pytest, vitest and node:test do)")
+                "resume can trust (only pytest, vitest, node:test and unittest do)")
     try:
         if plan.framework == "pytest":
             return _pytest(plan)
         if plan.framework == "vitest":
             return _vitest(plan)
+        if plan.framework == "unittest":
+            return _unittest(plan)
         return _node(plan)
     except OSError as exc:
         return f"the run's records could not be read ({exc.strerror or exc})"
@@ -237,3 +242,67 @@ def _node(plan: Plan) -> Finished | str:
     done = {file: _count(lines.get(file, []), failures.get(file, [])) for file in finished}
     seen = {file: len(own) for file, own in lines.items()}
     return Finished(tuple(dict.fromkeys(files)), done, frozenset(started | finished | set(lines)), {}, seen)
+
+
+# ----------------------------------------------------------------------------- unittest
+
+
+def _unittest(plan: Plan) -> Finished | str:
+    from greenloop.frameworks.unittest import report_failure
+
+    cwd = plan.cwd
+    collected: list[tuple[str, str]] | None = None
+    ends: dict[str, dict[str, Any]] = {}
+    started: set[str] = set()
+    between: list[dict[str, Any]] = []
+    for item in _records(plan.stream_file):
+        if isinstance(item.get("collected"), list):
+            # a test without a file (a module that failed to import) stands for itself
+            collected = [(str(t[0]), str(t[1] or t[0])) for t in item["collected"]
+                         if isinstance(t, list) and len(t) == 2]
+        elif isinstance(item.get("start"), str):
+            started.add(item["start"])
+        elif isinstance(item.get("end"), str):
+            ends[item["end"]] = item
+        elif isinstance(item.get("between"), dict):
+            between.append(item["between"])
+    if collected is None:
+        return "unittest's loaded tests were not recorded (greenloop's unittest runner did not start them)"
+    ids_of: dict[str, list[str]] = {}
+    for test_id, file in collected:
+        ids_of.setdefault(file, []).append(test_id)
+    passed: dict[str, list[str]] = {}
+    counts: dict[str, list[int]] = {file: [0, 0] for file in ids_of}  # failed, skipped
+    failures: dict[str, list[Failure]] = {}
+    file_of = {test_id: file for test_id, file in collected}
+    for test_id, end in ends.items():
+        if test_id not in file_of:
+            continue
+        file = file_of[test_id]
+        if end.get("passed"):
+            passed.setdefault(file, []).append(test_id)
+        counts[file][0] += int(end.get("failed") or 0)
+        counts[file][1] += int(end.get("skipped") or 0)
+        failures.setdefault(file, []).extend(report_failure(f, cwd) for f in end.get("failures") or ())
+    for item in between:  # a class or module fixture failed: the file its traceback names
+        found = [f for f in item.get("failures") or () if isinstance(f, dict)]
+        if len(found) != int(item.get("failed") or 0) or item.get("passed") or item.get("skipped"):
+            return "a failure outside any test was counted but not recorded in detail"
+        for f in found:
+            where = f.get("file")
+            if not isinstance(where, str) or where not in ids_of:
+                return f"a failure outside any test ({f.get('id')}) could not be placed in a test file"
+            counts[where][0] += 1
+            failures.setdefault(where, []).append(report_failure(f, cwd))
+    done: dict[str, FileTests] = {}
+    for file, ids in ids_of.items():
+        if all(i in ends for i in ids):
+            own = passed.get(file, [])
+            done[file] = FileTests(len(own), counts[file][0], counts[file][1], tuple(own),
+                                   tuple(failures.get(file, ())))
+    unplaced = [file for file in ids_of if file not in done and not file.endswith(".py")]
+    if unplaced:
+        return f"{unplaced[0]} did not finish and names no file to run again"
+    begun = frozenset(file_of[i] for i in started | set(ends) if i in file_of)
+    seen = {file: sum(1 for i in ids if i in ends) for file, ids in ids_of.items()}
+    return Finished(tuple(ids_of), done, begun, {}, seen)

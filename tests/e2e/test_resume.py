@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,18 +39,23 @@ SUITE = {
 }
 
 
-def _pytest_files(mark: Path, flag: Path) -> dict[str, str]:
+def _python_files(mark: Path, flag: Path, runner: str) -> dict[str, str]:
+    """pytest's test functions, or (unittest) the same as methods of a TestCase."""
     files = {}
+    pad = "    " if runner == "unittest" else ""
     for stem, tests in SUITE.items():
         name = f"test_{stem}.py"
-        body = f"import os\nimport time\n\nMARK = {str(mark)!r}\nFLAG = {str(flag)!r}\n"
+        body = f"import os\nimport time\nimport unittest\n\nMARK = {str(mark)!r}\nFLAG = {str(flag)!r}\n"
+        if runner == "unittest":
+            body += "\n\nclass T(unittest.TestCase):"
         for test, passes, blocks in tests:
-            body += f"\n\ndef test_{test}():\n    with open(MARK, 'a') as fh:\n"
-            body += f"        fh.write('{name}::test_{test}\\n')\n"
+            body += f"\n\n{pad}def test_{test}({'self' if pad else ''}):\n"
+            body += f"{pad}    with open(MARK, 'a') as fh:\n"
+            body += f"{pad}        fh.write('{name}::test_{test}\\n')\n"
             if blocks:
-                body += ("    if not os.path.exists(FLAG):\n        open(FLAG, 'w').close()\n"
-                         "        time.sleep(120)\n")
-            body += f"    assert {passes}\n"
+                body += (f"{pad}    if not os.path.exists(FLAG):\n{pad}        open(FLAG, 'w').close()\n"
+                         f"{pad}        time.sleep(120)\n")
+            body += f"{pad}    assert {passes}\n"
         files[name] = body
     return files
 
@@ -77,8 +83,8 @@ def _js_files(mark: Path, flag: Path, runner: str) -> dict[str, str]:
 def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Path, Path, str]:
     mark, flag = tmp_path / "ran.txt", tmp_path / "blocked-once"
     ws = tmp_path / "ws"
-    if runner == "pytest":
-        return py_workspace(ws, _pytest_files(mark, flag)), mark, flag, "test_c.py"
+    if runner in ("pytest", "unittest"):
+        return py_workspace(ws, _python_files(mark, flag, runner)), mark, flag, "test_c.py"
     files = _js_files(mark, flag, runner)
     if runner == "vitest":
         config = "export default { test: { fileParallelism: false } }\n"
@@ -136,6 +142,7 @@ def _killed_mid_suite(
     ("pytest", "test_a.py test_b.py test_c.py test_d.py"),
     ("vitest", None),
     ("node:test", None),
+    ("unittest", None),
 ])
 def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
     tmp_path: Path, runner: str, target: str | None
@@ -157,8 +164,7 @@ def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
     assert result["outcome"] == "red"
     s = result["summary"]
     assert (s["total"], s["passed"], s["failed"], s["skipped"]) == (7, 6, 1, 0)
-    assert [f["test"].rsplit("::", 1)[-1].removeprefix("test_").rsplit(" > ", 1)[-1]
-            for f in result["failures"]] == ["b2"]
+    assert [re.split(r"[:. >]+", f["test"])[-1].removeprefix("test_") for f in result["failures"]] == ["b2"]
     assert len(result["passed_tests"]) == 6 == len(set(result["passed_tests"]))
 
     # which files came from which attempt
@@ -167,7 +173,8 @@ def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
     kept, rerun = info["kept_files"], info["rerun_files"]
     assert blocking in rerun and kept and not set(kept) & set(rerun)
     assert len(kept) + len(rerun) == 4
-    per_file = {f"{'test_' if runner == 'pytest' else ''}{stem}": len(tests) for stem, tests in SUITE.items()}
+    python = runner in ("pytest", "unittest")
+    per_file = {f"{'test_' if python else ''}{stem}": len(tests) for stem, tests in SUITE.items()}
 
     def tests_in(files: list[str]) -> int:
         return sum(n for stem, n in per_file.items() for f in files if f.startswith(stem + "."))
@@ -198,17 +205,15 @@ def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
 
 
 def test_a_runner_without_a_file_list_runs_the_whole_suite_again_and_says_why(tmp_path: Path) -> None:
-    suite = ("import time\nimport unittest\n\n\nclass T(unittest.TestCase):\n"
-             "    def test_slow(self):\n        time.sleep(30)\n\n    def test_quick(self):\n        pass\n")
-    ws = node_workspace(tmp_path / "ws", {"test_u.py": suite})
-    def slow_started(run_dir: Path) -> bool:
-        stream = run_dir / "stream.ndjson"
-        return stream.exists() and "test_slow" in stream.read_text()
-
-    run_dir, token = _killed_mid_suite(ws, slow_started, "unittest")
-    (ws / "test_u.py").write_text(suite.replace("time.sleep(30)", "pass"))  # it no longer hangs
+    started = tmp_path / "started"
+    suite = ("const { writeFileSync } = require('node:fs')\n"
+             f"test('quick', () => writeFileSync({json.dumps(str(started))}, ''))\n"
+             "test('slow', () => new Promise((r) => setTimeout(r, 30000)), 60000)\n")
+    ws = js_workspace(tmp_path / "ws", "jest", {"u.test.js": suite})
+    run_dir, token = _killed_mid_suite(ws, lambda _run: started.exists(), "jest")
+    (ws / "u.test.js").write_text(suite.replace("30000)", "0)"))  # it no longer hangs
     result = api.test_run(ws, mode="resume", resume_token=token)
     assert result.run_id != run_dir.name and result.summary.total == 2 and result.ok
     assert result.resume is not None and result.resume.whole_suite and result.resume.from_run == run_dir.name
-    assert any("unittest leaves no record" in n and "whole suite ran again" in n for n in result.notes)
+    assert any("jest leaves no record" in n and "whole suite ran again" in n for n in result.notes)
     assert any("still running after greenloop stopped" in n for n in result.notes)
