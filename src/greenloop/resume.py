@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -72,14 +71,16 @@ def still_running(data: dict[str, Any]) -> int | None:
 def stop_runner(run_dir: Path) -> str | None:
     """Stop what still runs of an interrupted run (a runner outlives greenloop: it has its own
     session), so that nothing it finishes later counts beside the resume; a note, or None when
-    nothing ran. Its processes are the ones holding a file of the run's folder open (its
-    output, its reports; a runner may keep them under other descriptors than 1 and 2), and
-    whatever carries their process token."""
+    nothing ran. Its processes are the ones greenloop started (they carry a process token)
+    holding a file of the run's folder open (its output, its reports; a runner may keep them
+    under other descriptors than 1 and 2), and whatever carries their token; a dashboard or a
+    `tail` reading the same files carries none and is left alone."""
     from greenloop import proc
 
     inside = str(run_dir) + os.sep
     found: list[int] = []
     tokens: set[str] = set()
+    prefix = proc.TOKEN_VAR.encode() + b"="
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -88,17 +89,13 @@ def stop_runner(run_dir: Path) -> str | None:
             fds = os.listdir(f"/proc/{pid}/fd")
             if not any(_link(f"/proc/{pid}/fd/{fd}").startswith(inside) for fd in fds):
                 continue
-            if not proc.alive(pid):
-                continue
-            found.append(pid)
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            tokens.update(v.decode()[len(proc.TOKEN_VAR) + 1:] for v in env
-                          if v.startswith(proc.TOKEN_VAR.encode() + b"="))
+            token = next((v[len(prefix):].decode() for v in env if v.startswith(prefix)), None)
+            if token is not None and proc.alive(pid):
+                found.append(pid)
+                tokens.add(token)
     if not found:
         return None
-    for pid in found:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
     for token in tokens:
         proc.kill_token(token)
     return (f"resume: the runner of {run_dir.name} was still running after greenloop stopped (pids "
