@@ -229,8 +229,10 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
     parsed = ParseResult(summary=summary, failures=failures, recognized=True, passed_tests=passed,
                          load_error=load_error_of(loads))
     stdout, stderr = str(run_dir / "stdout.txt"), str(run_dir / "stderr.txt")
-    exit_code = rerun.exit_code if rerun is not None and (rerun.failures or not kept.failed) else (
-        1 if summary.failed else 0)
+    # the rerun's own code when it failed; else what the runner says of a run with (or without)
+    # failing tests (a rerun that found no test left, pytest's 5, is not a failure of the run)
+    exit_code = 0 if not summary.failed else (
+        rerun.exit_code if rerun is not None and rerun.failures and rerun.exit_code else 1)
     took = rerun.duration_ms if rerun is not None else 0
     raw = RawRun(exit_code=exit_code, timed_out=False, aborted=False, duration_ms=took,
                  stdout_path=stdout, stderr_path=stderr)
