@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, SandboxInfo, ShardInfo, Summary
+from greenloop.model import Failure, ResumeInfo, RunResult, SandboxInfo, ShardInfo, Summary
 from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate_run_result
 
 # Keys the schema documents beyond RunResult.to_json(): written by DevLoop agents into result.json.
@@ -59,6 +59,9 @@ def _full_result() -> RunResult:
         bugs_transitioned=({"id": "bug-1", "from": "open", "to": "fixed"},),
         selection="shard",
         shard=ShardInfo(index=2, total=3),
+        resume=ResumeInfo(from_run="run-20260513-103000-000000", kept=4, kept_files=("a.test.ts",),
+                          rerun_files=("b.test.ts",), dropped=1,
+                          rerun_run="run-20260513-103000-000000-resume-1"),
     )
 
 
