@@ -22,8 +22,8 @@ import pytest
 
 from greenloop import api
 from greenloop.errors import UsageError
-from greenloop.recover import plan_of, resume_token
-from greenloop.resume_records import read
+from greenloop.runner.recover import plan_of, resume_token
+from greenloop.runner.resume_records import read
 
 from .helpers import REPO, cli, js_workspace, node_workspace, py_workspace
 

@@ -123,7 +123,7 @@ def test_the_walkthrough(tmp_path: Path, mark: str) -> None:
     for pid, _ in scan(mark, str(tmp_path)):  # its runner too, as a reboot would end it
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    from greenloop.recover import resume_token
+    from greenloop.runner.recover import resume_token
 
     assert not (cut / "result.json").exists()  # killed while pytest was still starting
     assert units.read_status(project)["auth"]["status"] == "testing"

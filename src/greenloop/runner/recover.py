@@ -8,9 +8,9 @@ result carries `resume_token` (`<run_id>.<8 hex digits of the workspace root>`),
 - the run had finished: its stored result, as it is;
 - the runner finished though greenloop did not (its machine report is complete): the result is
   built from that report, then recorded (bugs, closure state, timeline) like any run;
-- otherwise (greenloop.resume) the test files that finished are kept and only the others run
-  again, as one result under the run's id; when the run's files cannot be known the suite
-  runs again with the same options, and the result says so.
+- otherwise (greenloop.runner.resume) the test files that finished are kept and only the
+  others run again, as one result under the run's id; when the run's files cannot be known
+  the suite runs again with the same options, and the result says so.
 
 run.json also names the greenloop process running the run (pid and start time), so that a
 run still going is refused rather than resumed beside itself.

@@ -1,5 +1,5 @@
 """What an interrupted unit run had finished, file by file, read from the records its runner
-left in the run folder while it ran (`greenloop run --mode resume`, greenloop.resume).
+left in the run folder while it ran (`greenloop run --mode resume`, greenloop.runner.resume).
 
 A runner killed before it wrote its report still leaves, line by line:
 

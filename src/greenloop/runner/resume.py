@@ -1,11 +1,11 @@
 """Continuing an interrupted unit run whose runner did not finish: keep the test files that
 finished, run the others again, and write one result (`greenloop run --mode resume`).
 
-greenloop.recover decides what a resume token names; when the run's runner did not write its
+greenloop.runner.recover decides what a resume token names; when the run's runner did not write its
 report (greenloop was killed and its runner with it, the machine went down, or the runner
 was still running and the resume stopped it), this module continues it:
 
-1. the records the runner left (greenloop.resume_records) say which test files the run was to
+1. the records the runner left (greenloop.runner.resume_records) say which test files the run was to
    run, which finished and which had started;
 2. the files that had not finished run again, in the runner's own dialect (a target of those
    files, as plan.py builds it), in the run folder's `resume-<n>/`; a file that was half done
@@ -39,25 +39,25 @@ from greenloop.model import (
     SandboxInfo,
     Summary,
 )
-from greenloop.resume_records import FileTests, Finished, read
+from greenloop.runner.resume_records import FileTests, Finished, read
 
 __all__ = ["continue_run", "process_start", "still_running", "stop_runner"]
 
 
 def process_start(pid: int) -> str | None:
-    """When a process started (clock ticks since boot, /proc/<pid>/stat): with its pid, it
-    names one process, never a later one that reuses the pid."""
-    from greenloop.integration.processes import _stat
+    """When a process started (clock ticks since boot): with its pid, it names one process,
+    never a later one that reuses the pid."""
+    from greenloop.system import procfs
 
-    stat = _stat(pid)
-    return str(stat[2]) if stat is not None else None
+    found = procfs.stat(pid)
+    return str(found.start) if found is not None else None
 
 
 def still_running(data: dict[str, Any]) -> int | None:
     """The pid of the greenloop process still running the run `data` (run.json) records, or None
     when it has stopped (its pid is gone or belongs to a later process). This process itself
     does not count: its own run that ended in an exception is over."""
-    from greenloop import proc
+    from greenloop.system import procfs
 
     who = data.get("greenloop")
     if not (isinstance(who, list) and len(who) == 2 and isinstance(who[0], int)):
@@ -65,7 +65,7 @@ def still_running(data: dict[str, Any]) -> int | None:
     pid, start = who
     if pid == os.getpid():
         return None
-    return pid if start is not None and proc.alive(pid) and process_start(pid) == start else None
+    return pid if start is not None and procfs.alive(pid) and process_start(pid) == start else None
 
 
 def stop_runner(run_dir: Path) -> str | None:
@@ -75,23 +75,22 @@ def stop_runner(run_dir: Path) -> str | None:
     holding a file of the run's folder open (its output, its reports; a runner may keep them
     under other descriptors than 1 and 2), and whatever carries their token; a dashboard or a
     `tail` reading the same files carries none and is left alone."""
-    from greenloop import proc
+    from greenloop.system import proc, procfs
 
     inside = str(run_dir) + os.sep
     found: list[int] = []
     tokens: set[str] = set()
     prefix = proc.TOKEN_VAR.encode() + b"="
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid in procfs.pids():
+        if pid == os.getpid():
             continue
-        pid = int(entry.name)
         with contextlib.suppress(OSError):
             fds = os.listdir(f"/proc/{pid}/fd")
             if not any(_link(f"/proc/{pid}/fd/{fd}").startswith(inside) for fd in fds):
                 continue
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            env = procfs.environ(pid) or []
             token = next((v[len(prefix):].decode() for v in env if v.startswith(prefix)), None)
-            if token is not None and proc.alive(pid):
+            if token is not None and procfs.alive(pid):
                 found.append(pid)
                 tokens.add(token)
     if not found:
@@ -151,7 +150,7 @@ def continue_run(
 ) -> RunResult | str:
     """The interrupted run continued (one merged result under its run id, not yet recorded),
     or why it cannot be continued file by file (the caller then runs the whole suite)."""
-    from greenloop import recover
+    from greenloop.runner import recover
 
     plan = recover.plan_of(data)
     options = dict(data.get("options") or {})
@@ -183,11 +182,11 @@ def _run_again(workspace: Path, run_dir: Path, data: dict[str, Any], plan: Plan,
                cancel: threading.Event | None) -> RunResult:
     """The unfinished files, run as the interrupted run would have run them, in resume-<n>/."""
     from greenloop import config as config_mod
-    from greenloop.plan import RunOptions
-    from greenloop.plan import plan as make_plan
-    from greenloop.probe import probe
-    from greenloop.run import execute
-    from greenloop.sandbox import parse_mode, resolve_for
+    from greenloop.runner.plan import RunOptions
+    from greenloop.runner.plan import plan as make_plan
+    from greenloop.runner.probe import probe
+    from greenloop.runner.run import execute
+    from greenloop.system.sandbox import parse_mode, resolve_for
 
     options = dict(data.get("options") or {})
     cfg = config_mod.load(workspace)
@@ -205,9 +204,9 @@ def _run_again(workspace: Path, run_dir: Path, data: dict[str, Any], plan: Plan,
 def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: RunResult | None,
             info: ResumeInfo, half: list[str]) -> RunResult:
     """One result: the kept files' tests and the rerun's, each test counted once."""
-    from greenloop import run as run_mod
     from greenloop.config import load
     from greenloop.frameworks.common import load_error_of
+    from greenloop.runner import run as run_mod
 
     cfg = load(workspace)
     kept_failures = run_mod._with_hints(kept.failures, plan.framework, cfg.hint_language, plan.cwd) \
