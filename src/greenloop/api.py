@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RetryInfo, RunResult, ShardInfo
+from greenloop.model import FRAMEWORKS, Detection, Progress, ResumeInfo, RetryInfo, RunResult, ShardInfo
 
 if TYPE_CHECKING:
     from greenloop.closure.gate import ClosureCheck
@@ -475,8 +475,9 @@ def _finalize(result: RunResult, *, session_id: str | None, ref: Path | None, ro
 
 
 def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> RunResult:
-    """mode resume: the finished run as it is, a run rebuilt from its runner's report, or the
-    suite again with the same options (greenloop.runner.recover)."""
+    """mode resume: the finished run as it is, a run rebuilt from its runner's report, the
+    unfinished files run again beside the finished ones (greenloop.runner.resume), or, when the
+    run's files cannot be known, the suite again with the same options (greenloop.runner.recover)."""
     from greenloop.runner import recover
 
     ws = _workspace(workspace)
@@ -487,20 +488,41 @@ def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> 
         done = _read_result(stored)
         return done._replace(notes=(*done.notes, "resume: this run had finished; nothing ran"))
     data = recover.read_run_file(run_dir)
+    from greenloop.runner import resume
+
+    alive = resume.still_running(data)
+    if alive is not None:
+        raise UsageError(f"resume token {token!r}: run {run_dir.name} is still going (greenloop process "
+                         f"{alive}): wait for its result, or stop that process first")
+    stopped = resume.stop_runner(run_dir)  # a runner still going would count beside the resume
     rebuilt = recover.from_report(run_dir, data, str(ws))
     if rebuilt is None:
-        options = {k: v for k, v in (data.get("options") or {}).items() if v not in (None, False)}
-        again = test_run(ws, session_id=data.get("session_id"), **options, **callbacks)
-        note = (f"resume of {run_dir.name}: its runner had not finished (no complete report), so the "
-                f"suite ran again with the same options as {again.run_id}")
-        again = again._replace(notes=(*again.notes, note))
-        _rewrite(again, root)
-        return again
+        continued = resume.continue_run(ws, run_dir, data, **callbacks)
+        if isinstance(continued, str):  # the run's files cannot be known: the whole suite again
+            options = {k: v for k, v in (data.get("options") or {}).items() if v not in (None, False)}
+            again = test_run(ws, session_id=data.get("session_id"), **options, **callbacks)
+            note = (f"resume of {run_dir.name}: its runner had not finished (no complete report) and "
+                    f"{continued}, so the whole suite ran again with the same options as {again.run_id}")
+            again = again._replace(notes=(*again.notes, *([stopped] if stopped else []), note),
+                                   resume=ResumeInfo(from_run=run_dir.name, rerun_run=again.run_id,
+                                                     whole_suite=True))
+            _rewrite(again, root)
+            return again
+        rebuilt = continued
+    if stopped:
+        rebuilt = rebuilt._replace(notes=(*rebuilt.notes, stopped))
     unit = layout.unit_of(ws)
     unit_dir = unit[0] / "units" / unit[1] / "runs" / rebuilt.run_id if unit else None
     result = _finalize(rebuilt, session_id=data.get("session_id"),
                        ref=unit_dir / RESULT_FILE if unit_dir else None, root=root)
     final = _after_run(str(ws), result)
+    if unit is not None:  # the interrupted run left its unit "testing"
+        from greenloop import config as config_mod
+
+        status = "passed" if final.ok else "failed"
+        said = _unit_status(unit, status, final.run_id, write_back=config_mod.load(ws).write_unit_status)
+        if said:
+            final = final._replace(notes=(*final.notes, said))
     _store(final, run_dir, unit_dir)
     return final
 

@@ -8,7 +8,12 @@ result carries `resume_token` (`<run_id>.<8 hex digits of the workspace root>`),
 - the run had finished: its stored result, as it is;
 - the runner finished though greenloop did not (its machine report is complete): the result is
   built from that report, then recorded (bugs, closure state, timeline) like any run;
-- otherwise the suite runs again with the same options, and the result says so.
+- otherwise (greenloop.runner.resume) the test files that finished are kept and only the
+  others run again, as one result under the run's id; when the run's files cannot be known
+  the suite runs again with the same options, and the result says so.
+
+run.json also names the greenloop process running the run (pid and start time), so that a
+run still going is refused rather than resumed beside itself.
 
 A token greenloop did not give, one from another workspace, one whose run folder is gone, or
 one whose runner config changed since, is refused (exit 2) before anything starts.
@@ -52,8 +57,11 @@ def config_digest(root: str | os.PathLike[str], config_path: str | None) -> str:
 def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict[str, Any],
                    session_id: str | None, root: str, config_path: str | None) -> None:
     """Record what a run is while it runs (never raises: a run without it is not resumable)."""
+    from greenloop.runner.resume import process_start
+
     data = {"plan": plan._asdict(), "options": options, "session_id": session_id, "root": root,
-            "config_path": config_path, "config": config_digest(root, config_path)}
+            "config_path": config_path, "config": config_digest(root, config_path),
+            "greenloop": [os.getpid(), process_start(os.getpid())]}  # is the run still going?
     path = Path(run_dir, RUN_FILE)
     try:
         tmp = path.with_name(f".{RUN_FILE}.tmp")
