@@ -13,7 +13,8 @@ from itkit import step, write_project
 
 from greenloop.cli import main
 from greenloop.errors import SpecError
-from greenloop.integration.spec import Endpoint, env_var_name, load_spec
+from greenloop.integration.spec.loading import load_spec
+from greenloop.integration.spec.records import Endpoint, env_var_name
 
 TODO_CONTRACT = {
     "exports": {

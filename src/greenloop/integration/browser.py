@@ -36,7 +36,7 @@ from typing import Any
 from greenloop.closure.transitions import iso
 from greenloop.errors import ConfigError
 from greenloop.integration.cases import Mismatch, StepResult, as_text, parse_body, resolve
-from greenloop.integration.spec import Action, Case, PageExpect, Step
+from greenloop.integration.spec.records import Action, Case, PageExpect, Step
 from greenloop.integration.static import CONFIG_PATH
 from greenloop.integration.trace import TraceEntry, TraceWriter
 from greenloop.system import proc

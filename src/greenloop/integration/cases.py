@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from greenloop.closure.transitions import iso
-from greenloop.integration.spec import PLACEHOLDER, Assertion, Case, Expect, Step, jsonpath_env
+from greenloop.integration.spec.records import PLACEHOLDER, Assertion, Case, Expect, Step, jsonpath_env
 from greenloop.integration.trace import TraceEntry, TraceWriter, bound_body
 
 __all__ = [

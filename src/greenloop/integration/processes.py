@@ -41,7 +41,7 @@ from typing import Any
 
 from greenloop.closure.transitions import iso
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
-from greenloop.integration.spec import Unit, env_var_name
+from greenloop.integration.spec.records import Unit, env_var_name
 from greenloop.system import proc, procfs, sandbox
 
 __all__ = [

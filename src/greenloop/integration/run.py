@@ -42,7 +42,9 @@ from greenloop.integration.processes import (
     StartFailure,
     Supervisor,
 )
-from greenloop.integration.spec import Spec, check_programs, load_spec
+from greenloop.integration.spec.loading import load_spec
+from greenloop.integration.spec.records import Spec
+from greenloop.integration.spec.units import check_programs
 from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter, bound_body
 from greenloop.layout import new_run_id

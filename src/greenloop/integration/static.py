@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from greenloop.integration.ports import HOST, MAX_PORT_TRIES, PortPicker, PortUnavailable
-from greenloop.integration.spec import Unit
+from greenloop.integration.spec.records import Unit
 
 __all__ = ["CONFIG_PATH", "StaticServer", "frontend_config", "inject_config", "serve_unit"]
 
