@@ -13,7 +13,8 @@ from itkit import MARK, step, unit, write_project
 
 from greenloop.integration.cases import HttpResponse, Unresolved, check_expect, json_equal, resolve, run_case
 from greenloop.integration.ports import RESERVED, PortPicker, PortUnavailable
-from greenloop.integration.processes import ProcessLog, Supervisor
+from greenloop.integration.process_log import ProcessLog
+from greenloop.integration.processes import Supervisor
 from greenloop.integration.spec.expectations import parse_assertion
 from greenloop.integration.spec.loading import load_spec
 from greenloop.integration.spec.records import Assertion, Case, Expect, Step, jsonpath_env

@@ -32,21 +32,16 @@ from greenloop.integration.cases import (
     http_transport,
     run_case,
 )
+from greenloop.integration.health import HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
-from greenloop.integration.processes import (
-    GRACE_S,
-    HEALTH_INTERVAL_S,
-    HEALTH_TIMEOUT_S,
-    LOG_CAP_BYTES,
-    ProcessLog,
-    StartFailure,
-    Supervisor,
-)
+from greenloop.integration.process_log import LOG_CAP_BYTES, ProcessLog
+from greenloop.integration.processes import GRACE_S, Supervisor
 from greenloop.integration.spec.loading import load_spec
 from greenloop.integration.spec.records import Spec
 from greenloop.integration.spec.units import check_programs
 from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter, bound_body
+from greenloop.integration.unit_process import StartFailure
 from greenloop.layout import new_run_id
 
 __all__ = [

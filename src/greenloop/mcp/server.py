@@ -896,7 +896,7 @@ def _tools(state: ServerState) -> list[Tool]:
             lambda: _lib("integration.run")
         )
         project = _lib("layout").find_project_root(ws) or ws
-        limit_s = integration.RUN_TIMEOUT_S + _lib("integration.processes").HEALTH_TIMEOUT_S + RUN_MARGIN_S
+        limit_s = integration.RUN_TIMEOUT_S + _lib("integration.health").HEALTH_TIMEOUT_S + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
 
