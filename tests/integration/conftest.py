@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from itkit import MARK, scan
 
-from greenloop.integration.run import IntegrationResult, integrate
+from greenloop.integration.result import IntegrationResult
+from greenloop.integration.run import integrate
 
 
 @pytest.fixture()

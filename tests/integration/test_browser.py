@@ -23,7 +23,7 @@ import pytest
 from itkit import FAKE, MARK, read_lines, scan, wait_for
 
 from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 from greenloop.system import procfs
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"

@@ -12,7 +12,7 @@ from typing import Any
 
 from itkit import read_lines, step, unit, wait_for, write_project
 
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 
 Run = Callable[..., IntegrationResult]
 

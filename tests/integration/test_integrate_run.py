@@ -17,7 +17,7 @@ from itkit import FAKE, MARK, read_lines, step, unit, write_project
 
 from greenloop.errors import SpecError
 from greenloop.integration.ports import PortPicker
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 from greenloop.system import procfs
 
 Run = Callable[..., IntegrationResult]

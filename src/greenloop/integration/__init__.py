@@ -12,8 +12,8 @@ from typing import Any
 __all__ = ["IntegrationFailure", "IntegrationResult", "Spec", "integrate", "load_spec"]
 
 _HOMES = {
-    "IntegrationFailure": "greenloop.integration.run",
-    "IntegrationResult": "greenloop.integration.run",
+    "IntegrationFailure": "greenloop.integration.result",
+    "IntegrationResult": "greenloop.integration.result",
     "integrate": "greenloop.integration.run",
     "Spec": "greenloop.integration.spec.records",
     "load_spec": "greenloop.integration.spec.loading",

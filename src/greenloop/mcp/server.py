@@ -905,7 +905,7 @@ def _tools(state: ServerState) -> list[Tool]:
 
         def run() -> Any:
             if mode == "retry":
-                return integration.retry(project, on_event=progress.event, cancel=cancel)
+                return _lib("integration.modes").retry(project, on_event=progress.event, cancel=cancel)
             return integration.integrate(
                 project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel,
                 resume_token=resume_token,
