@@ -367,7 +367,7 @@ def _has_browser_steps(workspace: str) -> bool:
 
 
 def browser_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
-    from greenloop.integration.browser import find_chromium
+    from greenloop.integration.chromium import find_chromium
 
     needed = _has_browser_steps(workspace)
     missing: Status = "fail" if needed else "warn"

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from itkit import FAKE, MARK, read_lines, scan, wait_for
 
-from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
+from greenloop.integration.chromium import CHROMIUM_ENV, find_chromium
 from greenloop.integration.result import IntegrationResult
 from greenloop.system import procfs
 

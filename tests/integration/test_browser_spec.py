@@ -17,7 +17,7 @@ from itkit import write_project
 
 from greenloop.cli import main
 from greenloop.errors import ConfigError, SpecError
-from greenloop.integration.browser import CHROMIUM_ENV, require_browser
+from greenloop.integration.chromium import CHROMIUM_ENV, require_browser
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import integrate
 from greenloop.integration.spec.loading import load_spec

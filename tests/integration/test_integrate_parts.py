@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 from itkit import MARK, step, unit, write_project
 
-from greenloop.integration.cases import HttpResponse, Unresolved, check_expect, json_equal, resolve, run_case
+from greenloop.integration.cases import run_case
+from greenloop.integration.http_call import HttpResponse
+from greenloop.integration.placeholders import Unresolved, resolve
 from greenloop.integration.ports import RESERVED, PortPicker, PortUnavailable
 from greenloop.integration.process_log import ProcessLog
 from greenloop.integration.processes import Supervisor
+from greenloop.integration.response_checks import check_expect, json_equal
 from greenloop.integration.spec.expectations import parse_assertion
 from greenloop.integration.spec.loading import load_spec
 from greenloop.integration.spec.records import Assertion, Case, Expect, Step, jsonpath_env

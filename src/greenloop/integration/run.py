@@ -21,18 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from greenloop.errors import UsageError
-from greenloop.integration import browser as browser_mod
 from greenloop.integration import verdict
 from greenloop.integration.browser import BrowserSession
-from greenloop.integration.cases import (
-    CASE_TIMEOUT_S,
-    CaseOutcome,
-    StepExecutor,
-    Transport,
-    http_transport,
-    run_case,
-)
+from greenloop.integration.cases import CASE_TIMEOUT_S, CaseOutcome, StepExecutor, run_case
+from greenloop.integration.chromium import require_browser
 from greenloop.integration.health import HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S
+from greenloop.integration.http_call import Transport, http_transport
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.process_log import LOG_CAP_BYTES, ProcessLog
 from greenloop.integration.processes import GRACE_S, Supervisor
@@ -172,7 +166,7 @@ def integrate(
     # bubblewrap, else Landlock, else (auto only) nothing, said in the notes; a named mode
     # that neither can enforce is refused here, before anything starts.
     chosen = sandbox_mod.enforce(policy, base_env, bwrap=bwrap)
-    chromium = browser_mod.require_browser(base_env) if spec.has_browser_steps else None
+    chromium = require_browser(base_env) if spec.has_browser_steps else None
     say = on_event or (lambda _m: None)
     t_start = clock()
     started_at = _iso(wall())
@@ -292,7 +286,7 @@ def integrate(
                 log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")
                 executors: dict[str, StepExecutor] = {}
                 if chromium is not None:
-                    browser = browser_mod.BrowserSession(
+                    browser = BrowserSession(
                         executable=chromium,
                         run_folder=folder,
                         run_ref=rel,
