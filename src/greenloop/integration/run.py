@@ -23,7 +23,8 @@ from typing import Any
 from greenloop.errors import UsageError
 from greenloop.integration import verdict
 from greenloop.integration.browser import BrowserSession
-from greenloop.integration.cases import CASE_TIMEOUT_S, CaseOutcome, StepExecutor, run_case
+from greenloop.integration.case_loop import CaseLoop
+from greenloop.integration.cases import CASE_TIMEOUT_S, CaseOutcome
 from greenloop.integration.chromium import require_browser
 from greenloop.integration.health import HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S
 from greenloop.integration.http_call import Transport, http_transport
@@ -57,41 +58,6 @@ def _write_env(path: Path, ports: Mapping[str, int]) -> None:
 
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-class _CaseThread:
-    """One case run in its own thread, so that a cancel can end the run mid-case: the caller
-    stops waiting, tears the units (and the browser) down, which ends the case's in-flight
-    request, then joins the thread."""
-
-    def __init__(self, fn: Callable[[], CaseOutcome]) -> None:
-        self._fn = fn
-        self._outcome: CaseOutcome | None = None
-        self._error: BaseException | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="greenloop-case", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        try:
-            self._outcome = self._fn()
-        except BaseException as exc:  # handed to the caller
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, cancel: threading.Event) -> CaseOutcome | None:
-        """The case's outcome, or None when `cancel` is set first (checked every 50 ms)."""
-        while not self._done.wait(0.05):
-            if cancel.is_set():
-                return None
-        if self._error is not None:
-            raise self._error
-        return self._outcome
-
-    def join(self, timeout_s: float) -> bool:
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
 
 
 def integrate(
@@ -207,7 +173,7 @@ def integrate(
     startup: StartFailure | None = None
     crashed = interrupted = aborted = False
     aborted_case: tuple[str, int] | None = None  # (case id, ms it ran) when cancelled mid-case
-    straggler: _CaseThread | None = None
+    loop: CaseLoop | None = None
     category: str | None = None
     survivors: list[dict[str, Any]] = []
 
@@ -284,7 +250,6 @@ def integrate(
             if startup is None and not aborted:
                 urls = {**backend_urls, **{uid: srv.url for uid, srv in static_servers.items()}}
                 log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")
-                executors: dict[str, StepExecutor] = {}
                 if chromium is not None:
                     browser = BrowserSession(
                         executable=chromium,
@@ -298,68 +263,28 @@ def integrate(
                         env=base_env,
                         clock=clock,
                     )
-                    executors["browser"] = browser.step
-                for index, case in enumerate(spec.cases):
-                    if case.id in outcomes:  # finished in an earlier attempt of this run
-                        continue
-                    if cancel is not None and cancel.is_set():
-                        aborted = True
-                        notes.append(f"cancelled before case {case.id}; every unit was stopped")
-                        break
-                    remaining = deadline - clock()
-                    if remaining <= 0:
-                        crashed, category = True, "infra_flake"
-                        notes.append(f"the run exceeded {run_timeout_s:g} s; later cases were not run")
-                        break
-                    say(f"case {case.id}")
-
-                    def one(case: Any = case, remaining: float = remaining) -> CaseOutcome:
-                        return run_case(
-                            case,
-                            urls=urls,
-                            timeout_s=min(case_timeout_s, remaining),
-                            trace=trace,
-                            crashed=sup.crashed,
-                            transport=transport,
-                            clock=clock,
-                            wall=wall,
-                            executors=executors,
-                        )
-
-                    if cancel is None:
-                        o = one()
-                    else:
-                        case_start = clock()
-                        straggler = _CaseThread(one)
-                        got = straggler.wait(cancel)
-                        if got is None:
-                            aborted = True
-                            aborted_case = (case.id, int((clock() - case_start) * 1000))
-                            notes.append(f"cancelled during case {case.id}; every unit was stopped")
-                            log.note(f"case {case.id}: cancelled")
-                            break
-                        o, straggler = got, None
-                    if browser is not None:
-                        browser.end_case()
-                        if browser.launch_error is not None:
-                            crashed, category = True, "infra_flake"
-                            notes.append(
-                                f"the browser could not start ({browser.launch_error}); "
-                                "later cases were not run"
-                            )
-                            log.note(f"browser could not start: {browser.launch_error}")
-                    sup.pump()
-                    outcomes[case.id] = o
-                    attempt_of[case.id] = attempt
-                    # kept as it ends, so an interrupted run can be resumed without running it again
-                    attempts_mod.save_case(folder, index, o, attempt)
-                    log.note(f"case {case.id}: {o.status}" + (f" ({o.message})" if o.message else ""))
-                    if browser is not None and browser.launch_error is not None:
-                        break
-                    if o.status == "timeout" and clock() >= deadline:
-                        crashed, category = True, "infra_flake"
-                        notes.append(f"the run exceeded {run_timeout_s:g} s during case {case.id}")
-                        break
+                loop = CaseLoop(
+                    cases=spec.cases,
+                    urls=urls,
+                    sup=sup,
+                    log=log,
+                    trace=trace,
+                    folder=folder,
+                    attempt=attempt,
+                    deadline=deadline,
+                    case_timeout_s=case_timeout_s,
+                    run_timeout_s=run_timeout_s,
+                    transport=transport,
+                    clock=clock,
+                    wall=wall,
+                    say=say,
+                    notes=notes,
+                    outcomes=outcomes,
+                    attempt_of=attempt_of,
+                    browser=browser,
+                    cancel=cancel,
+                )
+                loop.run()
             survivors = teardown()
     except KeyboardInterrupt:
         interrupted = True
@@ -372,11 +297,16 @@ def integrate(
         log.note(f"internal error: {type(exc).__name__}: {exc}")
         survivors = teardown()
     finally:
+        straggler = loop.straggler if loop is not None else None
         if straggler is not None and not straggler.join(grace_s + 10.0):
             # Its request is cut by the teardown; a transport that ignores that is left behind.
             notes.append("the cancelled case's thread was still running after the teardown")
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    if loop is not None:  # what stopped the cases early, if anything
+        crashed, aborted = crashed or loop.crashed, aborted or loop.aborted
+        category = category or loop.category
+        aborted_case = loop.aborted_case
 
     if startup is not None:
         crashed = True
