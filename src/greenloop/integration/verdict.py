@@ -92,13 +92,13 @@ def case_rows(
     case a cancel cut short as "aborted", the cases never reached as "not_run"."""
     rows: list[dict[str, Any]] = []
     for case in cases:
-        o2 = outcomes.get(case.id)
-        if o2 is None and aborted_case is not None and aborted_case[0] == case.id:
+        outcome = outcomes.get(case.id)
+        if outcome is None and aborted_case is not None and aborted_case[0] == case.id:
             rows.append(_aborted_row(*aborted_case))
             continue
         rows.append(
-            {**o2.to_json(), "attempt": attempt_of.get(case.id, attempt)}
-            if o2
+            {**outcome.to_json(), "attempt": attempt_of.get(case.id, attempt)}
+            if outcome
             else {
                 "id": case.id,
                 "status": "not_run",
