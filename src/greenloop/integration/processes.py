@@ -1,9 +1,9 @@
 """The supervisor of one integration run's units: start, watch, stop (through greenloop.system.proc).
 
 - Each unit is started by `proc.spawn` in its own session with its own token; its stdout and
-  stderr go to raw files in a private scratch folder, and one pump thread turns every line into
-  a `process.log` line prefixed with time, unit and port (`process_log.ProcessLog` caps the file,
-  keeping its start and its end).
+  stderr go to raw files in a private scratch folder, and one pump thread
+  (`output_pump.OutputPump`) turns every line into a `process.log` line prefixed with time, unit
+  and port (`process_log.ProcessLog` caps the file, keeping its start and its end).
 - Units start in topological order of `depends_on`: a unit starts as soon as all of its
   dependencies are healthy (`health.watch_health`), so independent units start together and the
   time to the first case is the slowest dependency chain, not the sum of all units.
@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import re
@@ -24,19 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from greenloop.integration.health import HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S, watch_health
+from greenloop.integration.output_pump import RAW_ROLL_BYTES, OutputPump
 from greenloop.integration.ports import PortPicker, PortUnavailable
-from greenloop.integration.process_log import MAX_LINE, ProcessLog
+from greenloop.integration.process_log import ProcessLog
 from greenloop.integration.spec.records import Unit
 from greenloop.integration.start_command import confine, start_command
 from greenloop.integration.sweep import Sweep
 from greenloop.integration.unit_process import StartFailure, UnitProcess, describe_exit, unit_exit
 from greenloop.system import proc, sandbox
 
-__all__ = ["GRACE_S", "RAW_ROLL_BYTES", "Supervisor"]
+__all__ = ["GRACE_S", "Supervisor"]
 
 GRACE_S = 5.0
-RAW_ROLL_BYTES = 32 * 1024 * 1024  # a unit's raw output file is emptied past this, once read
-_READ_CHUNK = 4 * 1024 * 1024
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 
 
@@ -63,7 +61,6 @@ class Supervisor:
         self.log = log
         self.before_teardown = before_teardown  # e.g. close the browser that talks to the units
         self.grace_s = grace_s
-        self.raw_roll_bytes = raw_roll_bytes
         self.sandbox_policy = sandbox_policy
         self.bwrap = bwrap
         self.landlock_abi = landlock_abi  # > 0: units are confined by Landlock, not bubblewrap
@@ -75,18 +72,14 @@ class Supervisor:
         self.on_ports = on_ports
         self.units: dict[str, UnitProcess] = {}
         self.stopping = threading.Event()
-        self._pump_stop = threading.Event()
-        self._offsets: dict[str, int] = {}
-        self._partial: dict[str, bytes] = {}
-        self._pump_lock = threading.Lock()
-        self._pump = threading.Thread(target=self._pump_loop, name="greenloop-process-log", daemon=True)
+        self._output = OutputPump(log, scratch, self.units, raw_roll_bytes=raw_roll_bytes)
         self._sweep = Sweep()
         self._left: list[dict[str, Any]] | None = None  # what the finished teardown found alive
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Supervisor:
         self._sweep.subreaper.enable()
-        self._pump.start()
+        self._output.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -111,60 +104,6 @@ class Supervisor:
     def _ports_changed(self) -> None:
         if self.on_ports is not None:
             self.on_ports(self.ports())
-
-    # ---- output ----------------------------------------------------------------------------
-    def _raw(self, unit_id: str, stream: str) -> str:
-        return str(self.scratch / f"{unit_id}.{stream}")
-
-    def _pump_loop(self) -> None:
-        # Orphans adopted by the subreaper stay our children until they die, so one scan at
-        # teardown finds them; scanning /proc here would cost a few ms every 50 ms.
-        while not self._pump_stop.wait(0.05):
-            self.pump()
-
-    def pump(self) -> None:
-        """Move new output lines of every unit into process.log (safe from any thread)."""
-        with self._pump_lock:
-            for up in list(self.units.values()):
-                for stream in ("out", "err"):
-                    self._pump_file(up, stream, final=False)
-        self.log.flush()
-
-    def _pump_file(self, up: UnitProcess, stream: str, *, final: bool) -> None:
-        path = self._raw(up.unit.id, stream)
-        offset = self._offsets.get(path, 0)
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read(_READ_CHUNK)
-        except OSError:
-            return
-        if not data and not (final and self._partial.get(path)):
-            return
-        self._offsets[path] = offset + len(data)
-        if len(data) < _READ_CHUNK and offset + len(data) > self.raw_roll_bytes:
-            # A chatty unit must not fill the disk (or a tmpfs /tmp) with output that
-            # process.log drops anyway: the unit appends (O_APPEND), so once read to the end the
-            # raw file is emptied and its next writes land at offset 0. Lines written in the
-            # instant between the read and the truncate are lost, and only from the middle.
-            with contextlib.suppress(OSError):
-                os.truncate(path, 0)
-                self._offsets[path] = 0
-        buf = self._partial.get(path, b"") + data
-        *lines, rest = buf.split(b"\n")
-        if final and rest:
-            lines.append(rest)
-            rest = b""
-        if len(rest) > MAX_LINE:  # a line that never ends is still logged, in pieces
-            lines.append(rest)
-            rest = b""
-        self._partial[path] = rest
-        label = f"[{up.unit.id}:{up.port}] {stream}|"
-        tail = up.stderr_tail if stream == "err" else up.stdout_tail
-        for raw in lines:
-            text = raw.decode("utf-8", "replace").rstrip("\r")
-            self.log.write(label, text)
-            tail.append(text[:500])
 
     # ---- starting --------------------------------------------------------------------------
     def _spawn(self, up: UnitProcess) -> StartFailure | None:
@@ -203,8 +142,8 @@ class Supervisor:
                 command.argv,
                 cwd=command.cwd,
                 env=command.env,
-                stdout_path=self._raw(up.unit.id, "out"),
-                stderr_path=self._raw(up.unit.id, "err"),
+                stdout_path=self._output.raw_path(up.unit.id, "out"),
+                stderr_path=self._output.raw_path(up.unit.id, "err"),
                 token=token,
                 before_exec=command.before_exec,
             )
@@ -292,7 +231,7 @@ class Supervisor:
                     healthy.add(uid)
                     continue
                 if what == "exited":
-                    self._pump_final(up)
+                    self._output.pump_final(up)
                     if _PORT_IN_USE.search("\n".join(up.stderr_tail) + "\n".join(up.stdout_tail)):
                         if up.attempts < 3:
                             self.log.note(f"{uid} could not bind port {up.port}; retrying on another port")
@@ -341,10 +280,9 @@ class Supervisor:
             for t in threads:
                 t.join(timeout=5)
 
-    def _pump_final(self, up: UnitProcess) -> None:
-        with self._pump_lock:
-            for stream in ("out", "err"):
-                self._pump_file(up, stream, final=True)
+    def pump(self) -> None:
+        """Move new output lines of every unit into process.log (safe from any thread)."""
+        self._output.pump()
 
     def crashed(self, unit_id: str) -> int | None:
         """The exit code of a unit that stopped on its own while the run goes on, else None."""
@@ -366,7 +304,7 @@ class Supervisor:
         Called again once done (e.g. by __exit__ after the run's own teardown), it hands back
         what the first teardown found instead of scanning /proc again."""
         grace_s = self.grace_s if grace_s is None else grace_s
-        if self.stopping.is_set() and not self._pump.is_alive():
+        if self.stopping.is_set() and not self._output.running:
             return list(self._left) if self._left is not None else self.survivors()
         if self.before_teardown is not None and not self.stopping.is_set():
             self.before_teardown()
@@ -392,11 +330,9 @@ class Supervisor:
         self._sweep.reap_tracked(proc.SWEEP_WAIT_S)
         left = self._left = self.survivors()
         self._sweep.subreaper.restore()
-        self._pump_stop.set()
-        if self._pump.is_alive():
-            self._pump.join()
+        self._output.stop()
         for up in self.units.values():
-            self._pump_final(up)
+            self._output.pump_final(up)
         for up in started:
             code = up.exit_code()
             how = "still running" if code is None else describe_exit(code)
