@@ -19,7 +19,7 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.integration.ports import PortPicker
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 from greenloop.integration.run import integrate as _integrate
 from greenloop.system import sandbox
 

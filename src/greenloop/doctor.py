@@ -359,7 +359,7 @@ def _has_browser_steps(workspace: str) -> bool:
     if project is None or not (project / "integration" / "spec.json").is_file():
         return False
     try:
-        from greenloop.integration.spec import load_spec
+        from greenloop.integration.spec.loading import load_spec
 
         return load_spec(project).has_browser_steps
     except (GreenloopError, OSError, ValueError):
@@ -367,7 +367,7 @@ def _has_browser_steps(workspace: str) -> bool:
 
 
 def browser_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
-    from greenloop.integration.browser import find_chromium
+    from greenloop.integration.chromium import find_chromium
 
     needed = _has_browser_steps(workspace)
     missing: Status = "fail" if needed else "warn"

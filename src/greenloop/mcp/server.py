@@ -896,7 +896,7 @@ def _tools(state: ServerState) -> list[Tool]:
             lambda: _lib("integration.run")
         )
         project = _lib("layout").find_project_root(ws) or ws
-        limit_s = integration.RUN_TIMEOUT_S + _lib("integration.processes").HEALTH_TIMEOUT_S + RUN_MARGIN_S
+        limit_s = integration.RUN_TIMEOUT_S + _lib("integration.health").HEALTH_TIMEOUT_S + RUN_MARGIN_S
         cancel = threading.Event()
         progress = _Progress(ctx)
 
@@ -905,7 +905,7 @@ def _tools(state: ServerState) -> list[Tool]:
 
         def run() -> Any:
             if mode == "retry":
-                return integration.retry(project, on_event=progress.event, cancel=cancel)
+                return _lib("integration.modes").retry(project, on_event=progress.event, cancel=cancel)
             return integration.integrate(
                 project, cases=tuple(case or ()), on_event=progress.event, cancel=cancel,
                 resume_token=resume_token,
