@@ -6,7 +6,7 @@ greenloop.closure, greenloop.devloop.timeline, greenloop.integration); `extra="a
 a field the library adds later instead of silently dropping it. The fixed sets of values
 below are the library's own, repeated here so that this module alone (with greenloop.mcp.tools
 and greenloop.mcp.server) decides the tools/list answer the shipped handshake snapshot is
-keyed on.
+keyed on; tests/test_mcp_outputs.py pins every model to its record, so they cannot drift.
 """
 
 from __future__ import annotations
@@ -33,13 +33,18 @@ __all__ = [
     "run_output",
 ]
 
-# The library's fixed sets of values (model.Outcome, closure.jobs.JobState, bugs.Status /
-# Source / Severity).
+# The library's fixed sets of values (model.Outcome, model.Failure.kind, closure.jobs.JobState,
+# bugs.Status / Source / Severity, devloop.timeline.Kind).
 Outcome = Literal["green", "red", "broken"]
+FailureKind = Literal["test", "load", "hook", "timeout"]
 JobState = Literal["starting", "running", "done", "failed", "lost", "cancelled"]
 BugStatus = Literal["open", "fixing", "fixed", "verified"]
 BugSource = Literal["unit_test", "unit_test_infra", "integration_test"]
 BugSeverity = Literal["low", "medium", "high", "critical"]
+TimelineKind = Literal[
+    "unit_tested", "test_passed", "test_failed", "integration_started", "integration_done",
+    "integration_failed", "bug_opened", "bug_closed",
+]
 
 
 class _Output(BaseModel):
@@ -69,7 +74,7 @@ class FailureOutput(_Output):
     stack: str = ""
     hint: str = ""
     bug_id: str | None = None
-    kind: str = "test"
+    kind: FailureKind = "test"
 
 
 class SandboxOutput(_Output):
@@ -120,8 +125,10 @@ class RunOutput(_Output):
     retry: dict[str, Any] | None = Field(
         default=None, description="mode retry: previous_run, first_pass_run, fixed, remain, new, full_suite."
     )
-    shard: dict[str, int] | None = Field(
-        default=None, description="A run of one shard: {index, total}; selection is then 'shard'."
+    shard: dict[str, int | str] | None = Field(
+        default=None,
+        description="A run of one shard: {index, total, commit (the git commit, when in git)}; "
+        "selection is then 'shard'.",
     )
     resume_token: str | None = Field(
         default=None, description="Continues this run (mode resume) if it is cut short."
@@ -186,14 +193,14 @@ class BugOutput(_Output):
     """One bug's current state (bugs.Bug)."""
 
     id: str
-    status: str
-    source: str | None = None
+    status: BugStatus
+    source: BugSource | None = None
     unit_id: str | None = None
     run_id: str | None = None
     test_name: str | None = None
     dedup_key: str | None = None
     category: str | None = None
-    severity: str | None = None
+    severity: BugSeverity | None = None
     title: str | None = None
     detail: str | None = None
     affected_units: list[str] = Field(default_factory=list)
@@ -218,8 +225,8 @@ class BugTransitionOutput(_Output):
 
     session_id: str | None
     bug: BugOutput
-    from_status: str | None = Field(default=None, alias="from")
-    to: str | None = None
+    from_status: BugStatus | None = Field(default=None, alias="from")
+    to: BugStatus | None = None
     log: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
@@ -238,7 +245,7 @@ class TimelineEventOutput(_Output):
     """One event of the project's timeline."""
 
     at: str = Field(description="UTC time, ISO 8601.")
-    kind: str = Field(description="unit_tested, test_passed, test_failed, integration_started, "
+    kind: TimelineKind = Field(description="unit_tested, test_passed, test_failed, integration_started, "
                       "integration_done, integration_failed, bug_opened or bug_closed.")
     unit_id: str
     ref: str = Field(description="The run, integration run or bug the event is about.")
