@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.hooks.install import hook_command, init
+from greenloop.hooks.config_merge import hook_command
+from greenloop.hooks.install import init
 
 try:
     import tomllib

@@ -53,7 +53,7 @@ HARNESS_FILES: tuple[HarnessFile, ...] = (
     HarnessFile("cursor", ".cursor/mcp.json", "mcp-json"),
 )
 
-# The interpreter form of a hook command (greenloop.hooks.install.hook_command):
+# The interpreter form of a hook command (greenloop.hooks.config_merge.hook_command):
 # `PYTHON -I -S -c CODE hook H`, where CODE puts greenloop's install folder on sys.path by hand.
 _SYS_PATH_ROOT = re.compile(r"sys\.path\.insert\(0,\s*(\"(?:[^\"\\]|\\.)*\")\)")
 
@@ -72,7 +72,7 @@ def _project_folders(workspace: str) -> list[str]:
 
 def _hook_commands(data: dict[str, Any], harness: str, cursor: bool) -> dict[str, list[str]]:
     """{event: [greenloop hook commands]} in a hooks file of either shape."""
-    from greenloop.hooks.install import is_greenloop_hook
+    from greenloop.hooks.config_merge import is_greenloop_hook
 
     hooks = data.get("hooks")
     found: dict[str, list[str]] = {}
