@@ -206,9 +206,9 @@ def test_auto_with_nothing_to_enforce_it_runs_and_says_so(
     assert "NOT enforced" in note and "apt-get install bubblewrap" in note and "Landlock" in note
     assert note in r.notes
     # what the MCP tool returns: the sandbox with its note, and the note among the notes
-    from greenloop.mcp.server import _run_output
+    from greenloop.mcp.outputs import run_output
 
-    out = _run_output(api.bounded(r), "s").model_dump()
+    out = run_output(api.bounded(r), "s").model_dump()
     assert out["sandbox"]["enforced_by"] is None and out["sandbox"]["note"] == note
     assert any("NOT enforced" in n for n in out["notes"])
     # the CLI's summary line and `greenloop check` say it too
