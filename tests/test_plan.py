@@ -22,7 +22,7 @@ from greenloop.runner.plan import (
 )
 from greenloop.runner.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.runner.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
-from greenloop.system.env import changes, child_env
+from greenloop.system.env import changes, without_reporter_switches
 
 
 def det(root: Path, framework: str | None, manager: str | None = None) -> Detection:
@@ -279,7 +279,7 @@ def test_child_env_drops_agent_markers_and_leaves_colour_and_ci_alone() -> None:
         "HOME": "/h",
         "KEEP": "me",
     }
-    env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
+    env = without_reporter_switches(base, add=[("EXTRA", "1")], drop=["KEEP"])
     expected = {"PATH": "/bin", "HOME": "/h", "FORCE_COLOR": "3", "NO_COLOR": "1", "CI": "true", "EXTRA": "1"}
     assert env == expected
     assert base["CLAUDECODE"] == "1"  # the caller's mapping is untouched

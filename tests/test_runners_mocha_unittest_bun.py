@@ -311,10 +311,11 @@ def test_plan_unittest(tmp_path: Path) -> None:
 
 def test_bun_cache_goes_where_the_sandbox_mode_can_write(tmp_path: Path) -> None:
     from greenloop.system import sandbox
+    from greenloop.system.env import child_env
 
-    writable = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
+    writable = child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
     assert writable["BUN_INSTALL_CACHE_DIR"] == os.path.join(str(tmp_path), ".greenloop", "cache", "bun")
-    read_only = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
+    read_only = child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
     assert read_only["BUN_INSTALL_CACHE_DIR"].startswith("/tmp/")
 
 

@@ -116,9 +116,9 @@ def _query(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, str
 
 
 def _query_env(env: Mapping[str, str]) -> dict[str, str]:
-    from greenloop.system.env import child_env
+    from greenloop.system.env import without_reporter_switches
 
-    return child_env(env)
+    return without_reporter_switches(env)
 
 
 def _last_line(text: str) -> str:
@@ -305,7 +305,8 @@ def sandbox_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
     unconfined and say so (a warning); with a stronger enforcer working it is only information.
     """
     from greenloop.errors import GreenloopError
-    from greenloop.system.sandbox import available_enforcers, resolve_for
+    from greenloop.system.enforcers import available_enforcers
+    from greenloop.system.sandbox import resolve_for
 
     checks: list[Check] = []
     mode: str | None = None

@@ -14,9 +14,13 @@ from pathlib import Path
 __all__ = [
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
+    "PRIVATE_TMP_CACHE",
     "STATE_DIR",
+    "TMP_ROOT",
+    "cache_dir",
     "find_project_root",
     "git_root",
+    "is_under",
     "make_state_dir",
     "new_run_id",
     "package_file",
@@ -26,6 +30,11 @@ __all__ = [
 ]
 
 STATE_DIR = ".greenloop"
+
+# The machine's shared temporary folder: bubblewrap replaces it with a private one.
+TMP_ROOT = "/tmp"
+# Where a read-only run's caches go inside bubblewrap's private /tmp (gone with the run).
+PRIVATE_TMP_CACHE = "/tmp/greenloop-cache"
 
 # greenloop's own installed package folder: the files runners load from it (the pytest plugin,
 # the reporters, the unittest runner) and the worker processes that import it are found here.
@@ -92,7 +101,18 @@ def new_run_id(now: float | None = None, prefix: str = "run") -> str:
     return f"{prefix}-" + time.strftime("%Y%m%d-%H%M%S-", t) + os.urandom(3).hex()
 
 
+def cache_dir(workspace: str | os.PathLike[str]) -> Path:
+    """The workspace's tool caches (npm, XDG, Go, bun) that a sandboxed run writes to and keeps."""
+    return state_dir(workspace) / "cache"
+
+
+def is_under(path: str, root: str) -> bool:
+    """Is `path` the folder `root` or inside it (both already normalised)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
+    """One run's folder (`.greenloop/runs/<run id>/`): its output, reports and result."""
     return state_dir(workspace) / "runs" / run_id
 
 

@@ -42,7 +42,8 @@ from typing import Any
 from greenloop.closure.transitions import iso
 from greenloop.integration.ports import HOST, PortPicker, PortUnavailable
 from greenloop.integration.spec import Unit, env_var_name
-from greenloop.system import proc, procfs, sandbox
+from greenloop.system import bwrap_command, proc, procfs, sandbox
+from greenloop.system.env import child_env
 
 __all__ = [
     "EXCERPT_LINES",
@@ -224,7 +225,7 @@ def unit_exit(code: int | None, *, sandboxed: bool) -> int | None:
     """A unit's exit code as if it had run outside the sandbox: bwrap (the unit's pid 1 inside
     its namespace) reports a command killed by signal N as exit code 128+N; greenloop reports
     it as -N, as Popen does for an unsandboxed unit, so the reason reads "killed by SIGKILL"
-    in every mode (the same mapping as `sandbox.signal_exit` for test runs)."""
+    in every mode (the same mapping as `enforcers.signal_exit` for test runs)."""
     if sandboxed and code is not None and 128 < code < 128 + 65:
         return -(code - 128)
     return code
@@ -401,15 +402,15 @@ class Supervisor:
         if policy is None or not policy.sandboxed:
             return launch
         if self.unconfined:
-            env = sandbox.child_env(self.base_env, policy, add=launch.added)
+            env = child_env(self.base_env, policy, add=launch.added)
             env.pop(proc.TOKEN_VAR, None)
             return Launch(launch.argv, launch.cwd, env, launch.added)
         if self.landlock_abi:
             return self._landlocked(launch, policy)
-        env = sandbox.child_env(self.base_env, policy, add=launch.added)
+        env = child_env(self.base_env, policy, add=launch.added)
         env.pop(proc.TOKEN_VAR, None)
-        readable = sandbox.tmp_roots(launch.argv[0] if launch.argv else None, env, launch.cwd)
-        argv = sandbox.wrap_argv(
+        readable = bwrap_command.tmp_roots(launch.argv[0] if launch.argv else None, env, launch.cwd)
+        argv = bwrap_command.wrap_argv(
             launch.argv, policy, share_net=True, cwd=launch.cwd, readable=readable, bwrap=self.bwrap
         )
         return Launch(tuple(argv), launch.cwd, env, launch.added)
@@ -421,7 +422,7 @@ class Supervisor:
         from greenloop.system import landlock
 
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
-        env = sandbox.child_env(self.base_env, policy, add=launch.added, tmp=str(tmp))
+        env = child_env(self.base_env, policy, add=launch.added, tmp=str(tmp))
         env.pop(proc.TOKEN_VAR, None)
         if not policy.workspace_writable:
             (tmp / "cache").mkdir()

@@ -40,7 +40,8 @@ from greenloop.model import (
 from greenloop.system import proc
 
 if TYPE_CHECKING:
-    from greenloop.system.sandbox import Launch, Policy
+    from greenloop.system.launcher import Launch
+    from greenloop.system.sandbox import Policy
 
 __all__ = ["Verdict", "classify", "execute", "output_tail"]
 
@@ -414,7 +415,7 @@ def execute(
         if failures:
             failures = _with_hints(failures, plan.framework, config.hint_language, plan.cwd)
         if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
-            from greenloop.system.sandbox import apply_denial_hints
+            from greenloop.system.denials import apply_denial_hints
 
             failures = apply_denial_hints(failures, info, language=config.hint_language)
         return RunResult(
@@ -449,7 +450,8 @@ def execute(
         info = SandboxInfo(policy.mode, None, str(workspace))  # resolved, not enforced
         return result(None, verdict, ParseResult(), info)
 
-    from greenloop.system.sandbox import DENIED_PREFIX, SandboxUnavailable, launch
+    from greenloop.system.launcher import launch
+    from greenloop.system.sandbox import DENIED_PREFIX, SandboxUnavailable
 
     try:
         # the bubblewrap argv (a verbatim command runs as `/bin/sh -c` inside it) or the Landlock
@@ -494,7 +496,8 @@ def _execute_launched(
     on_exit: Callable[[], object] | None,
 ) -> RunResult:
     """The rest of `execute` once the launch is decided: run, cross-check, parse, classify."""
-    from greenloop.system.sandbox import DENIED_PREFIX, bwrap_denial, signal_exit
+    from greenloop.system.enforcers import bwrap_denial, signal_exit
+    from greenloop.system.sandbox import DENIED_PREFIX
 
     info = launched.info
     bwrapped = (info.enforced_by or "").startswith("bubblewrap")
