@@ -12,16 +12,12 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
-from greenloop.runner.plan import (
-    NODE_REPORTER,
-    PROGRESS_REPORTERS,
-    RunOptions,
-    name_pattern,
-    plan,
-    python_runner,
-)
-from greenloop.runner.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
-from greenloop.runner.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
+from greenloop.runner.dialects import NODE_REPORTER, PROGRESS_REPORTERS
+from greenloop.runner.dialects import PYTEST_PLUGIN_DIR as PLUGIN_DIR
+from greenloop.runner.dialects import PYTEST_PLUGIN_NAME as PLUGIN_NAME
+from greenloop.runner.last_failed import name_pattern
+from greenloop.runner.plan import RunOptions, plan
+from greenloop.runner.toolchain import python_runner
 from greenloop.system.env import changes, without_reporter_switches
 
 

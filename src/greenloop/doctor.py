@@ -193,7 +193,7 @@ def _node_check(env: Mapping[str, str]) -> Check:
 
 
 def _pytest_check(root: str, env: Mapping[str, str]) -> Check:
-    from greenloop.runner.plan import python_runner
+    from greenloop.runner.toolchain import python_runner
 
     argv, notes, unavailable = python_runner(root, env)
     where = "; ".join(notes)
@@ -223,7 +223,7 @@ def _fix_of(unavailable: str) -> str:
 
 
 def _js_check(framework: str, root: str, manager: str | None) -> Check:
-    from greenloop.runner.plan import js_runner
+    from greenloop.runner.toolchain import js_runner
 
     tool = js_runner(root, framework, manager)
     if tool.unavailable:
