@@ -20,7 +20,7 @@ from greenloop.frameworks import parse_report, parse_text, progress_event
 from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
 from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe
-from greenloop.runner.run import classify
+from greenloop.runner.verdict import classify
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORK = "<work>"

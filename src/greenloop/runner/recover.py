@@ -98,22 +98,23 @@ def plan_of(data: dict[str, Any]) -> Plan:
 def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResult | None:
     """The run's result built from its runner's machine report, or None if the report is missing
     or incomplete (the runner did not finish)."""
-    from greenloop.runner import run as run_mod
+    from greenloop.runner.results import output_tail, parse_report, with_hints
+    from greenloop.runner.verdict import classify
 
     plan = plan_of(data)
     if not plan.report_file or not os.path.exists(plan.report_file):
         return None
-    parsed = run_mod._parse_report(plan.report_format or "", plan.report_file, plan.cwd)
+    parsed = parse_report(plan.report_format or "", plan.report_file, plan.cwd)
     if not parsed.recognized:
         return None
     stdout, stderr = str(run_dir / "stdout.txt"), str(run_dir / "stderr.txt")
     failed = parsed.summary.failed or len(parsed.failures)
     raw = RawRun(exit_code=1 if failed else 0, timed_out=False, aborted=False,
                  duration_ms=parsed.duration_ms or 0, stdout_path=stdout, stderr_path=stderr)
-    verdict = run_mod.classify(plan, raw, parsed, report_ok=True)
+    verdict = classify(plan, raw, parsed, report_ok=True)
     from greenloop.config import load
 
-    failures = run_mod._with_hints(parsed.failures, plan.framework, load(workspace).hint_language) \
+    failures = with_hints(parsed.failures, plan.framework, load(workspace).hint_language) \
         if parsed.failures else ()
     note = ("recovered: greenloop stopped before this run ended, but the runner finished and wrote "
             "its report; the result is built from that report (the exit code is inferred from it)")
@@ -121,7 +122,7 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
         run_id=run_dir.name, ok=verdict.ok, outcome=verdict.outcome,  # type: ignore[arg-type]
         framework=plan.framework or None, command=plan.command_text, exit_code=raw.exit_code,
         crashed=verdict.crashed, crash_reason=verdict.crash_reason, summary=parsed.summary,
-        failures=failures, output_tail=run_mod.output_tail(stdout, stderr, 3000),
+        failures=failures, output_tail=output_tail(stdout, stderr, 3000),
         notes=tuple(dict.fromkeys([*plan.notes, *parsed.notes, *verdict.notes, note])),
         duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / "result.json"),
         workspace=workspace, next_action=verdict.next_action, passed_tests=parsed.passed_tests,
