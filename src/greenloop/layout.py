@@ -15,7 +15,10 @@ __all__ = [
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
     "PRIVATE_TMP_CACHE",
+    "RESULT_NAME",
     "STATE_DIR",
+    "STDERR_NAME",
+    "STDOUT_NAME",
     "TMP_ROOT",
     "cache_dir",
     "find_project_root",
@@ -30,6 +33,10 @@ __all__ = [
 ]
 
 STATE_DIR = ".greenloop"
+# The files of one run folder: the stored result, and the runner's output as it ran.
+RESULT_NAME = "result.json"
+STDOUT_NAME = "stdout.txt"
+STDERR_NAME = "stderr.txt"
 
 # The machine's shared temporary folder: bubblewrap replaces it with a private one.
 TMP_ROOT = "/tmp"
