@@ -240,7 +240,7 @@ def test_run(
             on_start=preload.start,
             on_exit=fingerprint.start,
         )
-        unit_dir = unit[0] / "units" / unit[1] / "runs" / run_id if unit else None
+        unit_dir = layout.unit_run_dir(unit[0], unit[1], run_id) if unit else None
         if the_plan.shard is not None:
             result = mark_shard(result, the_plan)
         if rerun_failures and result.outcome == "red" and not result.aborted and not the_plan.shell:

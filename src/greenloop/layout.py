@@ -15,10 +15,13 @@ __all__ = [
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
     "PRIVATE_TMP_CACHE",
+    "PROGRESS_NAME",
     "RESULT_NAME",
+    "RUN_RECORD_NAME",
     "STATE_DIR",
     "STDERR_NAME",
     "STDOUT_NAME",
+    "STREAM_NAME",
     "TMP_ROOT",
     "cache_dir",
     "find_project_root",
@@ -27,9 +30,12 @@ __all__ = [
     "make_state_dir",
     "new_run_id",
     "package_file",
+    "rerun_dir",
     "run_dir",
+    "runs_dir",
     "state_dir",
     "unit_of",
+    "unit_run_dir",
 ]
 
 STATE_DIR = ".greenloop"
@@ -37,6 +43,11 @@ STATE_DIR = ".greenloop"
 RESULT_NAME = "result.json"
 STDOUT_NAME = "stdout.txt"
 STDERR_NAME = "stderr.txt"
+# What a run records while its suite runs (runner/recover.py), and the per-test streams the
+# runners' greenloop reporters append to (runner/dialects.py plans them).
+RUN_RECORD_NAME = "run.json"
+PROGRESS_NAME = "progress.ndjson"
+STREAM_NAME = "stream.ndjson"
 
 # The machine's shared temporary folder: bubblewrap replaces it with a private one.
 TMP_ROOT = "/tmp"
@@ -118,9 +129,24 @@ def is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def runs_dir(workspace: str | os.PathLike[str]) -> Path:
+    """The folder of a workspace's stored runs (`.greenloop/runs/`)."""
+    return state_dir(workspace) / "runs"
+
+
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
     """One run's folder (`.greenloop/runs/<run id>/`): its output, reports and result."""
-    return state_dir(workspace) / "runs" / run_id
+    return runs_dir(workspace) / run_id
+
+
+def rerun_dir(run_folder: Path, attempt: int) -> Path:
+    """The folder of a red run's `attempt`-th rerun of its failing tests, inside its own folder."""
+    return run_folder / f"rerun-{attempt}"
+
+
+def unit_run_dir(project: Path, unit: str, run_id: str) -> Path:
+    """A DevLoop unit's copy of a run (`units/<unit>/runs/<run id>/`), as the seeds lay it out."""
+    return project / "units" / unit / "runs" / run_id
 
 
 def git_root(start: str | os.PathLike[str]) -> str | None:

@@ -52,13 +52,11 @@ from greenloop.layout import package_file
 __all__ = [
     "DIALECTS",
     "NODE_REPORTER",
-    "PROGRESS_NAME",
     "PROGRESS_REPORTERS",
     "PROGRESS_VAR",
     "PYTEST_PLUGIN_DIR",
     "PYTEST_PLUGIN_NAME",
     "PYTHON_STREAMING",
-    "STREAM_NAME",
     "UNITTEST_RUNNER_DIR",
     "UNITTEST_RUNNER_NAME",
     "Dialect",
@@ -100,7 +98,6 @@ PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
 # greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
 # completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
 NODE_REPORTER = package_file("frameworks", "node_reporter", "greenloop_tap.mjs")
-STREAM_NAME = "stream.ndjson"
 # Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
 # output file as tests finish (live progress, and what a run stopped at its deadline saw)
 PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)
@@ -112,7 +109,6 @@ PROGRESS_REPORTERS = {
     "jest": os.path.join(_REPORTERS_DIR, "greenloop-jest-progress.cjs"),
     "node:test": os.path.join(_REPORTERS_DIR, "greenloop-node-progress.mjs"),
 }
-PROGRESS_NAME = "progress.ndjson"
 PROGRESS_VAR = "GREENLOOP_PROGRESS_FILE"
 
 

@@ -17,17 +17,16 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from greenloop.errors import UsageError
+from greenloop.layout import PROGRESS_NAME, STREAM_NAME
 from greenloop.model import FRAMEWORKS, Detection, Plan, RunResult, ShardInfo
 from greenloop.runner.dialects import (
     DIALECTS,
     NODE_REPORTER,
-    PROGRESS_NAME,
     PROGRESS_REPORTERS,
     PROGRESS_VAR,
     PYTEST_PLUGIN_DIR,
     PYTEST_PLUGIN_NAME,
     PYTHON_STREAMING,
-    STREAM_NAME,
     UNITTEST_RUNNER_DIR,
     UNITTEST_RUNNER_NAME,
     report_format,

@@ -26,9 +26,8 @@ from greenloop import layout
 from greenloop.errors import UsageError
 from greenloop.model import Plan, RawRun, RunResult, SandboxInfo
 
-__all__ = ["RUN_FILE", "check", "from_report", "read_run_file", "resume_token", "write_run_file"]
+__all__ = ["check", "from_report", "read_run_file", "resume_token", "write_run_file"]
 
-RUN_FILE = "run.json"
 
 
 def _tag(root: str | os.PathLike[str]) -> str:
@@ -54,9 +53,9 @@ def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict
     """Record what a run is while it runs (never raises: a run without it is not resumable)."""
     data = {"plan": plan._asdict(), "options": options, "session_id": session_id, "root": root,
             "config_path": config_path, "config": config_digest(root, config_path)}
-    path = Path(run_dir, RUN_FILE)
+    path = Path(run_dir, layout.RUN_RECORD_NAME)
     try:
-        tmp = path.with_name(f".{RUN_FILE}.tmp")
+        tmp = path.with_name(f".{layout.RUN_RECORD_NAME}.tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
@@ -64,7 +63,7 @@ def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict
 
 
 def read_run_file(run_dir: Path) -> dict[str, Any]:
-    return dict(json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")))
+    return dict(json.loads((run_dir / layout.RUN_RECORD_NAME).read_text(encoding="utf-8")))
 
 
 def check(root: str, token: str) -> Path:
@@ -76,7 +75,7 @@ def check(root: str, token: str) -> Path:
     if tag != _tag(root):
         raise UsageError(f"resume token {token!r} belongs to another workspace, not {root}: resume it there")
     run_dir = layout.run_dir(root, run_id)
-    if not (run_dir / RUN_FILE).is_file():
+    if not (run_dir / layout.RUN_RECORD_NAME).is_file():
         raise UsageError(f"resume token {token!r}: there is no run {run_id} in {root} (pruned, or it "
                          "never started)")
     data = read_run_file(run_dir)
@@ -107,7 +106,7 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
     parsed = parse_report(plan.report_format or "", plan.report_file, plan.cwd)
     if not parsed.recognized:
         return None
-    stdout, stderr = str(run_dir / "stdout.txt"), str(run_dir / "stderr.txt")
+    stdout, stderr = str(run_dir / layout.STDOUT_NAME), str(run_dir / layout.STDERR_NAME)
     failed = parsed.summary.failed or len(parsed.failures)
     raw = RawRun(exit_code=1 if failed else 0, timed_out=False, aborted=False,
                  duration_ms=parsed.duration_ms or 0, stdout_path=stdout, stderr_path=stderr)
@@ -124,7 +123,7 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
         crashed=verdict.crashed, crash_reason=verdict.crash_reason, summary=parsed.summary,
         failures=failures, output_tail=output_tail(stdout, stderr, 3000),
         notes=tuple(dict.fromkeys([*plan.notes, *parsed.notes, *verdict.notes, note])),
-        duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / "result.json"),
+        duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / layout.RESULT_NAME),
         workspace=workspace, next_action=verdict.next_action, passed_tests=parsed.passed_tests,
         selection=plan.selection,
     )

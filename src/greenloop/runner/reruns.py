@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from greenloop import layout
 from greenloop.model import Detection, RunResult
 
 __all__ = ["rerun_failing"]
@@ -27,7 +28,7 @@ def rerun_failing(result: RunResult, the_plan: Any, detection: Detection, times:
     flaky_names: set[str] = set()
     last_exit: int | None = None
     for attempt in range(1, times + 1):
-        folder = run_dir / f"rerun-{attempt}"
+        folder = layout.rerun_dir(run_dir, attempt)
         previous = result._replace(failures=tuple(still))
         rerun_plan = plan(detection, RunOptions(the_plan.framework, None, True, None, the_plan.timeout_ms),
                           report_dir=str(folder), default_timeout_ms=the_plan.timeout_ms, previous=previous)

@@ -96,7 +96,7 @@ def resume(run: RunCall, workspace: Path, token: str, **callbacks: Any) -> RunRe
         store_again(again, root)
         return again
     unit = layout.unit_of(ws)
-    unit_dir = unit[0] / "units" / unit[1] / "runs" / rebuilt.run_id if unit else None
+    unit_dir = layout.unit_run_dir(unit[0], unit[1], rebuilt.run_id) if unit else None
     result = finalize(rebuilt, session_id=data.get("session_id"),
                        ref=unit_dir / RESULT_FILE if unit_dir else None, root=root)
     final = after_run(str(ws), result)

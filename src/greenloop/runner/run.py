@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greenloop import layout
 from greenloop.config import Config
 from greenloop.model import ParseResult, Plan, RawRun, RunResult, SandboxInfo
 from greenloop.runner.progress import ProgressCallback, ProgressCounter
@@ -53,8 +54,8 @@ def execute(
     tree the run left but can overlap the parse (api.test_run starts the working-tree
     fingerprint there)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    stdout_path = str(run_dir / "stdout.txt")
-    stderr_path = str(run_dir / "stderr.txt")
+    stdout_path = str(run_dir / layout.STDOUT_NAME)
+    stderr_path = str(run_dir / layout.STDERR_NAME)
     workspace = workspace or plan.cwd
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
     notes = list(plan.notes)
@@ -85,7 +86,7 @@ def execute(
             notes=tuple(dict.fromkeys([*notes, *parsed.notes, *verdict.notes])),
             duration_ms=raw.duration_ms if raw else 0,
             sandbox=info,
-            result_ref=str(run_dir / "result.json"),
+            result_ref=str(run_dir / layout.RESULT_NAME),
             workspace=str(workspace),
             started_at=started_at,
             next_action=verdict.next_action,

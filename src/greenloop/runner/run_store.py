@@ -110,7 +110,7 @@ def store_result(result: RunResult, run_dir: Path, unit_dir: Path | None) -> Non
     if unit_dir is None:
         return
     unit_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("stdout.txt", "stderr.txt"):
+    for name in (layout.STDOUT_NAME, layout.STDERR_NAME):
         src, dst = run_dir / name, unit_dir / name
         if not src.exists() or dst.exists():
             continue
@@ -123,7 +123,7 @@ def store_result(result: RunResult, run_dir: Path, unit_dir: Path | None) -> Non
 
 def list_runs(workspace: str | os.PathLike[str]) -> list[str]:
     """Run ids with a stored result, oldest first."""
-    runs = layout.state_dir(workspace) / "runs"
+    runs = layout.runs_dir(workspace)
     found: list[tuple[int, str]] = []
     try:
         entries = list(os.scandir(runs))
@@ -145,7 +145,7 @@ def prune_runs(
     Folders without a result (a run killed with greenloop itself) count by their own age. Only
     `.greenloop/runs/` is pruned: a DevLoop unit's `units/<unit>/runs/` is the unit's history.
     """
-    runs = layout.state_dir(workspace) / "runs"
+    runs = layout.runs_dir(workspace)
     aged: list[tuple[int, str]] = []
     try:
         entries = [e for e in os.scandir(runs) if e.is_dir(follow_symlinks=False)]
