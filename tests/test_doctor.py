@@ -20,7 +20,7 @@ from greenloop.doctor.runner import runner_checks
 from greenloop.doctor.sandbox import sandbox_checks
 from greenloop.doctor.state import state_checks
 from greenloop.hooks.install import HARNESSES, init
-from greenloop.system import landlock, sandbox
+from greenloop.system import enforcers, landlock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -288,7 +288,7 @@ def test_each_enforcer_is_listed_with_why_not_and_the_fix(tmp_path: Path) -> Non
     nothing = {
         **os.environ,
         "GREENLOOP_CONFIG_HOME": str(tmp_path / "user-config"),  # no user config: the default mode
-        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        enforcers.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
         landlock.DISABLE_ENV_VAR: "off",
     }
     checks = {c.name: c for c in sandbox_checks(ws, nothing)}

@@ -7,7 +7,7 @@ this order by `diagnose.diagnose`:
 - `runner`: the framework probe finds and the runner the plan would start, with its version
   (asked without running the suite: `<python> -m pytest --version`, `node --version`, or read
   from node_modules/<runner>/package.json), and Node for JavaScript workspaces;
-- `sandbox`: the mode a run would get, and each enforcer (`sandbox.available_enforcers()`:
+- `sandbox`: the mode a run would get, and each enforcer (`enforcers.available_enforcers()`:
   bubblewrap, Landlock): available, or why not and how to make it so;
 - `browser`: Debian's Chromium and Playwright for Python, which browser steps of integration
   runs need (a failure only when the project's integration spec has browser steps);

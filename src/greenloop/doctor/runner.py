@@ -46,9 +46,9 @@ def _query(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | None, str
 
 
 def _query_env(env: Mapping[str, str]) -> dict[str, str]:
-    from greenloop.system.env import child_env
+    from greenloop.system.env import without_reporter_switches
 
-    return child_env(env)
+    return without_reporter_switches(env)
 
 
 def _last_line(text: str) -> str:
@@ -98,7 +98,7 @@ def _node_check(env: Mapping[str, str]) -> Check:
 
 
 def _pytest_check(root: str, env: Mapping[str, str]) -> Check:
-    from greenloop.runner.plan import python_runner
+    from greenloop.runner.toolchain import python_runner
 
     argv, notes, unavailable = python_runner(root, env)
     where = "; ".join(notes)
@@ -128,7 +128,7 @@ def _fix_of(unavailable: str) -> str:
 
 
 def _js_check(framework: str, root: str, manager: str | None) -> Check:
-    from greenloop.runner.plan import js_runner
+    from greenloop.runner.toolchain import js_runner
 
     tool = js_runner(root, framework, manager)
     if tool.unavailable:

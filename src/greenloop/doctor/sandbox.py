@@ -9,14 +9,15 @@ from greenloop.doctor.report import Check
 __all__ = ["sandbox_checks"]
 
 def sandbox_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
-    """The mode a run gets, and each enforcer (`sandbox.available_enforcers`, strongest first).
+    """The mode a run gets, and each enforcer (`enforcers.available_enforcers`, strongest first).
 
     An unavailable enforcer is a failure only when it leaves a named mode (read-only,
     workspace-write) unenforceable, since such runs are refused; under `auto` runs go on
     unconfined and say so (a warning); with a stronger enforcer working it is only information.
     """
     from greenloop.errors import GreenloopError
-    from greenloop.system.sandbox import available_enforcers, resolve_for
+    from greenloop.system.enforcers import available_enforcers
+    from greenloop.system.sandbox import resolve_for
 
     checks: list[Check] = []
     mode: str | None = None

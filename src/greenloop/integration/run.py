@@ -122,16 +122,17 @@ def integrate(
     # Units run under the same sandbox mechanism as test runs: this call's mode, else the
     # project's configured default. Refused before anything starts when bwrap cannot enforce it.
     from greenloop import config as config_mod
+    from greenloop.system import enforcers
     from greenloop.system import sandbox as sandbox_mod
 
     base_env = dict(os.environ if env is None else env)
     needed = spec.needed_units()
     check_programs(needed, base_env)
     policy = sandbox_mod.resolve(root, explicit=sandbox, default=config_mod.load(root, env=base_env).sandbox)
-    bwrap = sandbox_mod.probe_bwrap(base_env) if policy.sandboxed else None
+    bwrap = enforcers.probe_bwrap(base_env) if policy.sandboxed else None
     # bubblewrap, else Landlock, else (auto only) nothing, said in the notes; a named mode
     # that neither can enforce is refused here, before anything starts.
-    chosen = sandbox_mod.enforce(policy, base_env, bwrap=bwrap)
+    chosen = enforcers.enforce(policy, base_env, bwrap=bwrap)
     chromium = require_browser(base_env) if spec.has_browser_steps else None
     say = on_event or (lambda _m: None)
     t_start = clock()

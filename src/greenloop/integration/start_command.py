@@ -11,7 +11,8 @@ from typing import Any
 
 from greenloop.integration.ports import HOST
 from greenloop.integration.spec.records import Unit, env_var_name
-from greenloop.system import proc, sandbox
+from greenloop.system import bwrap_command, proc, sandbox
+from greenloop.system.env import child_env
 
 __all__ = ["StartCommand", "confine", "start_command"]
 
@@ -74,15 +75,15 @@ def confine(
     if policy is None or not policy.sandboxed:
         return command
     if unconfined:
-        env = sandbox.child_env(base_env, policy, add=command.added)
+        env = child_env(base_env, policy, add=command.added)
         env.pop(proc.TOKEN_VAR, None)
         return StartCommand(command.argv, command.cwd, env, command.added)
     if landlock_abi:
         return _landlocked(command, policy, base_env=base_env, scratch=scratch, landlock_abi=landlock_abi)
-    env = sandbox.child_env(base_env, policy, add=command.added)
+    env = child_env(base_env, policy, add=command.added)
     env.pop(proc.TOKEN_VAR, None)
-    readable = sandbox.tmp_roots(command.argv[0] if command.argv else None, env, command.cwd)
-    argv = sandbox.wrap_argv(
+    readable = bwrap_command.tmp_roots(command.argv[0] if command.argv else None, env, command.cwd)
+    argv = bwrap_command.wrap_argv(
         command.argv, policy, share_net=True, cwd=command.cwd, readable=readable, bwrap=bwrap
     )
     return StartCommand(tuple(argv), command.cwd, env, command.added)
@@ -102,7 +103,7 @@ def _landlocked(
     from greenloop.system import landlock
 
     tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=scratch))
-    env = sandbox.child_env(base_env, policy, add=command.added, tmp=str(tmp))
+    env = child_env(base_env, policy, add=command.added, tmp=str(tmp))
     env.pop(proc.TOKEN_VAR, None)
     if not policy.workspace_writable:
         (tmp / "cache").mkdir()

@@ -79,7 +79,7 @@ def unit_exit(code: int | None, *, sandboxed: bool) -> int | None:
     """A unit's exit code as if it had run outside the sandbox: bwrap (the unit's pid 1 inside
     its namespace) reports a command killed by signal N as exit code 128+N; greenloop reports
     it as -N, as Popen does for an unsandboxed unit, so the reason reads "killed by SIGKILL"
-    in every mode (the same mapping as `sandbox.signal_exit` for test runs)."""
+    in every mode (the same mapping as `enforcers.signal_exit` for test runs)."""
     if sandboxed and code is not None and 128 < code < 128 + 65:
         return -(code - 128)
     return code

@@ -206,10 +206,11 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
     """One result: the kept files' tests and the rerun's, each test counted once."""
     from greenloop.config import load
     from greenloop.frameworks.common import load_error_of
-    from greenloop.runner import run as run_mod
+    from greenloop.runner.results import output_tail, with_hints
+    from greenloop.runner.verdict import classify
 
     cfg = load(workspace)
-    kept_failures = run_mod._with_hints(kept.failures, plan.framework, cfg.hint_language, plan.cwd) \
+    kept_failures = with_hints(kept.failures, plan.framework, cfg.hint_language, plan.cwd) \
         if kept.failures else ()
     r = rerun.summary if rerun is not None else Summary()
     summary = Summary(total=kept.total + r.total, passed=kept.passed + r.passed,
@@ -235,9 +236,9 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
     took = rerun.duration_ms if rerun is not None else 0
     raw = RawRun(exit_code=exit_code, timed_out=False, aborted=False, duration_ms=took,
                  stdout_path=stdout, stderr_path=stderr)
-    verdict = run_mod.classify(plan, raw, parsed, report_ok=True)
+    verdict = classify(plan, raw, parsed, report_ok=True)
     tail = (rerun.output_tail if rerun is not None
-            else run_mod.output_tail(stdout, stderr, cfg.summary_tail_chars))
+            else output_tail(stdout, stderr, cfg.summary_tail_chars))
     return RunResult(
         run_id=run_dir.name, ok=verdict.ok, outcome=verdict.outcome,  # type: ignore[arg-type]
         framework=plan.framework or None, command=plan.command_text, exit_code=exit_code,
