@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.hints.rules import LANGUAGES, RULES, apply, hint_for, match, top_user_frame
+from greenloop.hints.frames import top_user_frame
+from greenloop.hints.hint import apply, hint_for
+from greenloop.hints.matching import match
+from greenloop.hints.rule import LANGUAGES
+from greenloop.hints.rules import RULES
 from greenloop.model import Failure
 
 CASES_FILE = Path(__file__).parent / "fixtures" / "hints" / "cases.json"

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.hints.rules import apply, hint_for, match
+from greenloop.hints.hint import apply, hint_for
+from greenloop.hints.matching import match
 from greenloop.hints.source import Sources
 from greenloop.model import Failure
 

@@ -525,7 +525,7 @@ class _Preload:
             "greenloop.bugs",
             "greenloop.closure.store",
             "greenloop.closure.session",
-            "greenloop.hints.rules",
+            "greenloop.hints.hint",
             "hashlib",  # the fingerprint's digest (~5 ms: OpenSSL), which fingerprint imports late
         )
         self._then = then

@@ -86,7 +86,7 @@ def _parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
 def _with_hints(
     failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
 ) -> tuple[Failure, ...]:
-    from greenloop.hints import rules as hints
+    from greenloop.hints import hint as hints
 
     try:  # root: the hints read the failing lines and called functions from the runner's folder
         return hints.apply(failures, framework=framework or None, language=language, root=root)
