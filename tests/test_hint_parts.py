@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from greenloop.hints.printed import UNDEFINED, parse_value
 from greenloop.hints.source import Call, Sources, call_in, failing_call
-from greenloop.hints.values import UNDEFINED, compare, compare_texts, diff_from_message, parse_value
+from greenloop.hints.values import compare, compare_texts, diff_from_message
 
 
 @pytest.mark.parametrize(

@@ -62,13 +62,13 @@ def _shown(text: str | None, node: bool) -> str:
     strings quoted (node:test prints them without quotes), long values shortened."""
     if text is None:
         return ""
-    from greenloop.hints import values
+    from greenloop.hints import printed
 
-    value = values.parse_value(text)
-    if values.is_parsed(value) and (
+    value = printed.parse_value(text)
+    if printed.is_parsed(value) and (
         "\n" in text.strip() or (node and isinstance(value, str) and value == text.strip())
     ):
-        return values.show(value)
+        return printed.show(value)
     return short(text)
 
 
