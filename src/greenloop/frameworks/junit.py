@@ -33,7 +33,7 @@ from greenloop.frameworks.common import (
 )
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["parse_junit", "pytest_failure", "pytest_user_frame"]
+__all__ = ["parse_report", "pytest_failure", "pytest_user_frame"]
 
 _TEST_FILE = re.compile(r"\.(?:[cm]?[jt]s|tsx|jsx)$")
 _ACTUAL = re.compile(r"^\s*actual: (.*?),?$")
@@ -64,7 +64,7 @@ def _node_expected_got(text: str) -> tuple[str | None, str | None]:
     return exp, got
 
 
-def parse_junit(path: str, root: str | None = None) -> ParseResult:
+def parse_report(path: str, root: str | None = None) -> ParseResult:
     try:
         return _parse(path, root)
     except FileNotFoundError:

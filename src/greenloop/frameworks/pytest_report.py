@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, load_error_of, strip_ansi, summary_of
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["Partial", "parse_json_report", "read_stream"]
+__all__ = ["Partial", "parse_report", "read_stream"]
 
 
 def _failure(item: object, root: str | None) -> Failure | None:
@@ -78,7 +78,7 @@ def read_stream(path: str, root: str | None = None) -> Partial | None:
     return Partial(tuple(failures), running, line if running else None, started)
 
 
-def parse_json_report(path: str, root: str | None = None) -> ParseResult:
+def parse_report(path: str, root: str | None = None) -> ParseResult:
     """greenloop's pytest report (the plugin in pytest_plugin/); missing or invalid gives
     recognized=False with a note. Counted as pytest's closing line counts."""
     try:

@@ -16,7 +16,7 @@ writes beside its human output:
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
   go         go test -json -timeout=<a little under greenloop's> ./...   (every module of a go.work)
-             test2json events on stdout: stdout.txt is the report (frameworks/go.py plans it);
+             test2json events on stdout: stdout.txt is the report (frameworks/go_plan.py plans it);
              last_failed: -run '^(TestA|TestB)$/^(case)$' over the failing tests' packages
   cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
              cargo nextest run … --profile default with its JUnit report when cargo-nextest is
@@ -435,23 +435,23 @@ def _native_plan(
     timeout_ms: int,
     which: Which,
 ) -> tuple[list[str], str | None, str | None, list[str]]:
-    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go.py, cargo.py)."""
+    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go_plan.py, cargo_plan.py)."""
     failures = list(previous.failures) if options.last_failed and previous is not None else None
     report_file: str | None = None
     if framework == "go":
-        from greenloop.frameworks import go
+        from greenloop.frameworks import go_plan
 
         binary = which("go")
-        args, notes = go.plan_args(root, targets, failures, timeout_ms)
+        args, notes = go_plan.plan_args(root, targets, failures, timeout_ms)
         why = None if binary else GO_MISSING
         return [binary or "go", "test", *args], None, why, notes
-    from greenloop.frameworks import cargo
+    from greenloop.frameworks import cargo_plan
 
     binary = which("cargo")
     nextest = binary is not None and which("cargo-nextest") is not None
-    args, notes = cargo.plan_args(root, targets, failures, nextest)
+    args, notes = cargo_plan.plan_args(root, targets, failures, nextest)
     if nextest:
-        report_file = os.path.join(root, "target", "nextest", cargo.NEXTEST_PROFILE, "junit.xml")
+        report_file = os.path.join(root, "target", "nextest", cargo_plan.NEXTEST_PROFILE, "junit.xml")
         notes.append("cargo nextest runs the suite; its JUnit report is read")
     else:
         notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
@@ -482,7 +482,7 @@ def runner_command(
         missing = None if node else "node is not on PATH: install Node.js 20 or later"
         return Toolchain((node or "node", "--test"), unavailable=missing)
     if framework == "go":
-        from greenloop.frameworks.go import workspace_patterns  # local: only Go needs it
+        from greenloop.frameworks.go_workspace import workspace_patterns  # local: only Go needs it
 
         go = which("go")
         missing = None if go else GO_MISSING
@@ -642,7 +642,7 @@ def plan(
             framework, root, targets, options, previous, timeout_ms, which
         )
         if framework == "go":
-            from greenloop.frameworks.go import workspace_env
+            from greenloop.frameworks.go_workspace import workspace_env
 
             go_env, go_notes = workspace_env(root, env)
             child_env, native_notes = tuple(go_env), [*native_notes, *go_notes]
