@@ -342,7 +342,7 @@ def test_vitest_json_contract(tmp_path: Path) -> None:
 )
 def test_load_failures_only_on_real_output(framework: str, fixture: str, only_load: bool) -> None:
     """The rule run.classify, vitest.parse_json_report and the hooks share."""
-    from greenloop.frameworks.common import load_failures_only
+    from greenloop.frameworks.results import load_failures_only
 
     with open(FIXTURES / fixture, encoding="utf-8") as fh:
         res = parse_text(framework, fh)

@@ -29,10 +29,9 @@ from greenloop.frameworks.common import (
     MAX_NAMED_FAILURES,
     Event,
     bounded_join,
-    load_error_of,
     run_parser,
-    summary_of,
 )
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
 __all__ = ["CargoParser", "failure_of", "parse_text", "progress_event"]
@@ -348,14 +347,14 @@ class CargoParser:
             )
         if not self.results and not self.loads and self.nx_summary is None:
             notes.append("no `test result:` line of libtest found: the output is not cargo test's")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(failures),
-            notes=tuple(notes),
+        return closing_result(
+            (passed, failed, skipped),
+            failures,
+            notes=notes,
             recognized=self.results > 0 or bool(self.loads) or self.nx_summary is not None,
             duration_ms=int(self.duration * 1000) if self.results or self.nx_summary else None,
-            load_error=load_error_of([f.test for f in self.loads]),
-            passed_tests=tuple(self.passed_names),
+            load_errors=[f.test for f in self.loads],
+            passed_names=self.passed_names,
         )
 
 

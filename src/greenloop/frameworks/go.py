@@ -36,13 +36,12 @@ from greenloop.frameworks.common import (
     MAX_NAMED_FAILURES,
     Event,
     bounded_join,
-    load_error_of,
     relativize,
     run_parser,
-    summary_of,
 )
 from greenloop.frameworks.go_failures import COMPILE_ERROR, GoTest, expected_got, package_failure, test_where
 from greenloop.frameworks.go_workspace import module_dirs
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
 __all__ = ["GoParser", "parse_report", "parse_text", "progress_event"]
@@ -311,14 +310,14 @@ class GoParser:
         recognized = bool(self.events or self.pkgs_seen or self.text_results)
         if not recognized and not failures:
             notes.append("no go test output recognised: no test2json event, `--- PASS/FAIL` or package line")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(failures),
-            notes=tuple(notes),
+        return closing_result(
+            (passed, failed, skipped),
+            failures,
+            notes=notes,
             recognized=recognized,
             duration_ms=int(self.elapsed * 1000) if self.events else None,
-            load_error=load_error_of(load_errors),
-            passed_tests=tuple(passed_names),
+            load_errors=load_errors,
+            passed_names=passed_names,
             timed_out=self.timeout is not None,
         )
 

@@ -22,14 +22,16 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     first_user_frame,
-    json_report_result,
-    load_error_of,
-    read_json_report,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
+)
+from greenloop.frameworks.results import (
+    closing_result,
+    json_report_result,
+    read_json_report,
+    unclosed_note,
 )
 from greenloop.model import Failure, ParseResult
 
@@ -213,17 +215,14 @@ class TextParser:
             failed = max(self.tree["fail"], len(self.failures) - loads) + loads
             passed, skipped = self.tree["pass"], self.tree["skip"]
             recognized = False
-            if failed or passed or skipped:
-                notes.append("jest's closing 'Tests:' line was not found; counts come from the lines seen")
-            else:
-                notes.append("no jest output was recognised (no 'Tests:' summary, no test lines)")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
+            notes.append(unclosed_note(
+                (passed, failed, skipped),
+                "jest's closing 'Tests:' line was not found",
+                "no jest output was recognised (no 'Tests:' summary, no test lines)",
+            ))
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors,
         )
 
 

@@ -8,7 +8,7 @@ import contextlib
 import xml.etree.ElementTree as ET
 
 from greenloop.frameworks.cargo import failure_of
-from greenloop.frameworks.common import summary_of
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
 __all__ = ["parse_report"]
@@ -49,11 +49,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
             else:
                 passed += 1
                 passed_names.append(name)
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
-        recognized=True,
-        duration_ms=int(duration * 1000),
-        passed_tests=tuple(passed_names),
+    return closing_result(
+        (passed, failed, skipped), failures, duration_ms=int(duration * 1000), passed_names=passed_names
     )
 

@@ -34,14 +34,13 @@ from greenloop.frameworks.common import (
     Event,
     bounded_join,
     first_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.frameworks.results import closing_result, unclosed_note
+from greenloop.model import Failure, ParseResult
 
 __all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "running_tests"]
 
@@ -396,19 +395,20 @@ class TextParser:
         c = {k: int(v) for k, v in self.counts.items()}
         parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0),
                  c.get("skipped", 0) + c.get("todo", 0))
+        seen = (self.passed, self.failed + self.cancelled, self.skipped + self.todo)
         if recognized and c["tests"] == sum(parts):
-            summary = Summary(total=c["tests"], passed=parts[0], failed=parts[1], skipped=parts[2])
+            counts = parts
         elif recognized:  # cut or interleaved closing lines: what the entries say
-            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
+            counts = seen
             notes.append(f"node:test's closing lines do not add up (tests {c['tests']}); counts come "
                          "from the lines seen")
         else:
-            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
-            if self.passed or self.failed or self.cancelled or self.skipped or self.todo:
-                notes.append("node:test's closing '# tests'/'ℹ tests' lines were not found; "
-                             "counts come from the lines seen")
-            else:
-                notes.append("no node:test output was recognised (no TAP or spec reporter lines)")
+            counts = seen
+            notes.append(unclosed_note(
+                seen,
+                "node:test's closing '# tests'/'ℹ tests' lines were not found",
+                "no node:test output was recognised (no TAP or spec reporter lines)",
+            ))
         if self.hook_suites:
             named = ", ".join(self.hook_suites[:3]) + (" …" if len(self.hook_suites) > 3 else "")
             notes.append(
@@ -417,14 +417,10 @@ class TextParser:
                 "failed); they are listed in failures with kind 'hook'"
             )
         dur = self.counts.get("duration_ms")
-        return ParseResult(
-            summary=summary,
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
+        return closing_result(
+            counts, self.failures, notes=notes, recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
-            load_error=load_error_of(self.load_errors),
-            passed_tests=tuple(self.passed_names),
+            load_errors=self.load_errors, passed_names=self.passed_names,
         )
 
 

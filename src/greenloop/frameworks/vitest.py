@@ -22,16 +22,18 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     first_user_frame,
-    json_report_result,
-    load_error_of,
-    load_failures_only,
-    load_note,
-    read_json_report,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
+)
+from greenloop.frameworks.results import (
+    closing_result,
+    json_report_result,
+    load_failures_only,
+    load_note,
+    read_json_report,
+    undetailed,
 )
 from greenloop.model import Failure, ParseResult, Summary
 
@@ -157,9 +159,7 @@ class TextParser:
         if f.kind == "load":
             first = f.message.splitlines()[0] if f.message else "failed to load"
             self.load_errors.append(f"{f.file}: {first}")
-        if len(self.failures) >= MAX_DETAILED_FAILURES:
-            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-        self.failures.append(f)
+        self.failures.append(f if len(self.failures) < MAX_DETAILED_FAILURES else undetailed(f))
 
     def _unhandled_line(self, line: str) -> None:
         """Inside "Unhandled Errors": one failure per "Uncaught Exception" block, named after
@@ -368,16 +368,11 @@ class TextParser:
                     file = self.tree_failed_file.get(name)
                     self._emit(Failure(test=plain, file=relativize(file, self.root) if file else None))
                     known.add(plain)
-        summary = summary_of(passed, failed, skipped)
-        if not recognized and summary.total == 0 and not self.failures:
+        if not recognized and passed + failed + skipped == 0 and not self.failures:
             notes = ["no vitest output was recognised (no 'Tests' summary, no test lines)"]
-        return ParseResult(
-            summary=summary,
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors,
         )
 
 
