@@ -26,7 +26,7 @@ from greenloop.frameworks import (
 )
 from greenloop.frameworks.base import Framework, ReportReader
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, MAX_FAILURE_CHARS, strip_ansi, trim_stack
-from greenloop.frameworks.vitest import parse_json_report
+from greenloop.frameworks.vitest_report import parse_json_report
 from greenloop.model import ParseResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -341,7 +341,7 @@ def test_vitest_json_contract(tmp_path: Path) -> None:
     ],
 )
 def test_load_failures_only_on_real_output(framework: str, fixture: str, only_load: bool) -> None:
-    """The rule run.classify, vitest.parse_json_report and the hooks share."""
+    """The rule run.classify, vitest_report.parse_json_report and the hooks share."""
     from greenloop.frameworks.results import load_failures_only
 
     with open(FIXTURES / fixture, encoding="utf-8") as fh:

@@ -507,7 +507,7 @@ def _resume(workspace: str | os.PathLike[str], token: str, **callbacks: Any) -> 
 
 _REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "pytest-json": ("greenloop.frameworks.pytest_report",),
-    "vitest-json": ("greenloop.frameworks.vitest",),
+    "vitest-json": ("greenloop.frameworks.vitest_report",),
     "jest-json": ("greenloop.frameworks.jest",),
     "junit": ("greenloop.frameworks.junit",),
     "node-tap": ("greenloop.frameworks.node_test",),

@@ -53,7 +53,7 @@ def module(framework: str) -> Framework | None:
 
 # report format -> the module whose `parse_report` reads it (a ReportReader)
 REPORT_READERS: dict[str, str] = {
-    "vitest-json": "greenloop.frameworks.vitest",
+    "vitest-json": "greenloop.frameworks.vitest_report",
     "jest-json": "greenloop.frameworks.jest",
     "junit": "greenloop.frameworks.junit",
     "node-tap": "greenloop.frameworks.node_test",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # a static check only: mypy proves each module fits its Proto
         pytest_report,
         unittest,
         vitest,
+        vitest_report,
     )
 
     _CHECKED_FRAMEWORKS: tuple[Framework, ...] = (
@@ -71,5 +72,5 @@ if TYPE_CHECKING:  # a static check only: mypy proves each module fits its Proto
     )
     _CHECKED_COUNTS: tuple[CountsProgress, ...] = (pytest, vitest, unittest)
     _CHECKED_REPORTS: tuple[ReportReader, ...] = (
-        vitest, jest, junit, node_test, pytest_report, go, nextest, mocha, unittest, bun,
+        vitest_report, jest, junit, node_test, pytest_report, go, nextest, mocha, unittest, bun,
     )

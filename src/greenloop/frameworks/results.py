@@ -109,7 +109,7 @@ def load_error_of(load_errors: list[str]) -> str | None:
 def load_failures_only(parsed: ParseResult) -> bool:
     """Did the suite fail only because files could not load (no other test failed)?
 
-    The rule every surface applies (run.classify, vitest.parse_json_report, the hooks): when
+    The rule every surface applies (run.classify, vitest_report.parse_json_report, the hooks): when
     some files fail to load and other tests fail normally, the run is red (the load failures
     are listed as failures of kind "load", with a note); only when the load failures are all
     there is, is the run broken with next_action "retry_tester".
