@@ -172,7 +172,7 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
                 running.append((part.running, part.running.split("::", 1)[0], part.line))
             return running, list(part.failures)
         if plan.framework == "node:test":
-            from greenloop.frameworks.node_test import running_tests
+            from greenloop.frameworks.node_test_stream import running_tests
 
             return running_tests(plan.stream_file, root), []
         if plan.framework in ("mocha", "unittest"):
