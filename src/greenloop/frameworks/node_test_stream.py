@@ -4,9 +4,8 @@ running then."""
 
 from __future__ import annotations
 
-import json
-
 from greenloop.frameworks.common import relativize
+from greenloop.frameworks.stream import json_records
 
 __all__ = ["running_tests"]
 
@@ -18,36 +17,25 @@ def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | N
     not a test. Empty when the stream is missing."""
     stacks: dict[str | None, list[str]] = {}
     running: dict[str | None, list[tuple[tuple[str, ...], int | None]]] = {}
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError:
-        return []
-    with fh:
-        for raw in fh:
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                continue  # a line torn by the kill
-            if not isinstance(item, dict):
-                continue
-            file = item.get("file") if isinstance(item.get("file"), str) else None
-            nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
-            name = item.get("start", item.get("end"))
-            if not isinstance(name, str) or name == file:
-                continue
-            stack = stacks.setdefault(file, [])
-            open_ = running.setdefault(file, [])
-            if "start" in item:
-                del stack[nesting:]
-                stack.append(name)
-                line = item.get("line") if isinstance(item.get("line"), int) else None
-                open_.append((tuple(stack), line))
-            else:
-                for i in range(len(open_) - 1, -1, -1):
-                    names = open_[i][0]
-                    if len(names) == nesting + 1 and names[-1] == name:
-                        del open_[i]
-                        break
+    for item in json_records(path):
+        file = item.get("file") if isinstance(item.get("file"), str) else None
+        nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
+        name = item.get("start", item.get("end"))
+        if not isinstance(name, str) or name == file:
+            continue
+        stack = stacks.setdefault(file, [])
+        open_ = running.setdefault(file, [])
+        if "start" in item:
+            del stack[nesting:]
+            stack.append(name)
+            line = item.get("line") if isinstance(item.get("line"), int) else None
+            open_.append((tuple(stack), line))
+        else:
+            for i in range(len(open_) - 1, -1, -1):
+                names = open_[i][0]
+                if len(names) == nesting + 1 and names[-1] == name:
+                    del open_[i]
+                    break
     found: list[tuple[str, str | None, int | None]] = []
     for file, open_ in running.items():
         if open_:
