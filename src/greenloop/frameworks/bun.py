@@ -187,6 +187,8 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
 
 @dataclass
 class TextParser:
+    """Streaming parser of bun test's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     file: str | None = None
     file_results: int = 0
@@ -202,6 +204,7 @@ class TextParser:
     load_errors: list[str] = field(default_factory=list)
 
     def feed(self, raw: str) -> None:
+        """Read one line of bun test's output."""
         line = strip_ansi(raw)
         if self.unhandled is not None:
             if line.startswith("-------"):
@@ -264,6 +267,7 @@ class TextParser:
             self.failures.append(f)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         if self.unhandled is not None:
             self._unhandled()
         notes: list[str] = []
@@ -286,6 +290,7 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse bun test's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "bun")
 
 

@@ -180,6 +180,7 @@ def first_user_frame(stack: str) -> tuple[str | None, int | None]:
 
 
 def bounded_join(lines: Iterable[str], limit: int = MAX_FAILURE_CHARS) -> str:
+    """The lines joined by newlines, cut once `limit` characters are reached."""
     out: list[str] = []
     size = 0
     for line in lines:
@@ -296,6 +297,7 @@ class FailureDraft:
     chars: int = 0
 
     def add(self, line: str) -> None:
+        """Keep one more body line while the failure's line and character bounds allow."""
         if len(self.body) < MAX_FAILURE_LINES and self.chars < MAX_FAILURE_CHARS:
             self.body.append(line)
             self.chars += len(line)
@@ -304,9 +306,13 @@ class FailureDraft:
 class LineParser(Protocol):
     """What each runner module's text parser looks like."""
 
-    def feed(self, line: str) -> None: ...
+    def feed(self, line: str) -> None:
+        """Read one line of the runner's output."""
+        ...
 
-    def finish(self) -> ParseResult: ...
+    def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
+        ...
 
 
 def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framework: str) -> ParseResult:

@@ -113,6 +113,8 @@ def _finish(d: FailureDraft, root: str | None) -> Failure:
 
 @dataclass
 class TextParser:
+    """Streaming parser of jest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     file: str | None = None
     draft: FailureDraft | None = None
@@ -146,6 +148,7 @@ class TextParser:
         self.draft = None
 
     def feed(self, raw: str) -> None:
+        """Read one line of jest's output."""
         line = strip_ansi(raw)
         m = _FILE.match(line)
         if m and ("/" in m.group(2) or "." in m.group(2)):
@@ -200,6 +203,7 @@ class TextParser:
             self.duration_ms = int(float(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000}[m.group(2)])
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         # "Test suite failed to run" blocks (a file that cannot load, or an afterAll that threw
         # after its tests passed) are outside jest's "Tests:" count; per-test failures are in it.
@@ -227,10 +231,12 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse jest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "jest")
 
 
 def progress_event(line: str) -> Event | None:
+    """pass/fail/skip of one finished-test line of jest's output, else None."""
     if not line or not any(c in line for c in "✓✕○✎"):
         return None
     m = _TREE.match(strip_ansi(line))

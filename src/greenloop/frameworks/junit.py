@@ -64,6 +64,8 @@ def _node_expected_got(text: str) -> tuple[str | None, str | None]:
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
+    """A JUnit XML report (the pytest and node:test dialects, else read generically); missing
+    or invalid gives recognized=False with a note."""
     try:
         return _parse(path, root)
     except FileNotFoundError:

@@ -155,6 +155,8 @@ def js_escape(text: str) -> str:
 
 @dataclass
 class TextParser:
+    """Streaming parser of mocha's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     stack: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -208,6 +210,7 @@ class TextParser:
                                      stack=trim_stack(text, self.root), kind="load"))
 
     def feed(self, raw: str) -> None:
+        """Read one line of mocha's output."""
         line = strip_ansi(raw)
         if self.load is not None:
             if len(self.load) < 120:
@@ -276,6 +279,7 @@ class TextParser:
             self.body.append(line)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         self._close_load()
         notes: list[str] = []
@@ -329,6 +333,7 @@ def _diff(body: Iterable[str]) -> tuple[str | None, str | None]:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse mocha's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "mocha")
 
 

@@ -84,6 +84,8 @@ class _Result:
 
 @dataclass
 class TextParser:
+    """Streaming parser of node:test's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     stack: list[_Open] = field(default_factory=list)
     pending: _Result | None = None
@@ -184,6 +186,7 @@ class TextParser:
         self.in_yaml = False
 
     def feed(self, raw: str) -> None:
+        """Read one line of node:test's output."""
         line = strip_ansi(raw)
         if self.in_yaml:
             self._yaml(line)
@@ -324,6 +327,7 @@ class TextParser:
         self.counts[key] = self.counts.get(key, 0.0) + float(value)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._flush()
         recognized = "tests" in self.counts
         notes: list[str] = []
@@ -367,6 +371,7 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse node:test's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "node:test")
 
 

@@ -129,6 +129,8 @@ def _finish(d: FailureDraft, root: str | None, summary_msg: str | None) -> Failu
 
 @dataclass
 class TextParser:
+    """Streaming parser of pytest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     section: str = ""
     draft: FailureDraft | None = None
@@ -167,6 +169,7 @@ class TextParser:
             fast = self.draft is None and self.section in ("", "test session starts")
 
     def feed(self, raw: str) -> None:
+        """Read one line of pytest's output."""
         line = strip_ansi(raw) if "\x1b" in raw else raw
         if not line:
             if self.draft is not None and not self.captured:
@@ -277,6 +280,7 @@ class TextParser:
             self._closing(line)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         failures: list[Failure] = []
         # Summary lines name tests by node id; block headers name them by "Class.test[id]".
@@ -348,6 +352,7 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse pytest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "pytest")
 
 

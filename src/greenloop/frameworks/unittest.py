@@ -203,6 +203,8 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 @dataclass
 class TextParser:
+    """Streaming parser of unittest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     state: Literal["", "header", "body"] = ""
     current: tuple[str, Kind] | None = None
@@ -234,6 +236,7 @@ class TextParser:
         self.failures.append(f)
 
     def feed(self, raw: str) -> None:
+        """Read one line of unittest's output."""
         line = strip_ansi(raw)
         if line == _SEPARATOR_EQ:
             self._close()
@@ -304,6 +307,7 @@ class TextParser:
         self.closing = counts
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         notes: list[str] = []
         if self.closing is not None and self.ran is not None:
@@ -329,6 +333,7 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse unittest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "unittest")
 
 

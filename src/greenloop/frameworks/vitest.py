@@ -201,6 +201,7 @@ class TextParser:
         self.drafts.append(d)
 
     def feed(self, raw: str) -> None:
+        """Read one line of vitest's output."""
         line = strip_ansi(raw)
         if self.in_console:
             if line.strip() == "":
@@ -323,6 +324,7 @@ class TextParser:
         )
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close_block()
         notes: list[str] = []
         # Merge GitHub annotations: they add file:line to blocks, or stand alone.
@@ -372,5 +374,6 @@ class TextParser:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse vitest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "vitest")
 
