@@ -1,6 +1,6 @@
 """How every parser closes: the ParseResult built from its counts, failures and notes, the
 note of a text output whose closing counts never came, a failure past the detail bound, a
-JSON report read or refused with a note, and what load failures mean for the run.
+runner's own JSON report read or refused with a note, and what load failures mean for the run.
 
 Parsers count differently (their runners' closing lines differ); what they hand back is
 built here, so each result carries the same fields the same way.
@@ -9,7 +9,7 @@ built here, so each result carries the same fields the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from greenloop.model import Failure, ParseResult, Summary
@@ -17,12 +17,10 @@ from greenloop.model import Failure, ParseResult, Summary
 __all__ = [
     "closing_result",
     "counts_seen",
-    "json_report_result",
     "load_error_of",
     "load_failures_only",
     "load_note",
     "read_json_object",
-    "read_json_report",
     "summary_of",
     "unclosed_note",
     "undetailed",
@@ -126,48 +124,4 @@ def load_note(parsed: ParseResult) -> str:
     return (
         f"some test files could not load ({parsed.load_error}); they are listed as failures of "
         'kind "load" beside the tests that failed'
-    )
-
-
-def _load_json_report(path: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return None, f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
-    except (OSError, ValueError) as exc:
-        return None, f"report {path} is not valid JSON ({type(exc).__name__}: {exc})"
-    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
-        return None, f"report {path} has no 'testResults' list: not a vitest/jest JSON report"
-    return data, None
-
-
-def read_json_report(
-    path: str, root: str | None, parse_data: Callable[[dict[str, Any], str | None], ParseResult]
-) -> ParseResult:
-    """Read a vitest/jest JSON report (a dict with a `testResults` list) with `parse_data`.
-
-    Missing or invalid gives recognized=False and a note; `parse_data` raising gives a note.
-    """
-    data, problem = _load_json_report(path)
-    if data is None:
-        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
-    try:
-        return parse_data(data, root)
-    except Exception as exc:
-        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
-
-
-def json_report_result(
-    passed: int, failed: int, skipped: int, failures: Iterable[Failure],
-    start: object, end: float | None, load_errors: list[str], passed_names: Iterable[str] = (),
-) -> ParseResult:
-    """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
-    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
-    return closing_result(
-        (passed, failed, skipped),
-        failures,
-        duration_ms=max(duration, 0) if duration is not None else None,
-        load_errors=load_errors,
-        passed_names=passed_names,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -16,7 +17,8 @@ from greenloop.frameworks.common import (
     strip_ansi,
     trim_stack,
 )
-from greenloop.frameworks.results import json_report_result, load_failures_only, load_note, read_json_report
+from greenloop.frameworks.json_report import ReportTally, read_json_report
+from greenloop.frameworks.results import load_failures_only, load_note
 from greenloop.model import Failure, ParseResult, Summary
 
 __all__ = ["VitestReport", "parse_json_report", "parse_report"]
@@ -63,46 +65,23 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 
 def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
-    failures: list[Failure] = []
-    passed_names: list[str] = []
-    passed = failed = skipped = 0
-    load_errors: list[str] = []
-    start = data.get("startTime")
-    end: float | None = None
-    for r in data["testResults"]:
-        if not isinstance(r, dict):
-            continue
-        file = str(r.get("name") or "")
-        rel = relativize(file, root) if root else file
-        if isinstance(r.get("endTime"), int | float):
-            end = max(end or 0.0, float(r["endTime"]))
+    tally = ReportTally()
+    for r, file, rel in tally.files(data, root):
         assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
         status = r.get("status")
         message = relativize(strip_ansi(str(r.get("message") or "")), root)  # no temp paths
-        for a in assertions:
-            st = a.get("status")
-            if st == "passed":
-                passed += 1
-                passed_names.append(_assertion_name(a))
-            elif st == "failed":
-                failed += 1
-                name = _assertion_name(a)
-                msgs = a.get("failureMessages") or [""]
-                loc = a.get("location") if isinstance(a.get("location"), dict) else None
-                failures.append(_report_failure(name, file, str(msgs[0]), root, "test", loc))
-            else:
-                skipped += 1
+        tally.count(assertions, _assertion_name, partial(_assertion_failure, file=file, root=root))
         has_failed_test = any(a.get("status") == "failed" for a in assertions)
         if status == "failed" and not assertions:
-            failed += 1
+            tally.failed += 1
             first = message.splitlines()[0] if message else "failed to load"
-            load_errors.append(f"{rel}: {first}")
-            failures.append(Failure(test=rel, file=rel, message=bounded_join(message.splitlines()[:20]),
-                                    kind="load", stack=trim_stack(message, root)))
+            tally.load_errors.append(f"{rel}: {first}")
+            tally.failures.append(Failure(test=rel, file=rel, message=bounded_join(message.splitlines()[:20]),
+                                          kind="load", stack=trim_stack(message, root)))
         elif status == "failed" and not has_failed_test:
             # A hook threw: vitest skips the suite's tests and the JSON carries no detail. Name
             # the failure after the describe path all the skipped tests share.
-            failed += 1
+            tally.failed += 1
             paths = [[str(x) for x in a.get("ancestorTitles") or ()] for a in assertions]
             common = paths[0] if paths else []
             for p in paths[1:]:
@@ -111,12 +90,18 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                     n += 1
                 common = common[:n]
             name = " > ".join(common) if common else rel
-            failures.append(Failure(
+            tally.failures.append(Failure(
                 test=name, file=rel, kind="hook",
                 message=message or "a beforeAll/afterAll hook failed; vitest's JSON report carries no "
                 "detail (the text output's 'Failed Suites' block has it)",
             ))
-    return json_report_result(passed, failed, skipped, failures, start, end, load_errors, passed_names)
+    return tally.result(data.get("startTime"))
+
+
+def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:
+    msgs = a.get("failureMessages") or [""]
+    loc = a.get("location") if isinstance(a.get("location"), dict) else None
+    return _report_failure(_assertion_name(a), file, str(msgs[0]), root, "test", loc)
 
 
 def _assertion_name(a: dict[str, Any]) -> str:
