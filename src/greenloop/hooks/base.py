@@ -320,7 +320,7 @@ def record_shell_run(
         return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
     s = Counts.of(parsed.summary)
     reason: str | None = None
-    from greenloop.frameworks.common import load_failures_only
+    from greenloop.frameworks.results import load_failures_only
 
     if parsed.load_error and load_failures_only(parsed):  # load failures beside failing tests: red
         outcome, reason = "broken", f"the suite could not load: {parsed.load_error}"
