@@ -631,7 +631,17 @@ def harness_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
 
 def state_checks(workspace: str) -> list[Check]:
     from greenloop.closure.store import SCHEMA_VERSION, TABLES, db_path
+    from greenloop.errors import ConfigError
+    from greenloop.state.url import configured
 
+    try:
+        location = configured(workspace)
+    except ConfigError as exc:
+        return [Check("state", "state URL", "fail", str(exc), "fix the state URL it names")]
+    if location.kind == "postgres":
+        from greenloop.state.inspect import inspect_postgres
+
+        return [Check("state", "postgresql", *inspect_postgres(location.url))]
     path = db_path(workspace)
     if not os.path.isfile(path):
         return [Check("state", "state.db", "ok", f"no state yet ({path} is created by the first run)")]

@@ -1,0 +1,159 @@
+"""The shared backend: the closure state in a PostgreSQL database, through psycopg 3.
+
+Many working copies (and machines) of one project can point `GREENLOOP_STATE_URL` at one
+database and share one gate. The connection runs in autocommit mode, and the store opens
+its own transactions (`begin`), which run READ COMMITTED: a gate transaction upserts its
+session's row first and keeps that row's lock to its end, so decisions for one session are
+serialised while other sessions go on in parallel (greenloop.state.backend explains why that
+keeps the per-turn budget exact). Waiting for that lock is bounded by `LOCK_TIMEOUT`, as
+SQLite's busy timeout bounds its own.
+
+psycopg is imported only here, and only when a postgresql:// URL is configured: the SQLite
+path (and its hooks) never pays for it. A missing psycopg, a refused connection, a bad
+password, a database that went away mid-transaction: each raises `StateUnavailable` with the
+URL shown without its password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from greenloop.state import migrations
+from greenloop.state.backend import Cursor, StateError, StateUnavailable
+from greenloop.state.url import BackendKind, redact
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["CONNECT_TIMEOUT_S", "LOCK_TIMEOUT", "PostgresBackend", "connect", "to_pyformat"]
+
+CONNECT_TIMEOUT_S = 5
+LOCK_TIMEOUT = "15s"
+# pg_advisory_xact_lock key that serialises migrations (the bytes of "greenloop" as a number).
+_MIGRATION_LOCK = 0x677265656E6C6F6F
+
+
+@functools.lru_cache(maxsize=256)
+def to_pyformat(sql: str) -> str:
+    """A statement with `?` placeholders in psycopg's `%s` spelling (a literal % doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The first line of a driver error, with the URL's password (if it appears) redacted."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text.replace(url, redact(url))
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to `url`; StateUnavailable (URL redacted) when there is none."""
+    shown = redact(url)
+    try:
+        import psycopg
+    except ImportError:
+        raise StateUnavailable(
+            f"the state URL {shown} needs psycopg, which is not installed: "
+            "pip install 'greenloop[postgres]' (or psycopg[binary])"
+        ) from None
+    options: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in url:
+        options["connect_timeout"] = CONNECT_TIMEOUT_S
+    try:
+        conn = psycopg.connect(url, **options)
+    except psycopg.Error as exc:
+        raise StateUnavailable(
+            f"cannot reach the state database {shown}: {_reason(exc, url)}. Check that the server "
+            f"runs and the URL in $GREENLOOP_STATE_URL or the config field state_url is right"
+        ) from None
+    return conn
+
+
+def _installed_version(conn: psycopg.Connection[Any]) -> int:
+    import psycopg
+
+    try:
+        row = conn.execute(f"SELECT COALESCE(MAX(version), 0) FROM {migrations.SCHEMA_TABLE}").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return int(row[0]) if row else 0
+
+
+def _migrate(conn: psycopg.Connection[Any], where: str) -> int:
+    version = _installed_version(conn)
+    if version == migrations.LATEST:
+        return version
+    if version < migrations.LATEST:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {migrations.SCHEMA_TABLE} (version INTEGER PRIMARY KEY, "
+                "what TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            version = _installed_version(conn)  # another process may have migrated meanwhile
+            for migration in migrations.pending(version):
+                for statement in migration.statements:
+                    conn.execute(migrations.for_backend(statement, "postgres").encode())
+                conn.execute(
+                    f"INSERT INTO {migrations.SCHEMA_TABLE} (version, what, applied_at) VALUES (%s, %s, %s)",
+                    (migration.version, migration.what, time.time()),
+                )
+                version = migration.version
+    if version > migrations.LATEST:
+        raise StateError(
+            f"the state database {where} has schema version {version}; this greenloop knows "
+            f"{migrations.LATEST}: upgrade greenloop to the version that wrote it"
+        )
+    return version
+
+
+class PostgresBackend:
+    """A connection to the PostgreSQL state database at `url` (migrated on first use)."""
+
+    kind: BackendKind = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.where = redact(url)
+        self.conn = connect(url)
+        try:
+            self.conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+            self.version = _migrate(self.conn, self.where)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        import psycopg
+
+        try:
+            if params:
+                return self.conn.execute(to_pyformat(sql).encode(), params)
+            return self.conn.execute(sql.encode())
+        except psycopg.OperationalError as exc:
+            if self.conn.broken:
+                raise StateUnavailable(
+                    f"lost the state database {self.where}: {_reason(exc, self.url)}"
+                ) from None
+            raise
+
+    def begin(self) -> None:
+        self.execute("BEGIN")
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error, StateError):
+            self.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def schema_version(self) -> int:
+        return _installed_version(self.conn)
