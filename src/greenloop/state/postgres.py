@@ -16,8 +16,11 @@ URL shown without its password.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,10 +52,25 @@ def _reason(exc: BaseException, url: str) -> str:
     return text.replace(url, redact(url))
 
 
+def _import_psycopg() -> None:
+    """Import psycopg, also from a hook started without `site` (greenloop.init.hook_command
+    puts only greenloop's own folder on sys.path; an editable install keeps psycopg apart)."""
+    try:
+        import psycopg
+    except ImportError:
+        if not sys.flags.no_site:
+            raise
+        import site
+
+        site.main()  # this interpreter's site-packages: a cost only the PostgreSQL path pays
+        import psycopg  # noqa: F401
+
+
 def connect(url: str) -> psycopg.Connection[Any]:
     """An autocommit connection to `url`; StateUnavailable (URL redacted) when there is none."""
     shown = redact(url)
     try:
+        _import_psycopg()
         import psycopg
     except ImportError:
         raise StateUnavailable(
@@ -110,6 +128,23 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> int:
     return version
 
 
+# One idle connection per process and URL: `close` keeps it for the process's next store. A new
+# connection costs a server process and cold catalog caches (most of a decision's time), and
+# long-lived callers (the MCP server, a harness using the Gate API) open a store per decision.
+# Keyed by pid, so a forked child never talks on its parent's socket; closed at exit.
+_idle: dict[tuple[int, str], psycopg.Connection[Any]] = {}
+
+
+def _close_idle() -> None:
+    for conn in list(_idle.values()):
+        with contextlib.suppress(Exception):
+            conn.close()
+    _idle.clear()
+
+
+atexit.register(_close_idle)
+
+
 class PostgresBackend:
     """A connection to the PostgreSQL state database at `url` (migrated on first use)."""
 
@@ -118,6 +153,19 @@ class PostgresBackend:
     def __init__(self, url: str) -> None:
         self.url = url
         self.where = redact(url)
+        idle = _idle.pop((os.getpid(), url), None)
+        if idle is not None:
+            import psycopg
+
+            try:
+                self.version = _migrate(idle, self.where)  # also proves the connection still works
+                self.conn = idle
+                return
+            except psycopg.OperationalError:  # the server restarted meanwhile: connect again
+                idle.close()
+            except BaseException:
+                idle.close()
+                raise
         self.conn = connect(url)
         try:
             self.conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
@@ -153,7 +201,15 @@ class PostgresBackend:
             self.execute("ROLLBACK")
 
     def close(self) -> None:
-        self.conn.close()
+        """Keep the connection for this process's next store when it is clean, else close it."""
+        from psycopg.pq import TransactionStatus
+
+        key = (os.getpid(), self.url)
+        clean = not self.conn.broken and self.conn.info.transaction_status == TransactionStatus.IDLE
+        if clean and key not in _idle:
+            _idle[key] = self.conn
+        else:
+            self.conn.close()
 
     def schema_version(self) -> int:
         return _installed_version(self.conn)
