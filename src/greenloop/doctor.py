@@ -639,9 +639,9 @@ def state_checks(workspace: str) -> list[Check]:
     except ConfigError as exc:
         return [Check("state", "state URL", "fail", str(exc), "fix the state URL it names")]
     if location.kind == "postgres":
-        from greenloop.state.inspect import inspect_postgres
+        from greenloop.state.health import check_postgres
 
-        return [Check("state", "postgresql", *inspect_postgres(location.url))]
+        return [Check("state", "postgresql", *check_postgres(location.url))]
     path = db_path(workspace)
     if not os.path.isfile(path):
         return [Check("state", "state.db", "ok", f"no state yet ({path} is created by the first run)")]

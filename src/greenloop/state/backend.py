@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from greenloop.errors import GreenloopError
 from greenloop.state.url import BackendKind
 
-__all__ = ["Backend", "Cursor", "StateError", "StateUnavailable"]
+__all__ = ["Backend", "Cursor", "Reader", "StateError", "StateUnavailable"]
 
 
 class StateError(GreenloopError):
@@ -69,6 +69,13 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
     def schema_version(self) -> int: ...
+
+
+class Reader(Protocol):
+    """A read-only connection whose rows read by position and by name: a sqlite3 connection
+    with `row_factory = sqlite3.Row`, or greenloop.state.postgres.ReadOnlyView."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
 
 
 def column_names(cursor: Cursor) -> list[str]:

@@ -213,3 +213,48 @@ class PostgresBackend:
 
     def schema_version(self) -> int:
         return _installed_version(self.conn)
+
+
+class Row(tuple[Any, ...]):
+    """A result row read by position or by column name, as sqlite3.Row is (`dict(row)` too)."""
+
+    _names: tuple[str, ...]
+
+    def __new__(cls, values: Sequence[Any], names: tuple[str, ...]) -> Row:
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return super().__getitem__(self._names.index(key))
+        return super().__getitem__(key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+class ReadOnlyView:
+    """A read-only session on the state database that answers like a sqlite3 connection with
+    `row_factory = sqlite3.Row`: `execute` takes `?` placeholders and returns `Row`s (the
+    dashboard's queries run on either backend unchanged)."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = connect(url)
+        self.conn.execute("SET default_transaction_read_only = on")
+        # 0: nothing has written the state yet (the tables are created by the first writer)
+        self.version = _installed_version(self.conn)
+        self.conn.row_factory = _row_factory
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if parameters:
+            return self.conn.execute(to_pyformat(sql).encode(), parameters)
+        return self.conn.execute(sql.encode())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _row_factory(cursor: Any) -> Any:
+    names = tuple(c.name for c in cursor.description or ())
+    return lambda values: Row(values, names)

@@ -9,7 +9,7 @@ from greenloop.state import migrations
 from greenloop.state.backend import StateError
 from greenloop.state.url import redact
 
-__all__ = ["Finding", "inspect_postgres"]
+__all__ = ["Finding", "check_postgres"]
 
 
 class Finding(NamedTuple):
@@ -18,7 +18,7 @@ class Finding(NamedTuple):
     fix: str | None = None
 
 
-def inspect_postgres(url: str) -> Finding:
+def check_postgres(url: str) -> Finding:
     """The doctor's finding for the PostgreSQL database at `url` (its password never shown)."""
     from greenloop.state.postgres import connect
 
