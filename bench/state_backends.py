@@ -11,6 +11,7 @@ Two measurements, each run for both backends in the same invocation:
   `Gate.on_turn_stopping` in a loop: the decision itself (open the store, one transaction,
   close) without process start.
 
+A `hook, 1 session` row measures the same hook with one session alone, for scale.
 Every session's last run is red and the budget is set high, so every decision steers and
 writes an interception. PostgreSQL is a throwaway server this script starts with the test
 suite's helper (tests/pg_server.py: initdb + pg_ctl on 127.0.0.1, fsync off), or the server
@@ -171,16 +172,18 @@ def main() -> int:
         for name, env in backends.items():
             ws = Path(tmp) / name
             prepare(ws, env, args.sessions)
+            rows.append((name, "hook, 1 session", hook_latencies(ws, env, 1, args.rounds)))
             rows.append((name, "hook", hook_latencies(ws, env, args.sessions, args.rounds)))
             rows.append((name, "gate", gate_latencies(ws, env, args.sessions, args.gate_rounds)))
     print(
         f"{args.sessions} concurrent sessions; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores"
     )
     print("hook: real Stop-hook processes (hook_command), one thread per session")
+    print("hook, 1 session: the same, one session alone (what one hook costs without contention)")
     print("gate: Gate.on_turn_stopping in one process per session (decision only)")
     for name, kind, took in rows:
         p50, p99 = percentile(took, 50) * 1000, percentile(took, 99) * 1000
-        print(f"{name:10} {kind:4}: p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  ({len(took)} decisions)")
+        print(f"{name:10} {kind:15}: p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  ({len(took)} decisions)")
     return 0
 
 
