@@ -128,7 +128,7 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> int:
     return version
 
 
-# One idle connection per process and URL: `close` keeps it for the process's next store. A new
+# One idle connection per process: `close` keeps it for the process's next store. A new
 # connection costs a server process and cold catalog caches (most of a decision's time), and
 # long-lived callers (the MCP server, a harness using the Gate API) open a store per decision.
 # Keyed by pid, so a forked child never talks on its parent's socket; closed at exit.
@@ -136,10 +136,11 @@ _idle: dict[tuple[int, str], psycopg.Connection[Any]] = {}
 
 
 def _close_idle() -> None:
-    for conn in list(_idle.values()):
+    """Close this process's idle connection (a forked parent's stays untouched: closing it
+    here would end the parent's session on their shared socket)."""
+    for key in [k for k in _idle if k[0] == os.getpid()]:
         with contextlib.suppress(Exception):
-            conn.close()
-    _idle.clear()
+            _idle.pop(key).close()
 
 
 atexit.register(_close_idle)
@@ -207,7 +208,8 @@ class PostgresBackend:
         key = (os.getpid(), self.url)
         clean = not self.conn.broken and self.conn.info.transaction_status == TransactionStatus.IDLE
         if clean and key not in _idle:
-            _idle[key] = self.conn
+            _close_idle()  # one idle connection per process: a process that moves on to
+            _idle[key] = self.conn  # another database does not hold the old one open
         else:
             self.conn.close()
 
