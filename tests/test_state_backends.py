@@ -226,3 +226,29 @@ def test_an_unreachable_database_fails_safe_and_names_the_url_without_its_passwo
     monkeypatch.setenv(STATE_URL_ENV, url)
     (finding,) = doctor.state_checks(str(tmp_path))
     assert finding.status == "fail" and shown in finding.detail and "s3cret" not in finding.detail
+
+
+def test_the_hook_command_init_writes_reaches_postgresql(tmp_path: Path, pg_server: Any) -> None:
+    """The hook starts without `site` (`-I -S`, greenloop.init.hook_command), yet finds psycopg."""
+    import shlex
+
+    from greenloop.init import hook_command
+
+    url = pg_server.fresh_schema()
+    ws = working_copy(tmp_path / "ws")
+    with Store(ws, location=parse(url)) as store:
+        store.record_run(RunRecord("run-red", ok=False, at=time.time(), outcome="red", session_id="s1"))
+    env = {**os.environ, STATE_URL_ENV: url, "GREENLOOP_CONFIG_HOME": str(tmp_path / "no-user-config")}
+    stop = {"session_id": "s1", "cwd": str(ws), "hook_event_name": "Stop", "stop_hook_active": False}
+    hook = subprocess.run(
+        shlex.split(hook_command("claude-code")),
+        input=json.dumps(stop),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ws,
+        timeout=60,
+    )
+    assert hook.returncode == 0 and '"decision": "block"' in hook.stdout, hook
+    with Store(ws, location=parse(url)) as store:
+        assert [i["kind"] for i in store.interceptions("s1")] == ["steer"]
