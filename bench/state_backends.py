@@ -4,7 +4,7 @@
 Two measurements, each run for both backends in the same invocation:
 
 - `hook`: real Stop-hook processes, started exactly as `greenloop init` writes them
-  (`greenloop.init.hook_command`), 16 sessions at once (one thread per session starts its
+  (`greenloop.hooks.install.hook_command`), 16 sessions at once (one thread per session starts its
   hook, waits for it, starts the next): the time an agent waits for the answer, interpreter
   start and imports included.
 - `gate`: the Gate API in 16 processes, one per session, each calling
@@ -40,7 +40,7 @@ SESSIONS = 16
 
 GATE_WORKER = r"""
 import json, sys, time
-from greenloop.gate import Gate
+from greenloop.closure.gate import Gate
 ws, session, rounds, start_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 gate = Gate(ws, harness="bench")
 gate.on_turn_stopping(session)  # warm: imports, prepared statements, the page cache
@@ -78,8 +78,8 @@ def prepare(ws: Path, env: dict[str, str], sessions: int) -> None:
     (ws / "greenloop.toml").write_text("max_intercept_rounds = 1000000\n")
     code = (
         "import sys, time\n"
-        "from greenloop.closure import Counts, RunRecord\n"
-        "from greenloop.store import Store\n"
+        "from greenloop.closure.transitions import Counts, RunRecord\n"
+        "from greenloop.closure.store import Store\n"
         "with Store(sys.argv[1]) as store:\n"
         "    for n in range(int(sys.argv[2])):\n"
         "        store.record_run(RunRecord(f'run-{n}', ok=False, at=time.time(), outcome='red',\n"
@@ -103,7 +103,7 @@ def stop_event(ws: Path, session: str) -> bytes:
 
 def hook_latencies(ws: Path, env: dict[str, str], sessions: int, rounds: int) -> list[float]:
     """Real hook processes, one thread per session, all sessions at once."""
-    from greenloop.init import hook_command
+    from greenloop.hooks.install import hook_command
 
     argv = shlex.split(hook_command("claude-code"))
     took: list[float] = []

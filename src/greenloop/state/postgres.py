@@ -53,7 +53,7 @@ def _reason(exc: BaseException, url: str) -> str:
 
 
 def _import_psycopg() -> None:
-    """Import psycopg, also from a hook started without `site` (greenloop.init.hook_command
+    """Import psycopg, also from a hook started without `site` (greenloop.hooks.install.hook_command
     puts only greenloop's own folder on sys.path; an editable install keeps psycopg apart)."""
     try:
         import psycopg
