@@ -101,12 +101,32 @@ def stop_event(ws: Path, session: str) -> bytes:
     ).encode()
 
 
-def hook_latencies(ws: Path, env: dict[str, str], sessions: int, rounds: int) -> list[float]:
-    """Real hook processes, one thread per session, all sessions at once."""
+def run_hook(argv: list[str], event: bytes, env: dict[str, str], ws: Path) -> tuple[bytes, bytes, float]:
+    """One hook process: its stdout, its stderr and the CPU seconds it used (its own rusage,
+    from wait4: the steadier figure on a machine other work keeps busy)."""
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ws
+    )
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(event)
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()  # a hook's stderr is a line or two
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stdout.close()
+    proc.stderr.close()
+    return out, err, usage.ru_utime + usage.ru_stime
+
+
+def hook_latencies(
+    ws: Path, env: dict[str, str], sessions: int, rounds: int
+) -> tuple[list[float], list[float]]:
+    """Real hook processes, one thread per session, all sessions at once: (wall, CPU) seconds."""
     from greenloop.hooks.install import hook_command
 
     argv = shlex.split(hook_command("claude-code"))
     took: list[float] = []
+    cpus: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
 
@@ -114,12 +134,13 @@ def hook_latencies(ws: Path, env: dict[str, str], sessions: int, rounds: int) ->
         event = stop_event(ws, f"bench-{n}")
         for _ in range(rounds):
             start = time.perf_counter()
-            proc = subprocess.run(argv, input=event, capture_output=True, env=env, cwd=ws, check=False)
+            out, err, cpu = run_hook(argv, event, env, ws)
             elapsed = time.perf_counter() - start
             with lock:
-                if b'"decision": "block"' not in proc.stdout:
-                    failures.append(proc.stderr.decode())
+                if b'"decision": "block"' not in out:
+                    failures.append(err.decode())
                 took.append(elapsed)
+                cpus.append(cpu)
 
     threads = [threading.Thread(target=session_loop, args=(n,)) for n in range(sessions)]
     for t in threads:
@@ -128,7 +149,7 @@ def hook_latencies(ws: Path, env: dict[str, str], sessions: int, rounds: int) ->
         t.join()
     if failures:
         raise SystemExit(f"{len(failures)} hooks did not steer; the first said: {failures[0]}")
-    return took
+    return took, cpus
 
 
 def gate_latencies(ws: Path, env: dict[str, str], sessions: int, rounds: int) -> list[float]:
@@ -165,25 +186,26 @@ def main() -> int:
     parser.add_argument("--url", help="a PostgreSQL server to use (default: start a throwaway one)")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in ("GREENLOOP_STATE_URL", "CLAUDE_PROJECT_DIR")}
-    rows: list[tuple[str, str, list[float]]] = []
+    rows: list[tuple[str, str, list[float], list[float] | None]] = []
     with tempfile.TemporaryDirectory(prefix="greenloop-state-bench-") as tmp, postgres(args.url) as url:
         base["GREENLOOP_CONFIG_HOME"] = str(Path(tmp) / "no-user-config")
         backends = {"sqlite": base, "postgresql": {**base, "GREENLOOP_STATE_URL": url}}
         for name, env in backends.items():
             ws = Path(tmp) / name
             prepare(ws, env, args.sessions)
-            rows.append((name, "hook, 1 session", hook_latencies(ws, env, 1, args.rounds)))
-            rows.append((name, "hook", hook_latencies(ws, env, args.sessions, args.rounds)))
-            rows.append((name, "gate", gate_latencies(ws, env, args.sessions, args.gate_rounds)))
+            rows.append((name, "hook, 1 session", *hook_latencies(ws, env, 1, args.rounds)))
+            rows.append((name, "hook", *hook_latencies(ws, env, args.sessions, args.rounds)))
+            rows.append((name, "gate", gate_latencies(ws, env, args.sessions, args.gate_rounds), None))
     print(
         f"{args.sessions} concurrent sessions; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores"
     )
     print("hook: real Stop-hook processes (hook_command), one thread per session")
     print("hook, 1 session: the same, one session alone (what one hook costs without contention)")
     print("gate: Gate.on_turn_stopping in one process per session (decision only)")
-    for name, kind, took in rows:
+    for name, kind, took, cpus in rows:
         p50, p99 = percentile(took, 50) * 1000, percentile(took, 99) * 1000
-        print(f"{name:10} {kind:15}: p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  ({len(took)} decisions)")
+        cpu = f"  hook cpu p50 {percentile(cpus, 50) * 1000:6.1f} ms" if cpus else ""
+        print(f"{name:10} {kind:15}: p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  ({len(took)} decisions){cpu}")
     return 0
 
 
