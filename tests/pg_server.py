@@ -172,10 +172,11 @@ def start() -> PgServer:
     log = os.path.join(folder, "server.log")
     started = server.run("pg_ctl", "-D", server.data, "-l", log, "-o", settings, "-w", "-t", "60", "start")
     if started.returncode != 0:
+        server_log = ""
         with contextlib.suppress(OSError), open(log, encoding="utf-8") as fh:
-            started = started._replace(stdout=started.stdout + fh.read())
+            server_log = fh.read()
         server.stop()
-        raise RuntimeError(f"pg_ctl start failed:\n{started.stdout}\n{started.stderr}")
+        raise RuntimeError(f"pg_ctl start failed:\n{started.stdout}\n{started.stderr}\n{server_log}")
     try:
         import psycopg
 

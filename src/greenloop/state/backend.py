@@ -20,7 +20,7 @@ other failure and allow the stop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from greenloop.errors import GreenloopError
@@ -49,6 +49,8 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 class Backend(Protocol):
