@@ -167,9 +167,7 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
             part = read_stream(plan.stream_file, root)
             if part is None:
                 return [], []
-            running: _Running = []
-            if part.running:
-                running.append((part.running, part.running.split("::", 1)[0], part.line))
+            running: _Running = [(name, name.split("::", 1)[0], line) for name, line in part.running]
             return running, list(part.failures)
         if plan.framework == "node:test":
             from greenloop.frameworks.node_test import running_tests
