@@ -128,7 +128,8 @@ class TextParser:
     drafts: list[FailureDraft] = field(default_factory=list)  # the current (grouped) block
     block_has_body: bool = False
     failures: list[Failure] = field(default_factory=list)
-    names: set[tuple[str, str]] = field(default_factory=set)
+    # (name, kind, file) of the failures kept: the same test name in two files is two failures
+    names: set[tuple[str, str, str | None]] = field(default_factory=set)
     in_console: bool = False
     tests_line: dict[str, int] | None = None
     duration_ms: int | None = None
@@ -150,7 +151,7 @@ class TextParser:
         self.block_has_body = False
 
     def _emit(self, f: Failure) -> None:
-        key = (f.test, f.kind)
+        key = (f.test, f.kind, f.file)
         if key in self.names:
             return
         self.names.add(key)
@@ -492,6 +493,7 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
         assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
         status = r.get("status")
         message = relativize(strip_ansi(str(r.get("message") or "")), root)  # no temp paths
+        never_reported: list[str] = []
         for a in assertions:
             st = a.get("status")
             if st == "passed":
@@ -503,8 +505,24 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 msgs = a.get("failureMessages") or [""]
                 loc = a.get("location") if isinstance(a.get("location"), dict) else None
                 failures.append(_report_failure(name, file, str(msgs[0]), root, "test", loc))
+            elif st == "pending":
+                never_reported.append(_assertion_name(a))
             else:
                 skipped += 1
+        if never_reported:
+            # The report is written when the run ends, so a test still pending never finished:
+            # the worker running its file died (a test killed its process, a native crash).
+            # vitest counts these tests nowhere and prints only an unhandled "Worker exited
+            # unexpectedly" naming no file; the file is one failure, counted as that error.
+            failed += 1
+            shown = ", ".join(never_reported[:3]) + (" …" if len(never_reported) > 3 else "")
+            failures.append(Failure(
+                test=rel, file=rel, kind="test",
+                message=f"the worker running this file exited before its tests finished; "
+                f"{len(never_reported)} test(s) never reported a result ({shown}): a test that "
+                "kills its process or crashes node (vitest: Worker exited unexpectedly)",
+            ))
+            continue
         has_failed_test = any(a.get("status") == "failed" for a in assertions)
         if status == "failed" and not assertions:
             failed += 1
