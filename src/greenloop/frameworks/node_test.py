@@ -467,11 +467,15 @@ def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | N
     """The tests greenloop's node:test reporter saw start and not complete (its stream, see
     frameworks/node_reporter/): per test file the last one started, as (name with its
     describes joined by " > ", file, line). The entry node makes for a test file itself is
-    not a test. Empty when the stream is missing."""
+    not a test, but under `--test-concurrency` node holds back a file's test events until the
+    files before it have finished, so a file started and not ended with none of its tests
+    seen is named itself (its line unknown): the test running there is not known, the file
+    is. Empty when the stream is missing."""
     import json
 
     stacks: dict[str | None, list[str]] = {}
     running: dict[str | None, list[tuple[tuple[str, ...], int | None]]] = {}
+    files_open: list[str] = []  # test files whose own entry started and has not ended
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError:
@@ -487,7 +491,13 @@ def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | N
             file = item.get("file") if isinstance(item.get("file"), str) else None
             nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
             name = item.get("start", item.get("end"))
-            if not isinstance(name, str) or name == file:
+            if isinstance(name, str) and name == file:
+                if "start" in item and name not in files_open:
+                    files_open.append(name)
+                elif "end" in item and name in files_open:
+                    files_open.remove(name)
+                continue
+            if not isinstance(name, str):
                 continue
             stack = stacks.setdefault(file, [])
             open_ = running.setdefault(file, [])
@@ -507,6 +517,10 @@ def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | N
         if open_:
             names, line = open_[-1]
             found.append((" > ".join(names), relativize(file, root) if file and root else file, line))
+    for file in files_open:
+        if not running.get(file):
+            name = relativize(file, root) if root else file
+            found.append((name, name, None))
     return found
 
 
