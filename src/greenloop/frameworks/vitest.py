@@ -219,6 +219,8 @@ class TextParser:
             self._annotation(line)
             return
         m = _SECTION.match(line)
+        if m and self.section == "Unhandled" and _UNHANDLED_ONE.match(line):
+            m = None  # "⎯ Unhandled Error ⎯" inside "⎯ Unhandled Errors ⎯": one error's block
         if m:
             self._close_block()
             self.section = m.group(1)
