@@ -3,7 +3,8 @@
 The suite is built so that counts are easy to get wrong in parallel: several files spread over
 two workers, failures in more than one worker, a test that kills its worker (`os._exit`, which
 xdist reports as "worker 'gwN' crashed while running …" and replaces the worker), the same
-test name in three files, skips, an xfail and a fixture that fails in setup. greenloop's counts
+test name in three files, skips, an xfail, a fixture that fails in setup and a file that
+cannot be imported (every worker collects it; pytest counts it once). greenloop's counts
 must be pytest's own closing line, every failure must be listed once with its details, the
 live progress file must hold one line per test, and the report must be written once, by the
 controller, with every worker's results. A run stopped at its deadline names the test each
@@ -106,15 +107,20 @@ def _progress(ws: Path, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_xdist_counts_failures_and_progress_are_exact(tmp_path: Path) -> None:
-    ws = _workspace(tmp_path / "ws")
+@pytest.mark.parametrize("workers", ["2", "auto"])
+def test_xdist_counts_failures_and_progress_are_exact(tmp_path: Path, workers: str) -> None:
+    # a file that cannot be imported: every worker collects it, pytest counts it once
+    broken = "pkg_e/test_broken.py"
+    ws = _workspace(tmp_path / "ws", {**SUITE, "pkg_e/__init__.py": "", broken: "import not_a_module\n"})
+    (ws / "pytest.ini").write_text(f"[pytest]\naddopts = -n {workers}\n")
+    failing = {*FAILING, broken}
     r = cli("run", str(ws), "--json", "--sandbox", "full-access")
     assert r.code == 1, r.stderr
     data = r.json
     validate_run_result(data)
     run_dir = _run_dir(ws, data["run_id"])
     stdout = (run_dir / "stdout.txt").read_text()
-    assert "2 workers [" in stdout  # the suite really ran under xdist
+    assert re.search(r"^\d+ workers \[", stdout, re.M)  # the suite really ran under xdist
     assert "crashed while running 'pkg_b/test_math.py::test_crash'" in stdout
 
     # the counts are pytest's closing line, folded the documented way
@@ -123,13 +129,14 @@ def test_xdist_counts_failures_and_progress_are_exact(tmp_path: Path) -> None:
     assert summary["passed"] == closing.get("passed", 0) + closing.get("xpassed", 0)
     assert summary["failed"] == closing.get("failed", 0) + closing.get("error", 0)
     assert summary["skipped"] == closing.get("skipped", 0) + closing.get("xfailed", 0)
-    assert summary == {"total": len(ALL_TESTS), "passed": 25, "failed": len(FAILING), "skipped": 3}
+    assert summary == {"total": len(ALL_TESTS) + 1, "passed": 25, "failed": len(failing), "skipped": 3}
     assert data["outcome"] == "red"
 
     # every failure once, with the details of the worker that ran it
     names = [f["test"] for f in data["failures"]]
-    assert sorted(names) == sorted(FAILING)
+    assert sorted(names) == sorted(failing)
     by_name = {f["test"]: f for f in data["failures"]}
+    assert by_name[broken]["kind"] == "load" and "not_a_module" in by_name[broken]["message"]
     same_a = by_name["pkg_a/test_math.py::test_same"]
     assert (same_a["file"], same_a["line"], same_a["expected"], same_a["got"]) == (
         "pkg_a/test_math.py", 7, "5", "4")
@@ -145,7 +152,7 @@ def test_xdist_counts_failures_and_progress_are_exact(tmp_path: Path) -> None:
 
     # the report was written once, by the controller, with both workers' tests
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["counts"] == {"passed": 25, "failed": 4, "error": 1, "skipped": 2, "xfailed": 1}
+    assert report["counts"] == {"passed": 25, "failed": 4, "error": 2, "skipped": 2, "xfailed": 1}
     assert sorted(report["passed"]) == sorted(
         t for t in ALL_TESTS if t not in FAILING and "skip" not in t and "xfail" not in t)
     assert not list(ws.rglob("report.json.tmp"))
@@ -153,7 +160,7 @@ def test_xdist_counts_failures_and_progress_are_exact(tmp_path: Path) -> None:
     # live progress: one line per test, each test once, its status the result's
     progress = _progress(ws, data["run_id"])
     assert all("count" not in p for p in progress)
-    assert sorted(p["test"] for p in progress) == sorted(ALL_TESTS)
+    assert sorted(p["test"] for p in progress) == sorted({*ALL_TESTS, broken})
     statuses = {s: sum(1 for p in progress if p["status"] == s) for s in ("pass", "fail", "skip")}
     assert statuses == {"pass": summary["passed"], "fail": summary["failed"], "skip": summary["skipped"]}
 
