@@ -11,6 +11,7 @@ from pathlib import Path
 from greenloop.frameworks import parse_report, parse_text
 from greenloop.frameworks.node_test import running_tests
 from greenloop.frameworks.pytest_report import read_stream
+from greenloop.frameworks.vitest_errors import with_unhandled_errors
 
 
 def _ndjson(path: Path, items: list[dict[str, object]]) -> str:
@@ -68,12 +69,28 @@ def test_vitest_file_whose_worker_died_is_one_failing_test_file(tmp_path: Path) 
         ]},
         {"name": "/w/crash.test.js", "status": "passed", "message": "", "assertionResults": pending},
     ])
-    res = parse_report("vitest-json", path, root="/w")
+    report = parse_report("vitest-json", path, root="/w")
+    # tests that never finished are counted nowhere, as vitest's own Tests line counts them
+    assert (report.summary.passed, report.summary.failed, report.summary.skipped) == (0, 1, 1)
+    assert any("crash.test.js: 3 test(s) never reported" in n for n in report.notes)
+    text = parse_text("vitest", [
+        "      Tests  1 failed | 1 skipped (5)",
+        "     Errors  1 error",
+        "⎯⎯⎯⎯⎯⎯ Unhandled Errors ⎯⎯⎯⎯⎯⎯",
+        "⎯⎯⎯⎯⎯⎯ Unhandled Error ⎯⎯⎯⎯⎯⎯⎯",
+        "Error: [vitest-pool]: Worker forks emitted error.",
+        "Caused by: Error: Worker exited unexpectedly",
+        "⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯",
+    ])
+    res = with_unhandled_errors(report, text, path, "/w")
     assert (res.summary.passed, res.summary.failed, res.summary.skipped) == (0, 2, 1)
     crash = res.failures[-1]
     assert (crash.test, crash.file, crash.kind) == ("crash.test.js", "crash.test.js", "test")
     assert "3 test(s) never reported a result (ok, kills, after)" in crash.message
     assert res.load_error is None
+    # nothing unhandled: the report's result as it was (a bail leaves pending tests too)
+    quiet = parse_text("vitest", ["      Tests  1 failed (2)"])
+    assert with_unhandled_errors(report, quiet, path, "/w") is report
 
 
 def test_jest_file_whose_worker_died_is_a_failing_test_file_not_a_load_failure(tmp_path: Path) -> None:

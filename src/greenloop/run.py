@@ -564,12 +564,20 @@ def _execute_launched(
             from greenloop.frameworks.bun import with_text_errors
 
             parsed = with_text_errors(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
+        elif plan.framework == "vitest" and not (raw.timed_out or raw.aborted) and (
+            raw.exit_code not in (None, 0)
+            or any(_shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test")
+        ):
+            # vitest's JSON report leaves out its unhandled errors (a dead worker among them)
+            # and shortens values: the text output of the same run has both
+            from greenloop.frameworks.vitest_errors import with_unhandled_errors
+
+            text = _parse_text(plan.framework, stdout_path, stderr_path, root)
+            parsed = with_unhandled_errors(parsed, text, plan.report_file, root)
+            silent = _silent_failure(raw, parsed)
+            parsed = _with_text_failures(parsed, text) if silent else _with_text_values(parsed, text)
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
-        elif plan.framework == "vitest" and any(
-            _shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test"
-        ):
-            parsed = _with_text_values(parsed, _parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
         parsed = _parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)

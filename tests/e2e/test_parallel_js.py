@@ -230,3 +230,24 @@ def test_node_test_concurrency_stopped_at_its_deadline_names_each_file_s_test(tm
     assert stopped[0][0] == "a hangs" or stopped[1][0] == "b hangs"
     held_back = sum(1 for name, file, _ in stopped if name == file)
     assert data["summary"]["passed"] == 2 - held_back  # each file's first test, as seen
+
+
+def test_vitest_bail_leaves_tests_unfinished_without_a_dead_worker(tmp_path: Path) -> None:
+    """`bail` stops vitest early and leaves tests `pending` in its JSON report, as a dead
+    worker does; only the worker's unhandled error makes one of them a failure."""
+    config = "export default { test: { maxWorkers: 2, bail: 1 } }\n"
+    head = "import { describe, it, expect } from 'vitest'\n"
+    slow = "async () => { await new Promise((r) => setTimeout(r, 200)) }"
+    files = {"a.test.js": head + BODIES["a.test.js"],
+             "d.test.js": head + BODIES["d.test.js"].replace("() => {}", slow)}
+    ws = js_workspace(tmp_path / "ws", "vitest", files, config=config)
+    data, run_dir, text = _run(ws)
+    tests = re.search(r"Tests\s+(.*)\((\d+)\)", text)
+    assert tests is not None and "Errors" not in text
+    own = {w: int(n) for n, w in re.findall(r"(\d+) (failed|passed|skipped|todo)", tests.group(1))}
+    s = data["summary"]
+    assert (s["passed"], s["failed"], s["skipped"]) == (
+        own.get("passed", 0), own["failed"], own.get("skipped", 0) + own.get("todo", 0))
+    assert [f["test"] for f in data["failures"]] == ["same name"]
+    assert any("never reported a result" in n for n in data["notes"])  # d.test.js was cut short
+    assert _tally(_progress(run_dir)) == {"pass": s["passed"], "fail": s["failed"], "skip": s["skipped"]}

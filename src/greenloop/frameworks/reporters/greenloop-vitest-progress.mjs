@@ -3,13 +3,16 @@
 //
 // One NDJSON line per finished test case, appended the moment vitest reports it to the file
 // named by GREENLOOP_PROGRESS_FILE (the run's progress.ndjson), which greenloop tails for live
-// progress. A file whose worker died (a test killed its process) reports none of its tests:
-// at the end of the run it gets one failing line named after the file, as greenloop counts
-// it. Without the variable it does nothing.
+// progress. vitest's unhandled errors fail the run and greenloop counts each as a failure, so
+// each gets one failing line at the end of the run; a worker that died inside a file (a test
+// killed its process) is one such error, named after that file when it is the only file with
+// tests that never reported. Without the variable it does nothing.
 import fs from 'node:fs'
 import path from 'node:path'
 
 const STATUS = { passed: 'pass', failed: 'fail', skipped: 'skip' }
+// vitest's error for a worker that exited inside a test file
+const DEAD_WORKER = /Worker exited unexpectedly|Worker \w+ emitted error|\[vitest-pool\]/
 
 export default class GreenloopProgress {
   constructor() {
@@ -40,19 +43,23 @@ export default class GreenloopProgress {
     this.write({ status, test: testCase.fullName, file: testCase.module?.moduleId ?? null })
   }
 
-  onTestRunEnd(testModules, _errors, reason) {
+  onTestRunEnd(testModules, unhandledErrors, reason) {
     if (this.fd !== null && reason !== 'interrupted') {
+      const unfinished = []
       for (const mod of testModules || []) {
-        let pending = 0
         try {
-          for (const t of mod.children.allTests()) if (t.result().state === 'pending') pending += 1
+          if ([...mod.children.allTests()].some((t) => t.result().state === 'pending')) unfinished.push(mod.moduleId)
         } catch {
-          continue // a vitest without this API: no line for the file
+          // a vitest without this API: the error keeps its own name
         }
-        if (pending > 0) {
-          const file = mod.moduleId
-          this.write({ status: 'fail', test: path.relative(process.cwd(), file) || file, file })
-        }
+      }
+      const errors = unhandledErrors || []
+      const dead = errors.filter((e) => DEAD_WORKER.test(String(e?.message) + String(e?.cause?.message)))
+      for (const e of errors) {
+        const named = dead.length === 1 && e === dead[0] && unfinished.length === 1
+        const file = named ? unfinished[0] : null
+        const test = file ? path.relative(process.cwd(), file) || file : `unhandled error: ${e?.message ?? e}`
+        this.write({ status: 'fail', test, file })
       }
     }
     if (this.fd !== null) {
