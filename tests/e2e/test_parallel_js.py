@@ -37,26 +37,28 @@ PIDS_ESM = (
 KILL = "process.kill(process.pid, 'SIGKILL'); await new Promise((r) => setTimeout(r, 5000))"
 
 
-# the suite's test bodies in vitest's and jest's words; node:test's through NODE_WORDS
+# the suite's test bodies in vitest's and jest's words; node:test's through NODE_WORDS. The
+# file names are this module's own: vitest orders files by its results cache, which every
+# workspace shares through the linked node_modules and keys by the file's relative path
 BODIES = {
-    "a.test.js": (
+    "alpha.test.js": (
         "it('same name', () => { expect(2 + 2).toBe(5) })\n"
         "it('ok a', () => {})\n"
         "it.skip('skipped a', () => {})\n"
     ),
-    "b.test.js": (
+    "beta.test.js": (
         "it('same name', () => { expect({ x: 1 }).toEqual({ x: 3 }) })\n"
         "it('ok b', () => {})\n"
         "it.todo('todo b')\n"
     ),
-    "c.test.js": (
+    "gamma.test.js": (
         "describe('group', () => {\n"
         "  it('same name', () => {})\n"
         "  it('fails c', () => { throw new Error('boom c') })\n"
         "})\n"
     ),
-    "d.test.js": "".join(f"it('bulk {i}', () => {{}})\n" for i in range(6)),
-    "crash.test.js": (
+    "delta.test.js": "".join(f"it('bulk {i}', () => {{}})\n" for i in range(6)),
+    "killed.test.js": (
         "it('ok before crash', () => {})\n"
         f"it('kills its worker', async () => {{ {KILL} }})\n"
         "it('after crash', () => {})\n"
@@ -126,12 +128,12 @@ def _check_red_run(data: dict[str, Any], own: dict[str, int], not_counted: int, 
     assert s["failed"] == own["failed"] + not_counted == 4
     assert s["skipped"] == own.get("skipped", 0) + own.get("todo", 0) == 2
     assert _failures(data) == [
-        ("crash.test.js", "crash.test.js", "test"),
-        (f"group {describe_sep} fails c", "c.test.js", "test"),
-        ("same name", "a.test.js", "test"),
-        ("same name", "b.test.js", "test"),
+        (f"group {describe_sep} fails c", "gamma.test.js", "test"),
+        ("killed.test.js", "killed.test.js", "test"),
+        ("same name", "alpha.test.js", "test"),
+        ("same name", "beta.test.js", "test"),
     ]
-    a = next(f for f in data["failures"] if f["file"] == "a.test.js")
+    a = next(f for f in data["failures"] if f["file"] == "alpha.test.js")
     assert (a["expected"], a["got"]) == ("5", "4")
     assert data.get("load_error") is None and data["next_action"] == "retry_coder"
 
@@ -151,12 +153,13 @@ def test_vitest_workers(tmp_path: Path) -> None:
     _check_red_run(data, own, own_errors, ">")
     s = data["summary"]
     by_file = {f["file"]: f for f in data["failures"]}
-    assert by_file["a.test.js"]["line"] == 4 and "a.test.js:4" in by_file["a.test.js"]["stack"]
-    assert "never reported" in by_file["crash.test.js"]["message"]
+    alpha = by_file["alpha.test.js"]
+    assert alpha["line"] == 4 and "alpha.test.js:4" in alpha["stack"]
+    assert "never reported" in by_file["killed.test.js"]["message"]
     progress = _progress(run_dir)
     assert _tally(progress) == {"pass": s["passed"], "fail": s["failed"], "skip": s["skipped"]}
     same = sorted(p["file"].rsplit("/", 1)[-1] for p in progress if p["test"].endswith("same name"))
-    assert same == ["a.test.js", "b.test.js", "c.test.js"]
+    assert same == ["alpha.test.js", "beta.test.js", "gamma.test.js"]
 
 
 def test_jest_workers(tmp_path: Path) -> None:
@@ -172,7 +175,7 @@ def test_jest_workers(tmp_path: Path) -> None:
     assert not_run == 1  # the killed file: jest counts none of its tests
     _check_red_run(data, own, not_run, "›")
     s = data["summary"]
-    crash = next(f for f in data["failures"] if f["file"] == "crash.test.js")
+    crash = next(f for f in data["failures"] if f["file"] == "killed.test.js")
     assert "worker process" in crash["message"]
     progress = _progress(run_dir)
     # the test that passed before its worker died was shown live; jest's count drops it
@@ -200,13 +203,13 @@ def test_node_test_concurrency(tmp_path: Path, how: str) -> None:
     assert (s["passed"], s["failed"], s["skipped"]) == (9, 4, 2)
     names = [(t, f) for t, f, _ in _failures(data)]
     assert names == [
-        ("group > fails c", "test/c.test.js"),
-        ("same name", "test/a.test.js"),
-        ("same name", "test/b.test.js"),
-        ("test/crash.test.js", "test/crash.test.js"),
+        ("group > fails c", "test/gamma.test.js"),
+        ("same name", "test/alpha.test.js"),
+        ("same name", "test/beta.test.js"),
+        ("test/killed.test.js", "test/killed.test.js"),
     ]
     if how == "node:test":  # node's TAP report says the file's process was killed
-        crash = next(f for f in data["failures"] if f["test"] == "test/crash.test.js")
+        crash = next(f for f in data["failures"] if f["test"] == "test/killed.test.js")
         assert crash["kind"] == "test" and "SIGKILL" in crash["message"]
         assert data.get("load_error") is None
         assert _tally(_progress(run_dir)) == {"pass": s["passed"], "fail": s["failed"], "skip": s["skipped"]}
@@ -216,15 +219,15 @@ def test_node_test_concurrency_stopped_at_its_deadline_names_each_file_s_test(tm
     hang = "await new Promise(() => { setInterval(() => {}, 1000) })"
     head = "const { it } = require('node:test')\n"
     ws = node_workspace(tmp_path / "ws", {
-        "test/a.test.js": head + f"it('a ok', () => {{}})\nit('a hangs', async () => {{ {hang} }})\n",
-        "test/b.test.js": head + f"it('b ok', () => {{}})\nit('b hangs', async () => {{ {hang} }})\n",
+        "test/alpha.test.js": head + f"it('a ok', () => {{}})\nit('a hangs', async () => {{ {hang} }})\n",
+        "test/beta.test.js": head + f"it('b ok', () => {{}})\nit('b hangs', async () => {{ {hang} }})\n",
     })
     data, _, _ = _run(ws, "--target=--test-concurrency=2", "--timeout-ms", "8000")
     assert data["outcome"] == "broken" and "timed out" in data["crash_reason"]
     stopped = sorted((f["test"], f["file"], f["line"]) for f in data["failures"] if f["kind"] == "timeout")
     # node reports one file's tests as they run and may hold back the other's until the first
     # has finished: then that one is named by its file, its running test being unknown
-    assert [file for _, file, _ in stopped] == ["test/a.test.js", "test/b.test.js"]
+    assert [file for _, file, _ in stopped] == ["test/alpha.test.js", "test/beta.test.js"]
     for (name, file, line), letter in zip(stopped, "ab", strict=True):
         assert (name, line) in ((f"{letter} hangs", 3), (file, None))
     assert stopped[0][0] == "a hangs" or stopped[1][0] == "b hangs"
@@ -238,8 +241,8 @@ def test_vitest_bail_leaves_tests_unfinished_without_a_dead_worker(tmp_path: Pat
     config = "export default { test: { maxWorkers: 2, bail: 1 } }\n"
     head = "import { describe, it, expect } from 'vitest'\n"
     slow = "async () => { await new Promise((r) => setTimeout(r, 200)) }"
-    files = {"a.test.js": head + BODIES["a.test.js"],
-             "d.test.js": head + BODIES["d.test.js"].replace("() => {}", slow)}
+    files = {"alpha.test.js": head + BODIES["alpha.test.js"],
+             "delta.test.js": head + BODIES["delta.test.js"].replace("() => {}", slow)}
     ws = js_workspace(tmp_path / "ws", "vitest", files, config=config)
     data, run_dir, text = _run(ws)
     tests = re.search(r"Tests\s+(.*)\((\d+)\)", text)
@@ -249,5 +252,5 @@ def test_vitest_bail_leaves_tests_unfinished_without_a_dead_worker(tmp_path: Pat
     assert (s["passed"], s["failed"], s["skipped"]) == (
         own.get("passed", 0), own["failed"], own.get("skipped", 0) + own.get("todo", 0))
     assert [f["test"] for f in data["failures"]] == ["same name"]
-    assert any("never reported a result" in n for n in data["notes"])  # d.test.js was cut short
+    assert any("never reported a result" in n for n in data["notes"])  # delta.test.js was cut short
     assert _tally(_progress(run_dir)) == {"pass": s["passed"], "fail": s["failed"], "skip": s["skipped"]}

@@ -24,7 +24,8 @@ starts and test ends into the controller's hooks, so the report, the stream and 
 see every worker's tests once, in the order the controller received them. A worker that
 dies inside a test (`os._exit`, a signal) never reports its end: xdist reports that test
 failed in a phase named "???" with "worker 'gwN' crashed while running …"; the report keeps
-it as a failure of its own (its line taken from its start) and the stream closes it.
+it as a failure of its own (its line taken from its start, which the controller records only
+under xdist) and the stream closes it.
 Sharding deselects in each worker's collection, so every worker holds the same shard.
 
 Sharding hashes each item's node id (CRC-32 of its UTF-8 bytes, modulo N): node ids are
@@ -167,19 +168,25 @@ class _Progress:
             os.close(self.fd)
 
 
+class _Starts:
+    """Where each test started (node id -> line), kept only when xdist distributes the tests:
+    a crashed worker's report has no line of its own."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if location and isinstance(location[1], int):
+            self.lines[nodeid] = location[1] + 1
+
+
 class _Report:
     def __init__(self, config: pytest.Config, path: str) -> None:
         self.config = config
         self.path = path
         self.started = time.time()
         self.tally: _Tally | None = None
-        # where each test started (node id -> line): only a crashed xdist worker's report,
-        # which has no line of its own, reads it
-        self.lines: dict[str, int] = {}
-
-    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
-        if location and isinstance(location[1], int):
-            self.lines[nodeid] = location[1] + 1
+        self.starts: _Starts | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.config.pluginmanager.get_plugin("terminalreporter") is None:
@@ -213,7 +220,7 @@ class _Report:
                 if len(failures) >= MAX_FAILURES:
                     omitted += 1
                     continue
-                failures.append(_detail(category, report, self.lines))
+                failures.append(_detail(category, report, self.starts.lines if self.starts else None))
         data = {
             "version": 1,
             "pytest": _pytest_version(),
@@ -314,7 +321,11 @@ def pytest_configure(config: pytest.Config) -> None:
     xmlpath = getattr(config.option, "xmlpath", None)
     if junit and xmlpath and os.path.abspath(xmlpath) == os.path.abspath(junit):
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
-    config.pluginmanager.register(_Report(config, path), "_greenloop_pytest_report_writer")
+    report = _Report(config, path)
+    config.pluginmanager.register(report, "_greenloop_pytest_report_writer")
+    if getattr(config.option, "dist", "no") != "no":  # pytest-xdist's controller (-n, --dist)
+        report.starts = _Starts()
+        config.pluginmanager.register(report.starts, "_greenloop_pytest_starts")
     stream = os.environ.get(_STREAM_VAR)
     if stream:
         # without it (a folder it cannot write) a timed-out run has only its text output
