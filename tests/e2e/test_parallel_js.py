@@ -222,7 +222,7 @@ def test_node_test_concurrency_stopped_at_its_deadline_names_each_file_s_test(tm
         "test/alpha.test.js": head + f"it('a ok', () => {{}})\nit('a hangs', async () => {{ {hang} }})\n",
         "test/beta.test.js": head + f"it('b ok', () => {{}})\nit('b hangs', async () => {{ {hang} }})\n",
     })
-    data, _, _ = _run(ws, "--target=--test-concurrency=2", "--timeout-ms", "8000")
+    data, _, _ = _run(ws, "--target=--test-concurrency=2", "--timeout-ms", "15000")
     assert data["outcome"] == "broken" and "timed out" in data["crash_reason"]
     stopped = sorted((f["test"], f["file"], f["line"]) for f in data["failures"] if f["kind"] == "timeout")
     # node reports one file's tests as they run and may hold back the other's until the first

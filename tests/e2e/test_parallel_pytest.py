@@ -189,7 +189,7 @@ def test_xdist_run_stopped_at_its_deadline_names_every_worker_s_test(tmp_path: P
     ws = _workspace(tmp_path / "ws", HUNG)
     # one file per worker, so each worker reaches its hung test whatever the timing
     (ws / "pytest.ini").write_text("[pytest]\naddopts = -n 2 --dist loadfile\n")
-    r = cli("run", str(ws), "--json", "--sandbox", "full-access", "--timeout-ms", "12000", timeout=90)
+    r = cli("run", str(ws), "--json", "--sandbox", "full-access", "--timeout-ms", "30000", timeout=120)
     assert r.code == 3, r.stderr
     data = r.json
     validate_run_result(data)

@@ -66,7 +66,7 @@ def with_unhandled_errors(report: ParseResult, text: ParseResult, report_path: s
             )
     s = report.summary
     summary = s._replace(total=s.total + len(extra), failed=s.failed + len(extra))
-    names = ", ".join(f.test for f in extra[:3]) + (" …" if len(extra) > 3 else "")
+    listed = ", ".join(f.test for f in extra[:3]) + (" …" if len(extra) > 3 else "")
     note = (f"{len(extra)} unhandled error(s) taken from the text output: vitest prints them and counts "
-            f"them on its Errors line, its JSON report leaves them out: {names}")
+            f"them on its Errors line, its JSON report leaves them out: {listed}")
     return report._replace(summary=summary, failures=(*report.failures, *extra), notes=(*report.notes, note))
