@@ -227,6 +227,11 @@ def read_results(
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
             if text.recognized and plan.framework in _TEXT_IS_WHOLE:
                 report_ok = True  # the runner's own closing counts were read: not a crash
+        elif plan.report_format == "nextest-junit":
+            from greenloop.frameworks.nextest import with_skipped_from_summary
+
+            text = parse_text(plan.framework, stdout_path, stderr_path, root)
+            parsed = with_skipped_from_summary(parsed, text)
         elif plan.framework in _TEXT_IS_WHOLE and raw.exit_code not in (None, 0):
             from greenloop.frameworks.bun import with_text_errors
 
