@@ -396,6 +396,7 @@ class ResumeInfo(NamedTuple):
     whole_suite: bool = False  # the run's files could not be known: the whole suite ran again
 
     def to_json(self) -> dict[str, Any]:
+        """The resume record as JSON."""
         d = self._asdict()
         for key in ("kept_files", "rerun_files"):
             d[key] = list(d[key])
@@ -403,6 +404,7 @@ class ResumeInfo(NamedTuple):
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ResumeInfo":
+        """A resume record from its JSON form."""
         return cls(
             from_run=str(d.get("from_run", "")),
             kept=int(d.get("kept") or 0),

@@ -76,6 +76,7 @@ def state_root(workspace: str | os.PathLike[str]) -> str:
 
 
 def db_path(workspace: str | os.PathLike[str]) -> str:
+    """The SQLite state file of a workspace: `<state root>/.greenloop/state.db`."""
     return os.path.join(state_root(workspace), STATE_DIR, DB_NAME)
 
 
@@ -150,6 +151,7 @@ class Store(SessionTables):
         return self.conn.where
 
     def close(self) -> None:
+        """Close the backend connection (a `with Store(...)` block does it)."""
         self.conn.close()
 
     def __enter__(self) -> Store:

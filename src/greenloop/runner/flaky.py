@@ -79,6 +79,7 @@ class RunEvidence(NamedTuple):
 
 
 class FlakyTest(NamedTuple):
+    """A test whose outcome changed between runs of the same working tree, with the runs that show it."""
     test: str
     failed_in: tuple[str, ...]  # runs that failed it
     passed_in: tuple[str, ...]  # runs of the same working tree that passed it (or its own rerun)
@@ -88,6 +89,7 @@ class FlakyTest(NamedTuple):
     evidence: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The flaky test as JSON (`greenloop flaky --json`)."""
         return {
             "test": self.test,
             "failed_in": list(self.failed_in),

@@ -66,6 +66,7 @@ def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
 
 
 def missing_shards(results: Sequence[RunResult], total: int) -> list[int]:
+    """Shard indexes 1..total that none of `results` ran."""
     present = {r.shard.index for r in results if r.shard is not None}
     return [i for i in range(1, total + 1) if i not in present]
 
