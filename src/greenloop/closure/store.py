@@ -34,7 +34,8 @@ from greenloop.state.sqlite import move_aside as _move_aside
 from greenloop.state.url import StateUrl, configured
 
 if TYPE_CHECKING:
-    from greenloop.model import Failure, RunResult
+    from greenloop.model import Failure
+    from greenloop.result import RunResult
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

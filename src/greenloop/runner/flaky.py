@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 
 __all__ = ["FlakyTest", "RunEvidence", "fold_reruns", "from_history", "passed_in"]
 

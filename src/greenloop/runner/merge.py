@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from greenloop.errors import UsageError
-from greenloop.model import RunResult, Summary
+from greenloop.model import Summary
+from greenloop.result import RunResult
 
 __all__ = ["check_shards", "merge", "missing_shards"]
 

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 from greenloop.errors import UsageError
 from greenloop.layout import PROGRESS_NAME, STREAM_NAME
-from greenloop.model import FRAMEWORKS, Detection, Plan, RunResult, ShardInfo
+from greenloop.model import FRAMEWORKS, Detection, Plan, ShardInfo
+from greenloop.result import RunResult
 from greenloop.runner.dialects import (
     DIALECTS,
     NODE_REPORTER,

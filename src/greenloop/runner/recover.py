@@ -29,7 +29,8 @@ from typing import Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import Plan, RawRun, RunResult, SandboxInfo
+from greenloop.model import Plan, RawRun
+from greenloop.result import RunResult, SandboxInfo
 
 __all__ = ["check", "from_report", "read_run_file", "resume_token", "write_run_file"]
 
