@@ -36,6 +36,8 @@ NO_SKIP_VAR = "GREENLOOP_TEST_NO_SKIP"
 
 
 _SLOW_FOLDERS = ("e2e", "integration")
+# unit-test files whose every test starts real servers or runners (an MCP server, a suite)
+_SLOW_FILES = ("test_mcp.py", "test_mcp_scale.py", "test_progress.py", "test_scenario_closure.py")
 # vitest keeps a results cache in node_modules/.vite and runs files that were slow or failing
 # first; every JS test workspace links tests/runners/node_modules, so one test's history would
 # reorder another's files. Each test starts as on a fresh install.
@@ -49,11 +51,12 @@ def _fresh_vitest_results_cache() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the end-to-end and integration layers slow (see the module docstring)."""
+    """Mark the end-to-end and integration layers, and the unit-test files that start real servers,
+    slow (see the module docstring)."""
     tests_dir = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         relative = os.path.relpath(str(item.path), tests_dir)
-        if relative.split(os.sep, 1)[0] in _SLOW_FOLDERS:
+        if relative.split(os.sep, 1)[0] in _SLOW_FOLDERS or relative in _SLOW_FILES:
             item.add_marker(pytest.mark.slow)
 
 

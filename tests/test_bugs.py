@@ -76,6 +76,7 @@ def test_open_writes_one_line_and_dedups_open_and_fixing(log: BugLog) -> None:
                                  title="x").bug.id == regression.bug.id
 
 
+@pytest.mark.slow
 def test_ids_unique_for_many_bugs_in_one_minute(log: BugLog) -> None:
     ids = [log.open(unit_id="u", test_name=f"t{i}", title="x").bug.id for i in range(3000)]
     assert len(set(ids)) == 3000  # 4 hex digits collide often at this count: retried under the lock

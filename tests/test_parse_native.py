@@ -504,6 +504,7 @@ def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
     assert read_only["GOCACHE"].startswith("/tmp/") and read_only["CARGO_TARGET_DIR"].startswith("/tmp/")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (shutil.which("go") and shutil.which("cargo")), reason="go or cargo is not installed")
 def test_capture_script_against_installed_toolchains(tmp_path: Path) -> None:
     """The installed go and cargo still print what the stored captures hold."""

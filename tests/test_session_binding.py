@@ -130,6 +130,7 @@ def test_a_shell_run_belongs_to_the_session_whose_hooks_ran_under_the_same_harne
     assert comms[0] == "sh" and proc.split(":")[1] == str(json.loads(chain)[1][0])
 
 
+@pytest.mark.slow
 def test_an_mcp_tool_run_belongs_to_the_session_and_the_stop_is_held(ws: Path) -> None:
     out = harness(
         ws,

@@ -62,6 +62,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert sorted(e.ref for e in events) == sorted(f"run-{w}-{i}" for w in range(12) for i in range(40))
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_runs_append_their_events_in_order(tmp_path: Path) -> None:
     from greenloop import api
