@@ -207,7 +207,7 @@ def test_run(
         _announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
 
-    preload = _Preload(_REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
+    preload = _Preload(_parser_modules(the_plan.report_format, the_plan.framework), then=while_running)
     fingerprint = Pending(str(ws))
     unit = layout.unit_of(ws)
     if unit is not None:  # a DevLoop unit: the registry says it is being tested
@@ -511,7 +511,23 @@ _REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "jest-json": ("greenloop.frameworks.jest",),
     "junit": ("greenloop.frameworks.junit",),
     "node-tap": ("greenloop.frameworks.node_test",),
+    "go-json": ("greenloop.frameworks.go",),
+    "nextest-junit": ("greenloop.frameworks.cargo",),
+    "mocha-json": ("greenloop.frameworks.mocha",),
+    "unittest-json": ("greenloop.frameworks.unittest",),
+    "bun-junit": ("greenloop.frameworks.bun",),
 }
+
+
+def _parser_modules(report_format: str | None, framework: str | None) -> tuple[str, ...]:
+    """The modules that will parse this run's output: its report's reader, or, for a runner
+    read from its text output (cargo without nextest, a verbatim command), the runner's module.
+    Imported while the suite runs, they are not paid for after it has ended."""
+    if report_format:
+        return _REPORT_MODULES.get(report_format, ())
+    if framework:
+        return (f"greenloop.frameworks.{framework.replace(':', '_').replace('-', '_')}",)
+    return ()
 
 
 class _Preload:
