@@ -1,6 +1,6 @@
 """Stop-hook latency as a fresh process against `python -c pass`, measured side by side.
 
-The hook is run exactly as `greenloop init` writes it (`greenloop.hooks.install.hook_command`: this
+The hook is run exactly as `greenloop init` writes it (`greenloop.hooks.config_merge.hook_command`: this
 interpreter with `-I -S`, greenloop's folder on sys.path) and answers a Claude Code Stop
 event for a session whose last run is red, so every invocation does the real work: parse the
 event, load the config (a greenloop.toml), bind the session to its harness process (here:
@@ -31,7 +31,7 @@ TARGET = 1.5
 
 def hook_argv() -> list[str]:
     """The hook command `greenloop init claude-code` writes, as an argv."""
-    from greenloop.hooks.install import hook_command
+    from greenloop.hooks.config_merge import hook_command
 
     return shlex.split(hook_command("claude-code"))
 

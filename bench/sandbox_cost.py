@@ -1,6 +1,6 @@
 """What the sandbox costs: a 2,000-test pytest suite under workspace-write vs full-access.
 
-Every side goes through the same path a run takes (sandbox.launch for the argv and the child
+Every side goes through the same path a run takes (launcher.launch for the argv and the child
 environment, proc.run_to_completion to run it), alternating sandboxed and unsandboxed runs
 so that machine noise falls on all, after one warm-up of each. The sandboxed sides are each
 enforcer this machine offers: bubblewrap, and Landlock (bubblewrap taken away through
@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 
 from greenloop.model import Plan
-from greenloop.system import landlock, proc, sandbox
+from greenloop.system import enforcers, landlock, launcher, proc, sandbox
 
 # side name -> (mode, environment additions that pick the enforcer)
 SIDES: dict[str, tuple[str, dict[str, str]]] = {
     "full-access": ("full-access", {}),
     "bubblewrap": ("workspace-write", {}),
-    "landlock": ("workspace-write", {sandbox.BWRAP_ENV_VAR: "/nonexistent/bwrap"}),
+    "landlock": ("workspace-write", {enforcers.BWRAP_ENV_VAR: "/nonexistent/bwrap"}),
 }
 
 TARGET = 1.05
@@ -57,7 +57,7 @@ def run_once(ws: Path, side: str, logs: Path) -> float:
         timeout_ms=600_000,
     )
     start = time.perf_counter()
-    launch = sandbox.launch(plan, sandbox.resolve(ws, explicit=mode), base_env={**os.environ, **extra})
+    launch = launcher.launch(plan, sandbox.resolve(ws, explicit=mode), base_env={**os.environ, **extra})
     try:
         raw = proc.run_to_completion(
             list(launch.argv),
@@ -106,7 +106,7 @@ def main() -> int:
     ap.add_argument("--api", action="store_true", help="time whole api.test_run calls")
     args = ap.parse_args()
 
-    status = sandbox.probe_bwrap()
+    status = enforcers.probe_bwrap()
     ll = landlock.probe()
     sides = ["full-access"]
     for name, usable, why in (

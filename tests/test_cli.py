@@ -90,14 +90,24 @@ def test_entry_runs_atexit_callbacks_flushes_output_and_keeps_the_exit_code(tmp_
 
 def test_entry_waits_for_a_non_daemon_thread_still_running(tmp_path: Path) -> None:
     done = _program(
+        # the thread outlives main() for sure: it prints only after main has returned
         "import sys, threading, time\n"
+        "from greenloop import cli\n"
+        "returned = threading.Event()\n"
+        "real_main = cli.main\n"
+        "def main(argv=None):\n"
+        "    try:\n"
+        "        return real_main(argv)\n"
+        "    finally:\n"
+        "        returned.set()\n"
+        "cli.main = main\n"
         "def late():\n"
-        "    time.sleep(0.3)\n"
+        "    returned.wait()\n"
+        "    time.sleep(0.2)\n"
         "    print('thread finished', flush=True)\n"
         "threading.Thread(target=late).start()\n"
         "sys.argv = ['greenloop', 'schema', 'run-result']\n"
-        "from greenloop.cli import entry\n"
-        "entry()\n",
+        "cli.entry()\n",
         tmp_path,
     )
     assert done.returncode == 0

@@ -12,10 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from greenloop import doctor, render
+from greenloop import render
 from greenloop.closure.store import SCHEMA_VERSION, Store
+from greenloop.doctor.harness import HARNESS_FILES, harness_checks
+from greenloop.doctor.report import STATUSES, Check, Report
+from greenloop.doctor.runner import runner_checks
+from greenloop.doctor.sandbox import sandbox_checks
+from greenloop.doctor.state import state_checks
 from greenloop.hooks.install import HARNESSES, init
-from greenloop.system import landlock, sandbox
+from greenloop.system import enforcers, landlock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,10 +79,10 @@ def test_a_healthy_workspace_with_every_harness_is_all_well(tmp_path: Path) -> N
     assert set(record) == {"ok", "workspace", "checks"}
     for check in record["checks"]:
         assert set(check) == {"area", "name", "status", "detail", "fix"}
-        assert check["status"] in doctor.STATUSES
+        assert check["status"] in STATUSES
     harness_checks = by_name(record, "harness")
     # Every file init writes is read back, each hook command resolving to the greenloop on PATH.
-    assert len(harness_checks) == len(doctor.HARNESS_FILES)
+    assert len(harness_checks) == len(HARNESS_FILES)
     assert all(c["status"] == "ok" for c in harness_checks.values()), harness_checks
     assert sys.executable in harness_checks["claude-code hooks"]["detail"]  # the interpreter form of init
     assert str(bin_dir / "greenloop") in harness_checks["claude-code MCP server"]["detail"]  # by name
@@ -118,7 +123,7 @@ def test_a_command_whose_program_is_not_on_path_fails(tmp_path: Path) -> None:
     ws = workspace(tmp_path / "ws")
     init("cursor", ws)
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
-    checks = {c.name: c for c in doctor.harness_checks(str(ws), env)}
+    checks = {c.name: c for c in harness_checks(str(ws), env)}
     assert checks["cursor hooks"].status == "ok"  # the hooks name their interpreter by path
     assert checks["cursor MCP server"].status == "fail"
     assert "calls `greenloop` by name, and it is not on PATH" in checks["cursor MCP server"].detail
@@ -137,7 +142,7 @@ def test_a_hook_whose_greenloop_folder_is_gone_fails(tmp_path: Path) -> None:
     assert json.dumps(root)[1:-1] in text
     settings.write_text(text.replace(json.dumps(root)[1:-1], str(moved)))
     path = fake_greenloop(tmp_path / "bin").parent
-    checks = {c.name: c for c in doctor.harness_checks(str(ws), path_env(path))}
+    checks = {c.name: c for c in harness_checks(str(ws), path_env(path))}
     assert checks["gemini hooks"].status == "fail"
     assert f"loads greenloop from {moved}, which no longer holds it" in checks["gemini hooks"].detail
     assert checks["gemini MCP server"].status == "ok"
@@ -151,7 +156,7 @@ def test_a_hook_event_removed_by_hand_is_a_warning(tmp_path: Path) -> None:
     del data["hooks"]["Stop"]
     hooks_file.write_text(json.dumps(data))
     checks = {
-        c.name: c for c in doctor.harness_checks(str(ws), path_env(fake_greenloop(tmp_path / "b").parent))
+        c.name: c for c in harness_checks(str(ws), path_env(fake_greenloop(tmp_path / "b").parent))
     }
     assert checks["codex hooks"].status == "warn"
     assert "no greenloop hook for Stop" in checks["codex hooks"].detail
@@ -161,7 +166,7 @@ def test_a_harness_file_that_is_not_json_fails(tmp_path: Path) -> None:
     ws = workspace(tmp_path / "ws")
     (ws / ".gemini").mkdir()
     (ws / ".gemini" / "settings.json").write_text("{not json")
-    checks = doctor.harness_checks(str(ws), os.environ)
+    checks = harness_checks(str(ws), os.environ)
     assert {(c.name, c.status) for c in checks} == {("gemini hooks", "fail"), ("gemini MCP server", "fail")}
     assert "cannot be read" in checks[0].detail and "by hand" in (checks[0].fix or "")
 
@@ -172,14 +177,14 @@ def test_harness_configurations_at_the_repository_root_count_for_a_sub_package(t
     sub = repo / "packages" / "api"
     sub.mkdir(parents=True)
     checks = {
-        c.name: c for c in doctor.harness_checks(str(sub), path_env(fake_greenloop(tmp_path / "b").parent))
+        c.name: c for c in harness_checks(str(sub), path_env(fake_greenloop(tmp_path / "b").parent))
     }
     assert checks["claude-code hooks"].status == "ok"
     assert checks["claude-code hooks"].detail.startswith("../../.claude/settings.json")
 
 
 def test_no_harness_configured_is_fine(tmp_path: Path) -> None:
-    checks = doctor.harness_checks(str(workspace(tmp_path / "ws")), os.environ)
+    checks = harness_checks(str(workspace(tmp_path / "ws")), os.environ)
     assert [(c.name, c.status) for c in checks] == [("configured", "ok")]
 
 
@@ -213,7 +218,7 @@ def test_a_database_damaged_inside_fails_integrity_check(tmp_path: Path) -> None
     for n in (1, 2, 3):
         data[n * page : n * page + 12] = b"\xff" * 12
     db.write_bytes(bytes(data))
-    (check,) = doctor.state_checks(str(ws))
+    (check,) = state_checks(str(ws))
     assert check.status == "fail", check
     assert check.fix and "mv " in check.fix
 
@@ -225,13 +230,13 @@ def test_a_state_database_from_a_newer_greenloop_fails(tmp_path: Path) -> None:
     conn = sqlite3.connect(ws / ".greenloop" / "state.db")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    (check,) = doctor.state_checks(str(ws))
+    (check,) = state_checks(str(ws))
     assert check.status == "fail" and "upgrade greenloop" in (check.fix or "")
 
 
 def test_no_state_database_yet_is_fine_and_nothing_is_created(tmp_path: Path) -> None:
     ws = workspace(tmp_path / "ws")
-    (check,) = doctor.state_checks(str(ws))
+    (check,) = state_checks(str(ws))
     assert check.status == "ok" and "no state yet" in check.detail
     assert not (ws / ".greenloop").exists()
 
@@ -239,7 +244,7 @@ def test_no_state_database_yet_is_fine_and_nothing_is_created(tmp_path: Path) ->
 def test_pytest_missing_from_the_workspace_venv_fails_with_how_to_install_it(tmp_path: Path) -> None:
     ws = workspace(tmp_path / "ws")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(ws / ".venv")], check=True)
-    checks = {c.name: c for c in doctor.runner_checks(str(ws), os.environ)}
+    checks = {c.name: c for c in runner_checks(str(ws), os.environ)}
     assert checks["pytest"].status == "fail"
     assert "pytest is not installed in .venv" in checks["pytest"].detail
     assert checks["pytest"].fix is not None and "-m pip install pytest" in checks["pytest"].fix
@@ -253,7 +258,7 @@ def test_the_js_runner_version_comes_from_its_package_json(tmp_path: Path) -> No
     fake_greenloop(modules / ".bin").rename(modules / ".bin" / "vitest")
     (modules / "vitest").mkdir()
     (modules / "vitest" / "package.json").write_text('{"name": "vitest", "version": "4.1.12"}')
-    checks = {c.name: c for c in doctor.runner_checks(str(ws), os.environ)}
+    checks = {c.name: c for c in runner_checks(str(ws), os.environ)}
     assert checks["framework"].detail.startswith("vitest")
     assert checks["vitest"].status == "ok" and checks["vitest"].detail.startswith("vitest 4.1.12: ")
     assert checks["node"].status == "ok" and checks["node"].detail.startswith("node v")
@@ -263,7 +268,7 @@ def test_a_js_runner_that_is_not_installed_fails_with_the_install_command(tmp_pa
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
     (ws / "package.json").write_text('{"devDependencies": {"jest": "30"}}')
-    checks = {c.name: c for c in doctor.runner_checks(str(ws), os.environ)}
+    checks = {c.name: c for c in runner_checks(str(ws), os.environ)}
     assert (
         checks["jest"].status == "fail"
         and checks["jest"].fix
@@ -273,7 +278,7 @@ def test_a_js_runner_that_is_not_installed_fails_with_the_install_command(tmp_pa
 
 def test_nothing_to_test_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
-    (check,) = doctor.runner_checks(str(tmp_path / "ws"), os.environ)
+    (check,) = runner_checks(str(tmp_path / "ws"), os.environ)
     assert (check.name, check.status) == ("framework", "warn")
 
 
@@ -283,20 +288,20 @@ def test_each_enforcer_is_listed_with_why_not_and_the_fix(tmp_path: Path) -> Non
     nothing = {
         **os.environ,
         "GREENLOOP_CONFIG_HOME": str(tmp_path / "user-config"),  # no user config: the default mode
-        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        enforcers.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
         landlock.DISABLE_ENV_VAR: "off",
     }
-    checks = {c.name: c for c in doctor.sandbox_checks(ws, nothing)}
+    checks = {c.name: c for c in sandbox_checks(ws, nothing)}
     assert checks["mode"].detail == "auto (from config)"
     assert {checks["bwrap"].status, checks["landlock"].status} == {"warn"}
     assert str(tmp_path / "no-bwrap") in checks["bwrap"].detail and checks["bwrap"].fix
     assert "not sandboxed" in checks["landlock"].detail and checks["landlock"].fix
     # ... while a named mode would be refused: a failure.
     (tmp_path / "ws" / "greenloop.toml").write_text('sandbox = "workspace-write"\n')
-    checks = {c.name: c for c in doctor.sandbox_checks(ws, nothing)}
+    checks = {c.name: c for c in sandbox_checks(ws, nothing)}
     assert checks["bwrap"].status == "fail" and "workspace-write runs are refused" in checks["bwrap"].detail
     # With Landlock working, a missing bubblewrap is only information.
-    checks = {c.name: c for c in doctor.sandbox_checks(ws, {**nothing, landlock.DISABLE_ENV_VAR: ""})}
+    checks = {c.name: c for c in sandbox_checks(ws, {**nothing, landlock.DISABLE_ENV_VAR: ""})}
     if checks["landlock"].status == "ok":  # this kernel offers Landlock
         assert checks["bwrap"].status == "ok" and "not needed (landlock enforces)" in checks["bwrap"].detail
         assert checks["landlock"].detail.endswith("used by sandboxed runs")
@@ -309,12 +314,12 @@ def test_a_missing_path_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_render_marks_each_status_and_shows_fixes_only_for_problems() -> None:
-    report = doctor.Report(
+    report = Report(
         "/ws",
         (
-            doctor.Check("runner", "pytest", "ok", "pytest 8.3.0", "never shown"),
-            doctor.Check("browser", "chromium", "warn", "not found", "apt-get install chromium"),
-            doctor.Check("state", "state.db", "fail", "corrupt", "mv it"),
+            Check("runner", "pytest", "ok", "pytest 8.3.0", "never shown"),
+            Check("browser", "chromium", "warn", "not found", "apt-get install chromium"),
+            Check("state", "state.db", "fail", "corrupt", "mv it"),
         ),
     )
     text = render.doctor_text(report)
@@ -323,4 +328,4 @@ def test_render_marks_each_status_and_shows_fixes_only_for_problems() -> None:
     assert text.splitlines()[-1] == "✗ 1 problem needs a fix (1 warning)"
     assert "\x1b[" in render.doctor_text(report, colour=True)
     assert not report.ok
-    assert render.doctor_text(doctor.Report("/ws", report.checks[:1])).splitlines()[-1] == "✓ all well"
+    assert render.doctor_text(Report("/ws", report.checks[:1])).splitlines()[-1] == "✓ all well"

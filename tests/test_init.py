@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.hooks.install import hook_command, init
+from greenloop.hooks.config_merge import hook_command
+from greenloop.hooks.install import init
 
 if sys.version_info >= (3, 11):
     import tomllib

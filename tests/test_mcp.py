@@ -27,7 +27,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, RequestParamsMeta
 
-from greenloop.mcp.server import TOOL_NAMES, bounded_integration
+from greenloop.mcp.outputs import bounded_integration
+from greenloop.mcp.tools import TOOL_NAMES
 
 T = TypeVar("T")
 
@@ -915,29 +916,31 @@ def test_test_run_limit_follows_the_config_as_the_call_finds_it(
 ) -> None:
     """api.test_run loads the config for each call, so the tool's limit does too."""
     from greenloop.config import Config
-    from greenloop.mcp import server as mcp_server
+    from greenloop.mcp import calls as mcp_calls
+    from greenloop.mcp import fast as mcp_fast
+    from greenloop.mcp import tools as mcp_tools
 
     monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(home))
     ws = tmp_path / "ws"
     ws.mkdir()
     limits: list[float] = []
 
-    class Recording(mcp_server._Stopwatch):
+    class Recording(mcp_calls.Stopwatch):
         def __init__(self, tool: str, limit_s: float, cancel: Any = None, running: Any = None) -> None:
             if cancel is not None:  # the run's own stopwatch, not the config read's
                 limits.append(limit_s)
             super().__init__(tool, limit_s, cancel, running)
 
-    monkeypatch.setattr(mcp_server, "_Stopwatch", Recording)
-    monkeypatch.setattr(mcp_server, "_bounded_run", lambda *_a: {"ok": True})
-    state = mcp_server.ServerState(ws.resolve(), "s1", Config(default_timeout_ms=1000), mcp_server.Running())
-    [tool] = [t for t in mcp_server._tools(state) if t.name == "test_run"]
+    monkeypatch.setattr(mcp_tools, "Stopwatch", Recording)
+    monkeypatch.setattr(mcp_tools, "bounded_run", lambda *_a: {"ok": True})
+    state = mcp_calls.ServerState(ws.resolve(), "s1", Config(default_timeout_ms=1000), mcp_fast.Running())
+    [tool] = [t for t in mcp_tools.build_tools(state) if t.name == "test_run"]
 
     def run(config: str, **arguments: Any) -> float:
         (ws / "greenloop.toml").write_text(config)
         out = anyio.run(partial(tool.fn, None, **arguments))
         assert out.session_id == "s1" and out.ok is True
-        return limits[-1] - mcp_server.RUN_MARGIN_S
+        return limits[-1] - mcp_fast.RUN_MARGIN_S
 
     assert run("default_timeout_ms = 7000\n") == 7.0  # not the 1000 the server started with
     assert run("default_timeout_ms = 9000\n") == 9.0  # changed between calls
@@ -1129,8 +1132,9 @@ def _keys(value: Any) -> Any:
 
 def test_the_shipped_handshake_snapshot_is_fresh() -> None:
     """The snapshot a first start answers from must be the SDK's for this very code: after
-    changing mcp_server.py (or upgrading the SDK), run `python scripts/mcp_handshake`."""
-    from greenloop.mcp.wire import SNAPSHOT_PATH, snapshot_key
+    changing mcp/outputs.py, mcp/tools.py or mcp/server.py (or upgrading the SDK), run
+    `python scripts/mcp_handshake`."""
+    from greenloop.mcp.handshake import SNAPSHOT_PATH, snapshot_key
 
     snapshot = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
     assert snapshot["key"] == snapshot_key(), "stale: run python scripts/mcp_handshake"

@@ -9,7 +9,8 @@ import pytest
 
 from greenloop.model import Failure, ParseResult, Plan, Progress, RawRun, RunResult, Summary
 from greenloop.render import LiveProgress, progress_line, run_text
-from greenloop.runner.run import classify, output_tail
+from greenloop.runner.results import output_tail
+from greenloop.runner.verdict import classify
 
 PLAN = Plan(
     framework="vitest", argv=("vitest", "run"), cwd="/w", timeout_ms=5000, report_format="vitest-json"

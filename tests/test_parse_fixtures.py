@@ -365,14 +365,14 @@ def test_vitest_values_come_whole_from_the_printed_diff() -> None:
     # vitest's JSON report has only chai's message, whose values are shortened ('…') or left
     # out (toThrow); the text output of the same run prints them whole, and run.py takes them
     # from there. A value longer than MAX_VALUE_CHARS is cut and says how much.
-    from greenloop.runner.run import _with_text_values
+    from greenloop.runner.results import with_text_values
 
     fx = _fx("vitest", "values", "plain")
     root = _meta(fx)["cwd"]
     report, text = _report(fx, root=root), _text(fx, root=root)
     assert _find(report, "values > compares long strings").got == "'Unexpected end at index 7, expected }…'"
     assert _find(report, "values > throws the right error").got is None  # the blind spot
-    merged = _with_text_values(report, text)
+    merged = with_text_values(report, text)
     values = {f.test.removeprefix("values > "): (f.expected, f.got) for f in merged.failures}
     assert values["compares long strings"] == (
         '"Unexpected end at index 7, expected } after the last property of the object"',

@@ -20,7 +20,7 @@ from greenloop.frameworks import parse_report, parse_text, progress_event
 from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
 from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe
-from greenloop.runner.run import classify
+from greenloop.runner.verdict import classify
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORK = "<work>"
@@ -474,7 +474,7 @@ def test_cargo_plan(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["GOCACHE", "GOMODCACHE", "CARGO_TARGET_DIR", "RUSTUP_TOOLCHAIN", "GOFLAGS"])
 def test_toolchain_variables_pass_the_sandbox(name: str) -> None:
-    from greenloop.system.sandbox import ENV_ALLOW
+    from greenloop.system.env import ENV_ALLOW
 
     assert name in ENV_ALLOW
     assert "CARGO_REGISTRY_TOKEN" not in ENV_ALLOW
@@ -482,6 +482,7 @@ def test_toolchain_variables_pass_the_sandbox(name: str) -> None:
 
 def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
     from greenloop.system import sandbox
+    from greenloop.system.env import child_env
 
     base = {
         "PATH": "/usr/bin",
@@ -490,13 +491,13 @@ def test_go_and_cargo_caches_under_the_sandbox(tmp_path: Path) -> None:
         "CARGO_REGISTRY_TOKEN": "secret",
         "GOOGLE_APPLICATION_CREDENTIALS": "/k.json",
     }
-    writable = sandbox.child_env(base, sandbox.resolve(tmp_path, explicit="workspace-write"))
+    writable = child_env(base, sandbox.resolve(tmp_path, explicit="workspace-write"))
     cache = os.path.join(str(tmp_path.resolve()), ".greenloop", "cache")
     assert writable["GOCACHE"] == os.path.join(cache, "go-build")
     assert "CARGO_TARGET_DIR" not in writable  # cargo builds into the workspace's target/
     assert (writable["GOMODCACHE"], writable["CARGO_HOME"]) == ("/root/go/pkg/mod", "/root/.cargo")
     assert "CARGO_REGISTRY_TOKEN" not in writable and "GOOGLE_APPLICATION_CREDENTIALS" not in writable
-    read_only = sandbox.child_env(base, sandbox.resolve(tmp_path, explicit="read-only"))
+    read_only = child_env(base, sandbox.resolve(tmp_path, explicit="read-only"))
     assert read_only["GOCACHE"].startswith("/tmp/") and read_only["CARGO_TARGET_DIR"].startswith("/tmp/")
 
 

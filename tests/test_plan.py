@@ -12,17 +12,13 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan, RunResult
-from greenloop.runner.plan import (
-    NODE_REPORTER,
-    PROGRESS_REPORTERS,
-    RunOptions,
-    name_pattern,
-    plan,
-    python_runner,
-)
-from greenloop.runner.plan import PYTEST_PLUGIN_DIR as PLUGIN_DIR
-from greenloop.runner.plan import PYTEST_PLUGIN_NAME as PLUGIN_NAME
-from greenloop.system.env import changes, child_env
+from greenloop.runner.dialects import NODE_REPORTER, PROGRESS_REPORTERS
+from greenloop.runner.dialects import PYTEST_PLUGIN_DIR as PLUGIN_DIR
+from greenloop.runner.dialects import PYTEST_PLUGIN_NAME as PLUGIN_NAME
+from greenloop.runner.last_failed import name_pattern
+from greenloop.runner.plan import RunOptions, plan
+from greenloop.runner.toolchain import python_runner
+from greenloop.system.env import changes, without_reporter_switches
 
 
 def det(root: Path, framework: str | None, manager: str | None = None) -> Detection:
@@ -279,7 +275,7 @@ def test_child_env_drops_agent_markers_and_leaves_colour_and_ci_alone() -> None:
         "HOME": "/h",
         "KEEP": "me",
     }
-    env = child_env(base, add=[("EXTRA", "1")], drop=["KEEP"])
+    env = without_reporter_switches(base, add=[("EXTRA", "1")], drop=["KEEP"])
     expected = {"PATH": "/bin", "HOME": "/h", "FORCE_COLOR": "3", "NO_COLOR": "1", "CI": "true", "EXTRA": "1"}
     assert env == expected
     assert base["CLAUDECODE"] == "1"  # the caller's mapping is untouched

@@ -15,7 +15,8 @@ import pytest
 
 from greenloop.frameworks import parse_report, parse_text, progress_counts, progress_event
 from greenloop.model import Detection, Failure, ParseResult, RunResult
-from greenloop.runner.plan import UNITTEST_RUNNER_DIR, RunOptions, plan
+from greenloop.runner.dialects import UNITTEST_RUNNER_DIR
+from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -220,7 +221,7 @@ def test_probe_rules(tmp_path: Path, files: dict[str, str], framework: str, conf
 
 
 def test_probe_names_each_new_runners_command(tmp_path: Path) -> None:
-    # the command `greenloop run` starts (plan.runner_command); what is missing is a note
+    # the command `greenloop run` starts (toolchain.runner_command); what is missing is a note
     mocha = probe(str(_write(tmp_path / "m", {"package.json": '{"devDependencies": {"mocha": "12"}}'})))
     assert mocha.command == ("mocha",)
     assert any("would not start" in n and "npm install -D mocha" in n for n in mocha.notes)
@@ -311,10 +312,11 @@ def test_plan_unittest(tmp_path: Path) -> None:
 
 def test_bun_cache_goes_where_the_sandbox_mode_can_write(tmp_path: Path) -> None:
     from greenloop.system import sandbox
+    from greenloop.system.env import child_env
 
-    writable = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
+    writable = child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="workspace-write"))
     assert writable["BUN_INSTALL_CACHE_DIR"] == os.path.join(str(tmp_path), ".greenloop", "cache", "bun")
-    read_only = sandbox.child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
+    read_only = child_env({"PATH": "/usr/bin"}, sandbox.resolve(tmp_path, explicit="read-only"))
     assert read_only["BUN_INSTALL_CACHE_DIR"].startswith("/tmp/")
 
 

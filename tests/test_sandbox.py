@@ -15,7 +15,8 @@ from greenloop.cli import main
 from greenloop.closure.store import Store
 from greenloop.errors import ConfigError, UsageError
 from greenloop.model import Failure, Plan, SandboxInfo
-from greenloop.system import sandbox
+from greenloop.system import bwrap_command, denials, enforcers, launcher, sandbox
+from greenloop.system.env import child_env
 from greenloop.system.sandbox import Policy
 
 
@@ -116,7 +117,7 @@ def _pairs(argv: list[str], flag: str) -> list[str]:
 
 def test_full_access_leaves_the_command_alone(tmp_path: Path) -> None:
     p = sandbox.resolve(tmp_path, explicit="full-access")
-    assert sandbox.wrap_argv(["pytest", "-q"], p) == ["pytest", "-q"]
+    assert bwrap_command.wrap_argv(["pytest", "-q"], p) == ["pytest", "-q"]
 
 
 def test_workspace_write_argv(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_workspace_write_argv(tmp_path: Path) -> None:
     tool = tmp_path / "venv" / "bin"
     tool.mkdir(parents=True)
     p = sandbox.resolve(ws, explicit="workspace-write")
-    argv = sandbox.wrap_argv(
+    argv = bwrap_command.wrap_argv(
         ["python", "-m", "pytest"],
         p,
         cwd=str(ws / "sub"),
@@ -154,7 +155,7 @@ def test_read_only_argv_binds_workspace_read_only_and_extra_writable(tmp_path: P
     run = ws / ".greenloop" / "runs" / "r1"
     run.mkdir(parents=True)
     p = sandbox.resolve(ws, explicit="read-only")
-    head = sandbox.wrap_argv(["true"], p, writable=[str(run)])
+    head = bwrap_command.wrap_argv(["true"], p, writable=[str(run)])
     head = head[: head.index("--")]
     ro = _pairs(head, "--ro-bind")
     rw = _pairs(head, "--bind")
@@ -167,7 +168,7 @@ def test_read_only_argv_binds_workspace_read_only_and_extra_writable(tmp_path: P
 
 def test_share_net_keeps_the_host_network_for_integration_units(tmp_path: Path) -> None:
     p = sandbox.resolve(tmp_path, explicit="workspace-write")
-    argv = sandbox.wrap_argv(["node", "server.js"], p, share_net=True)
+    argv = bwrap_command.wrap_argv(["node", "server.js"], p, share_net=True)
     assert "--unshare-net" not in argv and "--unshare-pid" in argv
 
 
@@ -182,7 +183,8 @@ def test_tmp_roots_show_a_linked_node_modules_whole(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "node_modules").symlink_to(shared)
-    roots = sandbox.tmp_roots(str(ws / "node_modules" / ".bin" / "vitest"), {"PATH": "/usr/bin"}, str(ws))
+    vitest = str(ws / "node_modules" / ".bin" / "vitest")
+    roots = bwrap_command.tmp_roots(vitest, {"PATH": "/usr/bin"}, str(ws))
     assert str(shared) in roots
     assert not [r for r in roots if r.startswith(str(shared) + os.sep)]
 
@@ -195,14 +197,14 @@ def test_tmp_roots_find_interpreters_and_path_entries_under_tmp(tmp_path: Path) 
     nm = tmp_path / "nodemods"
     nm.mkdir()
     env = {"PATH": f"{prefix / 'bin'}:/usr/bin", "NODE_PATH": str(nm)}
-    roots = sandbox.tmp_roots("python3", env)
+    roots = bwrap_command.tmp_roots("python3", env)
     assert str(prefix) in roots and str(nm) in roots
     assert "/tmp" not in roots and all(r.startswith("/tmp/") for r in roots)
     # greenloop's own package folder is shown too when it lives under /tmp (a checkout there)
     package = os.path.dirname(os.path.abspath(sandbox.__file__))
     own = [package] if package.startswith("/tmp/") else []
-    assert sandbox.tmp_roots(str(py), {"PATH": "/usr/bin"}) == [str(prefix), *own]
-    assert sandbox.tmp_roots("/usr/bin/env", {"PATH": "/usr/bin"}) == own
+    assert bwrap_command.tmp_roots(str(py), {"PATH": "/usr/bin"}) == [str(prefix), *own]
+    assert bwrap_command.tmp_roots("/usr/bin/env", {"PATH": "/usr/bin"}) == own
 
 
 def test_tmp_roots_find_a_venvs_base_interpreter_and_toolchain_managers(tmp_path: Path) -> None:
@@ -219,11 +221,11 @@ def test_tmp_roots_find_a_venvs_base_interpreter_and_toolchain_managers(tmp_path
     volta.mkdir()
     uv.mkdir()
     env = {"PATH": "/usr/bin", "VOLTA_HOME": str(volta), "UV_PYTHON_INSTALL_DIR": str(uv)}
-    roots = sandbox.tmp_roots(str(venv / "bin" / "python"), env)
+    roots = bwrap_command.tmp_roots(str(venv / "bin" / "python"), env)
     assert {str(venv), str(base), str(volta), str(uv)} <= set(roots)
     # wrap_argv binds the command's own toolchain even when its caller passes nothing
     policy = sandbox.resolve(tmp_path / "ws", explicit="workspace-write")
-    argv = sandbox.wrap_argv([str(venv / "bin" / "python"), "-V"], policy, env={"PATH": "/usr/bin"})
+    argv = bwrap_command.wrap_argv([str(venv / "bin" / "python"), "-V"], policy, env={"PATH": "/usr/bin"})
     binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
     assert {str(venv), str(base)} <= binds
 
@@ -244,7 +246,7 @@ def test_sandboxed_env_starts_from_an_allow_list(tmp_path: Path) -> None:
         "PYTEST_ADDOPTS": "-x",
     }
     p = sandbox.resolve(tmp_path, explicit="workspace-write")
-    env = sandbox.child_env(base, p, add={"MY_VAR": "1"}, drop=["HOME"])
+    env = child_env(base, p, add={"MY_VAR": "1"}, drop=["HOME"])
     assert env["PATH"] == "/usr/bin" and env["LC_ALL"] == "C.UTF-8" and env["MY_VAR"] == "1"
     for gone in (
         "AWS_SECRET_ACCESS_KEY",
@@ -256,7 +258,7 @@ def test_sandboxed_env_starts_from_an_allow_list(tmp_path: Path) -> None:
         assert gone not in env
     assert "HOME" not in env  # the plan's drop applies too
     assert env["TMPDIR"] == "/tmp" and "CI" not in env and "NO_COLOR" not in env  # nothing forced
-    coloured = sandbox.child_env({**base, "NO_COLOR": "1", "FORCE_COLOR": "2", "CI": "true"}, p)
+    coloured = child_env({**base, "NO_COLOR": "1", "FORCE_COLOR": "2", "CI": "true"}, p)
     assert (coloured["NO_COLOR"], coloured["FORCE_COLOR"], coloured["CI"]) == ("1", "2", "true")
     cache = os.path.join(p.workspace_root, ".greenloop", "cache")
     assert env["npm_config_cache"] == os.path.join(cache, "npm")
@@ -266,29 +268,29 @@ def test_sandboxed_env_starts_from_an_allow_list(tmp_path: Path) -> None:
 
 def test_read_only_env_moves_caches_to_private_tmp(tmp_path: Path) -> None:
     p = sandbox.resolve(tmp_path, explicit="read-only")
-    env = sandbox.child_env({"PATH": "/usr/bin", "PYTEST_ADDOPTS": "-x"}, p)
+    env = child_env({"PATH": "/usr/bin", "PYTEST_ADDOPTS": "-x"}, p)
     assert env["npm_config_cache"].startswith("/tmp/") and env["XDG_CACHE_HOME"].startswith("/tmp/")
     assert env["PYTEST_ADDOPTS"].startswith("-x ") and "cache_dir=/tmp/" in env["PYTEST_ADDOPTS"]
 
 
 def test_full_access_env_inherits(tmp_path: Path) -> None:
     p = sandbox.resolve(tmp_path, explicit="full-access")
-    env = sandbox.child_env({"PATH": "/usr/bin", "GITHUB_TOKEN": "y", "CLAUDECODE": "1"}, p)
+    env = child_env({"PATH": "/usr/bin", "GITHUB_TOKEN": "y", "CLAUDECODE": "1"}, p)
     assert env["GITHUB_TOKEN"] == "y" and "CLAUDECODE" not in env and "TMPDIR" not in env
 
 
 def test_launch_refuses_when_bwrap_is_unavailable(tmp_path: Path) -> None:
     plan = Plan(framework="pytest", argv=("pytest",), cwd=str(tmp_path), timeout_ms=1000)
-    status = sandbox.BwrapStatus(False, None, reason="bwrap was not found on PATH")
+    status = enforcers.BwrapStatus(False, None, reason="bwrap was not found on PATH")
     p = sandbox.resolve(tmp_path, explicit="workspace-write")
     with pytest.raises(sandbox.SandboxUnavailable) as info:
-        sandbox.launch(plan, p, base_env={"PATH": "/usr/bin", "GREENLOOP_LANDLOCK": "off"}, status=status)
+        launcher.launch(plan, p, base_env={"PATH": "/usr/bin", "GREENLOOP_LANDLOCK": "off"}, status=status)
     msg = str(info.value)
     assert "apt-get install bubblewrap" in msg and "full-access" in msg and "not found" in msg
     assert "Landlock" in msg and "GREENLOOP_LANDLOCK" in msg
     assert info.value.exit_code == 3
     # full-access never needs bwrap, and says nothing enforced it
-    full = sandbox.launch(plan, sandbox.resolve(tmp_path, explicit="full-access"), status=status)
+    full = launcher.launch(plan, sandbox.resolve(tmp_path, explicit="full-access"), status=status)
     assert full.argv == ("pytest",) and full.info.enforced_by is None
 
 
@@ -296,8 +298,8 @@ def test_launch_runs_a_verbatim_command_through_sh_inside(tmp_path: Path) -> Non
     plan = Plan(
         framework="pytest", argv=("pytest -q && echo hi",), cwd=str(tmp_path), timeout_ms=1, shell=True
     )
-    status = sandbox.BwrapStatus(True, "/usr/bin/bwrap", "0.8.0", loopback=True)
-    got = sandbox.launch(plan, sandbox.resolve(tmp_path), base_env={"PATH": "/usr/bin"}, status=status)
+    status = enforcers.BwrapStatus(True, "/usr/bin/bwrap", "0.8.0", loopback=True)
+    got = launcher.launch(plan, sandbox.resolve(tmp_path), base_env={"PATH": "/usr/bin"}, status=status)
     assert got.shell is False
     assert got.argv[-3:] == ("/bin/sh", "-c", "pytest -q && echo hi")
     assert got.info == SandboxInfo("auto", "bubblewrap 0.8.0", os.path.realpath(tmp_path))
@@ -323,28 +325,28 @@ FULL = SandboxInfo("full-access", None, WS)
     ],
 )
 def test_writes_outside_the_workspace_get_a_sandbox_hint(message: str, path: str) -> None:
-    hint = sandbox.denial_hint(Failure(test="t", message=message), WW)
+    hint = denials.denial_hint(Failure(test="t", message=message), WW)
     assert hint is not None
     assert "workspace-write" in hint and path in hint and "--sandbox full-access" in hint
 
 
 def test_read_only_write_inside_workspace_suggests_workspace_write() -> None:
     f = Failure(test="t", message="x", stack=f"OSError: [Errno 30] Read-only file system: '{WS}/out.txt'")
-    hint = sandbox.denial_hint(f, RO)
+    hint = denials.denial_hint(f, RO)
     assert hint is not None and "--sandbox workspace-write" in hint and "(read-only)" in hint
-    zh = sandbox.denial_hint(f, RO, language="zh")
+    zh = denials.denial_hint(f, RO, language="zh")
     assert zh is not None and "沙箱" in zh and "workspace-write" in zh
 
 
 def test_no_sandbox_hint_for_ordinary_failures_or_full_access() -> None:
-    assert sandbox.denial_hint(Failure(test="t", message="AssertionError: 1 != 2"), WW) is None
+    assert denials.denial_hint(Failure(test="t", message="AssertionError: 1 != 2"), WW) is None
     # EACCES inside the workspace or /tmp is the test's own business
     inside = Failure(test="t", message=f"PermissionError: [Errno 13] Permission denied: '{WS}/locked'")
-    assert sandbox.denial_hint(inside, WW) is None
+    assert denials.denial_hint(inside, WW) is None
     tmp = Failure(test="t", message="EACCES: permission denied, open '/tmp/x'")
-    assert sandbox.denial_hint(tmp, WW) is None
+    assert denials.denial_hint(tmp, WW) is None
     erofs = Failure(test="t", message="OSError: [Errno 30] Read-only file system: '/etc/x'")
-    assert sandbox.denial_hint(erofs, FULL) is None
+    assert denials.denial_hint(erofs, FULL) is None
 
 
 def test_network_denial_hint() -> None:
@@ -354,7 +356,7 @@ def test_network_denial_hint() -> None:
         "socket.gaierror: [Errno -3] Temporary failure in name resolution",
         "Error: getaddrinfo EAI_AGAIN registry.npmjs.org",
     ):
-        hint = sandbox.denial_hint(Failure(test="t", message=msg), WW)
+        hint = denials.denial_hint(Failure(test="t", message=msg), WW)
         assert hint is not None and "network" in hint and "full-access" in hint, msg
 
 
@@ -365,10 +367,10 @@ def test_apply_denial_hints_puts_the_sandbox_first_and_keeps_other_hints() -> No
         ),
         Failure(test="b", message="AssertionError", hint="Compare values."),
     )
-    out = sandbox.apply_denial_hints(failures, WW)
+    out = denials.apply_denial_hints(failures, WW)
     assert out[0].hint.startswith("The sandbox (workspace-write)") and out[0].hint.endswith("Check the path.")
     assert out[1] == failures[1]
-    assert sandbox.apply_denial_hints(out, WW) == out  # idempotent
+    assert denials.apply_denial_hints(out, WW) == out  # idempotent
 
 
 # --------------------------------------------------------------------------- CLI
@@ -399,7 +401,7 @@ def test_cli_sandbox_set_unknown_mode_is_exit_2_and_records_nothing(
 def test_cli_sandbox_show_without_bwrap_says_how_to_install(
     ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, str(ws / "no-bwrap-here"))
+    monkeypatch.setenv(enforcers.BWRAP_ENV_VAR, str(ws / "no-bwrap-here"))
     # auto falls back to Landlock, and says why
     assert main(["sandbox", "show", "--path", str(ws)]) == 0
     out = capsys.readouterr().out
@@ -417,25 +419,25 @@ def test_cli_sandbox_show_without_bwrap_says_how_to_install(
 def test_playwright_browsers_stay_findable_when_the_xdg_cache_moves(tmp_path: Path) -> None:
     (tmp_path / "cache" / "ms-playwright").mkdir(parents=True)
     base = {"PATH": "/usr/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    env = sandbox.child_env(base, sandbox.resolve(tmp_path / "ws", explicit="workspace-write"))
+    env = child_env(base, sandbox.resolve(tmp_path / "ws", explicit="workspace-write"))
     assert env["PLAYWRIGHT_BROWSERS_PATH"] == str(tmp_path / "cache" / "ms-playwright")
     assert env["XDG_CACHE_HOME"] != base["XDG_CACHE_HOME"]
-    env = sandbox.child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
+    env = child_env({**base, "PLAYWRIGHT_BROWSERS_PATH": "/opt/pw"}, sandbox.resolve(tmp_path))
     assert env["PLAYWRIGHT_BROWSERS_PATH"] == "/opt/pw"
 
 
 def test_available_enforcers_names_both_and_says_how_to_get_a_missing_one(tmp_path: Path) -> None:
-    checks = sandbox.available_enforcers()
+    checks = enforcers.available_enforcers()
     assert [c.name for c in checks] == ["bwrap", "landlock"]
     for c in checks:
-        assert isinstance(c, sandbox.EnforcerCheck) and c.detail
+        assert isinstance(c, enforcers.EnforcerCheck) and c.detail
         assert (c.fix is None) == c.available
     hidden = {
         "PATH": os.environ["PATH"],
-        sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
+        enforcers.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"),
         "GREENLOOP_LANDLOCK": "off",
     }
-    bwrap, landlock = sandbox.available_enforcers(hidden)
+    bwrap, landlock = enforcers.available_enforcers(hidden)
     assert (
         not bwrap.available
         and "does not exist" in bwrap.detail

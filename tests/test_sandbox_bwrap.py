@@ -26,7 +26,8 @@ import pytest
 
 from greenloop.layout import PACKAGE_DIR
 from greenloop.model import Failure, Plan, RawRun
-from greenloop.system import proc, sandbox
+from greenloop.system import bwrap_command, denials, enforcers, launcher, proc, sandbox
+from greenloop.system.env import child_env
 
 
 def _read(path: Path) -> str:
@@ -34,7 +35,7 @@ def _read(path: Path) -> str:
 
 
 class Ran:
-    def __init__(self, raw: RawRun, out: str, err: str, launch: sandbox.Launch) -> None:
+    def __init__(self, raw: RawRun, out: str, err: str, launch: launcher.Launch) -> None:
         self.raw, self.out, self.err, self.launch = raw, out, err, launch
 
     @property
@@ -56,7 +57,7 @@ def run(
     if report_file:
         plan = plan._replace(report_file=report_file)
     policy = sandbox.resolve(ws, explicit=mode)
-    launch = sandbox.launch(plan, policy, base_env=dict(os.environ) if base_env is None else base_env)
+    launch = launcher.launch(plan, policy, base_env=dict(os.environ) if base_env is None else base_env)
     logs.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:6]
     out, err = logs / f"out-{tag}", logs / f"err-{tag}"
@@ -95,10 +96,10 @@ def outside() -> Iterator[Path]:
 
 
 def test_probe_finds_a_working_bwrap_with_loopback() -> None:
-    status = sandbox.probe_bwrap()
+    status = enforcers.probe_bwrap()
     assert status.available, status.reason
     assert status.loopback and status.version and status.enforced_by.startswith("bubblewrap ")
-    assert sandbox.probe_bwrap() is status  # cached per process
+    assert enforcers.probe_bwrap() is status  # cached per process
 
 
 def test_write_outside_workspace_fails_under_workspace_write_and_passes_under_full_access(
@@ -124,7 +125,7 @@ def test_write_outside_workspace_fails_under_workspace_write_and_passes_under_fu
     assert not target.exists()
     assert (ws / "inside.txt").read_text() == "ok"
     assert r.launch.info.mode == "workspace-write" and r.launch.info.enforced_by
-    hint = sandbox.denial_hint(Failure(test="test_write_outside", message=r.text), r.launch.info)
+    hint = denials.denial_hint(Failure(test="test_write_outside", message=r.text), r.launch.info)
     assert hint is not None and str(target) in hint and "--sandbox full-access" in hint
 
     r = run(ws, pytest_argv(), "full-access", logs=tmp_path / "logs")
@@ -173,7 +174,7 @@ def test_read_only_mode(ws: Path, tmp_path: Path) -> None:
     assert report.is_file()  # the run folder stays writable for the runner's report
     # pytest's cache went to the private /tmp, not to a warning about the read-only rootdir
     assert "PytestCacheWarning" not in r.text and not (ws / ".pytest_cache").exists()
-    hint = sandbox.denial_hint(Failure(test="test_writes_workspace", message=r.text), r.launch.info)
+    hint = denials.denial_hint(Failure(test="test_writes_workspace", message=r.text), r.launch.info)
     assert hint is not None and "--sandbox workspace-write" in hint
 
 
@@ -209,7 +210,7 @@ def test_network_outside_is_blocked_and_loopback_works(ws: Path, tmp_path: Path)
     r = run(ws, pytest_argv(), "workspace-write", logs=tmp_path / "logs")
     assert r.raw.exit_code == 0, r.text
     assert "2 passed" in r.text
-    hint = sandbox.denial_hint(
+    hint = denials.denial_hint(
         Failure(test="t", message="OSError: [Errno 101] Network is unreachable"), r.launch.info
     )
     assert hint is not None and "full-access" in hint
@@ -256,7 +257,7 @@ def test_a_daemonizing_grandchild_dies_with_the_run(ws: Path, tmp_path: Path) ->
         print("parent done")
     """)
     plan = Plan(framework="pytest", argv=(sys.executable, "-c", daemon), cwd=str(ws), timeout_ms=30_000)
-    launch = sandbox.launch(plan, sandbox.resolve(ws, explicit="workspace-write"), base_env=dict(os.environ))
+    launch = launcher.launch(plan, sandbox.resolve(ws, explicit="workspace-write"), base_env=dict(os.environ))
     child = proc.spawn(
         list(launch.argv),
         cwd=str(ws),
@@ -296,7 +297,7 @@ def test_a_timeout_inside_the_sandbox_stops_everything(ws: Path, tmp_path: Path)
         while _pids_with_marker(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _pids_with_marker(marker) == []
-        assert sandbox.bwrap_denial(r.raw, r.err) is None  # a timeout is not a denial
+        assert enforcers.bwrap_denial(r.raw, r.err) is None  # a timeout is not a denial
     finally:
         for pid in _pids_with_marker(marker):
             with contextlib.suppress(OSError):
@@ -306,7 +307,7 @@ def test_a_timeout_inside_the_sandbox_stops_everything(ws: Path, tmp_path: Path)
 def test_a_missing_workspace_is_a_denial_not_a_failure(tmp_path: Path) -> None:
     missing = tmp_path / "gone"
     r = run(missing, pytest_argv(), "workspace-write", logs=tmp_path / "logs")
-    reason = sandbox.bwrap_denial(r.raw, r.err)
+    reason = enforcers.bwrap_denial(r.raw, r.err)
     assert reason is not None and str(missing) in reason, r.text
     assert not missing.exists()  # nothing was created on its behalf
     # An ordinary red run is not mistaken for a denial.
@@ -314,7 +315,7 @@ def test_a_missing_workspace_is_a_denial_not_a_failure(tmp_path: Path) -> None:
     ws.mkdir()
     (ws / "test_red.py").write_text("def test_red():\n    assert 1 == 2\n")
     r = run(ws, pytest_argv(), "workspace-write", logs=tmp_path / "logs")
-    assert r.raw.exit_code == 1 and sandbox.bwrap_denial(r.raw, r.err) is None
+    assert r.raw.exit_code == 1 and enforcers.bwrap_denial(r.raw, r.err) is None
 
 
 def test_a_bwrap_that_cannot_create_namespaces_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -327,13 +328,14 @@ def test_a_bwrap_that_cannot_create_namespaces_is_refused_with_the_fix(tmp_path:
         "exit 1\n"
     )
     fake.chmod(0o755)
-    status = sandbox.probe_bwrap({"PATH": os.environ["PATH"], sandbox.BWRAP_ENV_VAR: str(fake)})
+    status = enforcers.probe_bwrap({"PATH": os.environ["PATH"], enforcers.BWRAP_ENV_VAR: str(fake)})
     assert not status.available
     assert status.reason is not None and "user namespaces" in status.reason
     with pytest.raises(sandbox.SandboxUnavailable) as info:
         status.require("workspace-write")
     assert "full-access" in str(info.value) and "bubblewrap" in str(info.value)
-    missing = sandbox.probe_bwrap({"PATH": os.environ["PATH"], sandbox.BWRAP_ENV_VAR: str(tmp_path / "nope")})
+    nowhere = str(tmp_path / "nope")
+    missing = enforcers.probe_bwrap({"PATH": os.environ["PATH"], enforcers.BWRAP_ENV_VAR: nowhere})
     assert not missing.available and "does not exist" in (missing.reason or "")
 
 
@@ -365,7 +367,9 @@ def test_interpreter_under_tmp_stays_visible(ws: Path, tmp_path: Path) -> None:
     assert r.raw.exit_code == 0, r.text
     assert r.out.strip() == str(venv)
     # the probe itself, run by an interpreter under /tmp, still finds a working sandbox
-    probe = "from greenloop.system import sandbox; s = sandbox.probe_bwrap(); print(s.available, s.reason)"
+    probe = (
+        "from greenloop.system import enforcers; s = enforcers.probe_bwrap(); print(s.available, s.reason)"
+    )
     # (that venv sees the base interpreter's packages, not this one's: point it at greenloop)
     env = {**os.environ, "PYTHONPATH": os.path.dirname(PACKAGE_DIR)}
     done = subprocess.run([py, "-c", probe], capture_output=True, text=True, check=True, env=env)
@@ -400,11 +404,11 @@ def test_share_net_lets_integration_units_reach_host_loopback(tmp_path: Path) ->
         print(s.recv(4).decode())
     """)
     policy = sandbox.resolve(unit, explicit="workspace-write")
-    status = sandbox.probe_bwrap()
-    env = sandbox.child_env(dict(os.environ), policy)
+    status = enforcers.probe_bwrap()
+    env = child_env(dict(os.environ), policy)
     try:
         for share_net, expect in ((True, 0), (False, 1)):
-            argv = sandbox.wrap_argv(
+            argv = bwrap_command.wrap_argv(
                 [sys.executable, "-c", code], policy, share_net=share_net, bwrap=status.path or "bwrap"
             )
             raw = proc.run_to_completion(
@@ -428,14 +432,14 @@ def test_a_command_killed_inside_reads_as_killed_by_that_signal(ws: Path, tmp_pa
     code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     r = run(ws, [sys.executable, "-c", code], "workspace-write", logs=tmp_path / "logs")
     assert r.raw.exit_code == 128 + 9  # bwrap's way of saying it
-    raw = sandbox.signal_exit(r.raw)
+    raw = enforcers.signal_exit(r.raw)
     assert (raw.exit_code, raw.signal) == (-9, 9)
-    assert sandbox.bwrap_denial(raw, r.err) is None
+    assert enforcers.bwrap_denial(raw, r.err) is None
     plain = run(ws, [sys.executable, "-c", code], "full-access", logs=tmp_path / "logs")
     assert (plain.raw.exit_code, plain.raw.signal) == (raw.exit_code, raw.signal)
-    assert sandbox.signal_exit(plain.raw) == plain.raw
+    assert enforcers.signal_exit(plain.raw) == plain.raw
     exited = run(ws, [sys.executable, "-c", "raise SystemExit(3)"], "workspace-write", logs=tmp_path / "logs")
-    assert sandbox.signal_exit(exited.raw) == exited.raw and exited.raw.exit_code == 3
+    assert enforcers.signal_exit(exited.raw) == exited.raw and exited.raw.exit_code == 3
 
 
 def test_a_venv_linked_into_the_workspace_from_tmp_stays_visible(ws: Path, tmp_path: Path) -> None:

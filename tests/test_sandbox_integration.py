@@ -19,9 +19,9 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.integration.ports import PortPicker
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 from greenloop.integration.run import integrate as _integrate
-from greenloop.system import sandbox
+from greenloop.system import enforcers, sandbox
 
 SERVER = """
 import json, os, pathlib, sys, urllib.request
@@ -153,7 +153,7 @@ def test_full_access_units_are_not_confined(project: Path, outside: Path) -> Non
 def test_integration_sandbox_refusals(project: Path, tmp_path: Path, outside: Path) -> None:
     with pytest.raises(UsageError, match="'loose'"):
         integrate(project, record_bugs=False, sandbox="loose")
-    env = {**os.environ, sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"), "GREENLOOP_LANDLOCK": "off"}
+    env = {**os.environ, enforcers.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap"), "GREENLOOP_LANDLOCK": "off"}
     with pytest.raises(sandbox.SandboxUnavailable, match="full-access"):
         integrate(project, record_bugs=False, env=env, sandbox="workspace-write")
     assert not (project / "integration" / "runs").exists()  # refused before anything started
@@ -166,7 +166,7 @@ def test_integration_sandbox_refusals(project: Path, tmp_path: Path, outside: Pa
 def test_units_are_confined_by_landlock_without_bubblewrap(
     project: Path, outside: Path, tmp_path: Path
 ) -> None:
-    env = {**os.environ, sandbox.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap")}
+    env = {**os.environ, enforcers.BWRAP_ENV_VAR: str(tmp_path / "no-bwrap")}
     for mode in (None, "workspace-write"):  # auto, and a mode asked for by name
         result = integrate(project, record_bugs=False, env=env, sandbox=mode)
         data = result.to_json()

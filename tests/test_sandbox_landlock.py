@@ -27,9 +27,9 @@ from greenloop import api
 from greenloop.cli import main
 from greenloop.closure.store import Store
 from greenloop.model import Plan
-from greenloop.system import landlock, proc, sandbox
+from greenloop.system import enforcers, landlock, launcher, proc, sandbox
 
-NO_BWRAP = {sandbox.BWRAP_ENV_VAR: "/nonexistent/bwrap"}
+NO_BWRAP = {enforcers.BWRAP_ENV_VAR: "/nonexistent/bwrap"}
 NOTHING = {**NO_BWRAP, landlock.DISABLE_ENV_VAR: "off"}
 
 
@@ -38,7 +38,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "user-config"))
     for var in (
         "GREENLOOP_CONFIG_PATCH",
-        sandbox.BWRAP_ENV_VAR,
+        enforcers.BWRAP_ENV_VAR,
         landlock.DISABLE_ENV_VAR,
         "GREENLOOP_SESSION",
     ):
@@ -89,11 +89,11 @@ print(json.dumps(res))
 """
 
 
-def run_probe(ws: Path, logs: Path, mode: str, outside: Path) -> tuple[dict[str, str], sandbox.Launch]:
+def run_probe(ws: Path, logs: Path, mode: str, outside: Path) -> tuple[dict[str, str], launcher.Launch]:
     plan = Plan(framework="pytest", argv=(sys.executable, "-c", PROBE), cwd=str(ws), timeout_ms=60_000)
     stray = f"greenloop-ll-stray-{uuid.uuid4().hex[:8]}"
     plan = plan._replace(argv=(*plan.argv, str(outside), stray, str(os.getpid())))
-    launch = sandbox.launch(plan, sandbox.resolve(ws, explicit=mode), base_env={**os.environ, **NO_BWRAP})
+    launch = launcher.launch(plan, sandbox.resolve(ws, explicit=mode), base_env={**os.environ, **NO_BWRAP})
     logs.mkdir(exist_ok=True)
     try:
         raw = proc.run_to_completion(
@@ -157,7 +157,7 @@ def test_a_run_under_landlock_is_red_with_the_sandbox_hint_and_keeps_its_report(
             assert "greenloop-tmp-" in os.environ["TMPDIR"]
         """,
     )
-    monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, NO_BWRAP[sandbox.BWRAP_ENV_VAR])
+    monkeypatch.setenv(enforcers.BWRAP_ENV_VAR, NO_BWRAP[enforcers.BWRAP_ENV_VAR])
     r = api.test_run(ws)  # auto: bubblewrap is gone, Landlock enforces it
     assert r.outcome == "red", (r.crash_reason, r.output_tail)
     assert r.sandbox.mode == "auto" and (r.sandbox.enforced_by or "").startswith("landlock ABI ")
@@ -184,7 +184,7 @@ def test_every_runner_reports_through_landlock(
     from e2e.test_runners import build
 
     ws = build(framework, "red", tmp_path / "ws")
-    monkeypatch.setenv(sandbox.BWRAP_ENV_VAR, NO_BWRAP[sandbox.BWRAP_ENV_VAR])
+    monkeypatch.setenv(enforcers.BWRAP_ENV_VAR, NO_BWRAP[enforcers.BWRAP_ENV_VAR])
     for mode in ("workspace-write", "read-only"):
         r = api.test_run(ws, sandbox=mode)
         assert (r.outcome, r.framework) == ("red", framework), (mode, r.crash_reason, r.notes, r.output_tail)
@@ -206,9 +206,9 @@ def test_auto_with_nothing_to_enforce_it_runs_and_says_so(
     assert "NOT enforced" in note and "apt-get install bubblewrap" in note and "Landlock" in note
     assert note in r.notes
     # what the MCP tool returns: the sandbox with its note, and the note among the notes
-    from greenloop.mcp.server import _run_output
+    from greenloop.mcp.outputs import run_output
 
-    out = _run_output(api.bounded(r), "s").model_dump()
+    out = run_output(api.bounded(r), "s").model_dump()
     assert out["sandbox"]["enforced_by"] is None and out["sandbox"]["note"] == note
     assert any("NOT enforced" in n for n in out["notes"])
     # the CLI's summary line and `greenloop check` say it too
@@ -229,13 +229,13 @@ def test_fallback_order_bwrap_then_landlock_then_nothing(tmp_path: Path) -> None
     ws = tmp_path / "ws"
     ws.mkdir()
     policy = sandbox.resolve(ws)
-    assert sandbox.enforce(policy).enforcer == "bwrap"
-    assert sandbox.enforce(policy, {**os.environ, **NO_BWRAP}).enforcer == "landlock"
-    nothing = sandbox.enforce(policy, {**os.environ, **NOTHING})
+    assert enforcers.enforce(policy).enforcer == "bwrap"
+    assert enforcers.enforce(policy, {**os.environ, **NO_BWRAP}).enforcer == "landlock"
+    nothing = enforcers.enforce(policy, {**os.environ, **NOTHING})
     assert nothing.enforcer is None and nothing.unenforced_note
     with pytest.raises(sandbox.SandboxUnavailable):
-        sandbox.enforce(sandbox.resolve(ws, explicit="workspace-write"), {**os.environ, **NOTHING})
-    assert sandbox.enforce(sandbox.resolve(ws, explicit="full-access"), NOTHING).enforcer is None
+        enforcers.enforce(sandbox.resolve(ws, explicit="workspace-write"), {**os.environ, **NOTHING})
+    assert enforcers.enforce(sandbox.resolve(ws, explicit="full-access"), NOTHING).enforcer is None
 
 
 @pytest.mark.parametrize("how", ["explicit", "session", "config"])
@@ -288,8 +288,8 @@ def test_a_failing_confinement_step_is_a_spawn_error_and_nothing_runs(tmp_path: 
 
 
 @pytest.fixture
-def bwrap_hidden() -> sandbox.BwrapStatus:
-    status = sandbox.probe_bwrap({k: v for k, v in os.environ.items() if k != sandbox.BWRAP_ENV_VAR})
+def bwrap_hidden() -> enforcers.BwrapStatus:
+    status = enforcers.probe_bwrap({k: v for k, v in os.environ.items() if k != enforcers.BWRAP_ENV_VAR})
     if status.available:
         pytest.skip(
             "bubblewrap works here; this test proves the fallback where it does not (CI: "
@@ -299,8 +299,8 @@ def bwrap_hidden() -> sandbox.BwrapStatus:
 
 
 @pytest.mark.nobwrap
-def test_nobwrap_enforcers_say_why_and_how(bwrap_hidden: sandbox.BwrapStatus) -> None:
-    bwrap, ll = sandbox.available_enforcers()
+def test_nobwrap_enforcers_say_why_and_how(bwrap_hidden: enforcers.BwrapStatus) -> None:
+    bwrap, ll = enforcers.available_enforcers()
     assert not bwrap.available and bwrap.detail == bwrap_hidden.reason and bwrap.fix
     assert "bwrap" in bwrap.detail  # names the binary and why it cannot run (missing, not executable)
     assert ll.available and ll.detail.startswith("Landlock ABI ")
@@ -308,7 +308,7 @@ def test_nobwrap_enforcers_say_why_and_how(bwrap_hidden: sandbox.BwrapStatus) ->
 
 @pytest.mark.nobwrap
 def test_nobwrap_auto_falls_back_to_landlock(
-    bwrap_hidden: sandbox.BwrapStatus, tmp_path: Path, outside: Path
+    bwrap_hidden: enforcers.BwrapStatus, tmp_path: Path, outside: Path
 ) -> None:
     target = outside / "x.txt"
     ws = suite(
@@ -325,7 +325,7 @@ def test_nobwrap_auto_falls_back_to_landlock(
 
 @pytest.mark.nobwrap
 def test_nobwrap_named_mode_without_landlock_is_refused(
-    bwrap_hidden: sandbox.BwrapStatus,
+    bwrap_hidden: enforcers.BwrapStatus,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

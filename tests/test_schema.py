@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, SandboxInfo, ShardInfo, Summary
+from greenloop.model import Failure, ResumeInfo, RunResult, SandboxInfo, ShardInfo, Summary
 from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate_run_result
 
 # Keys the schema documents beyond RunResult.to_json(): written by DevLoop agents into result.json.
 DEVLOOP_OPTIONAL = {"unit_id", "loop", "agent", "attempt", "retry_budget_left"}
 # Keys of to_json() that older files may lack (not required by the schema).
 OPTIONAL_TOP = {"workspace", "session_id", "started_at", "next_action", "bugs_opened", "bugs_transitioned",
-                "selection", "passed_tests", "retry", "resume_token", "shard"}
+                "selection", "passed_tests", "retry", "resume_token", "resume", "shard"}
 
 
 def _full_result() -> RunResult:
@@ -59,6 +59,9 @@ def _full_result() -> RunResult:
         bugs_transitioned=({"id": "bug-1", "from": "open", "to": "fixed"},),
         selection="shard",
         shard=ShardInfo(index=2, total=3),
+        resume=ResumeInfo(from_run="run-20260513-103000-000000", kept=4, kept_files=("a.test.ts",),
+                          rerun_files=("b.test.ts",), dropped=1,
+                          rerun_run="run-20260513-103000-000000-resume-1"),
     )
 
 

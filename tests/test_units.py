@@ -121,6 +121,6 @@ def test_a_unit_run_moves_testing_to_passed_or_failed(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True).stdout
     assert "calc" in table and "passed" in table and green.run_id in table
     # the integration spec loader accepts the status fields greenloop wrote
-    from greenloop.integration import spec as spec_mod
+    from greenloop.integration.spec import units as spec_units
 
-    assert "status" in spec_mod._UNIT_KEYS and "status_run" in spec_mod._UNIT_KEYS
+    assert "status" in spec_units._UNIT_KEYS and "status_run" in spec_units._UNIT_KEYS

@@ -14,18 +14,45 @@ from pathlib import Path
 __all__ = [
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
+    "PRIVATE_TMP_CACHE",
+    "PROGRESS_NAME",
+    "RESULT_NAME",
+    "RUN_RECORD_NAME",
     "STATE_DIR",
+    "STDERR_NAME",
+    "STDOUT_NAME",
+    "STREAM_NAME",
+    "TMP_ROOT",
+    "cache_dir",
     "find_project_root",
     "git_root",
+    "is_under",
     "make_state_dir",
     "new_run_id",
     "package_file",
+    "rerun_dir",
     "run_dir",
+    "runs_dir",
     "state_dir",
     "unit_of",
+    "unit_run_dir",
 ]
 
 STATE_DIR = ".greenloop"
+# The files of one run folder: the stored result, and the runner's output as it ran.
+RESULT_NAME = "result.json"
+STDOUT_NAME = "stdout.txt"
+STDERR_NAME = "stderr.txt"
+# What a run records while its suite runs (runner/recover.py), and the per-test streams the
+# runners' greenloop reporters append to (runner/dialects.py plans them).
+RUN_RECORD_NAME = "run.json"
+PROGRESS_NAME = "progress.ndjson"
+STREAM_NAME = "stream.ndjson"
+
+# The machine's shared temporary folder: bubblewrap replaces it with a private one.
+TMP_ROOT = "/tmp"
+# Where a read-only run's caches go inside bubblewrap's private /tmp (gone with the run).
+PRIVATE_TMP_CACHE = "/tmp/greenloop-cache"
 
 # greenloop's own installed package folder: the files runners load from it (the pytest plugin,
 # the reporters, the unittest runner) and the worker processes that import it are found here.
@@ -92,9 +119,34 @@ def new_run_id(now: float | None = None, prefix: str = "run") -> str:
     return f"{prefix}-" + time.strftime("%Y%m%d-%H%M%S-", t) + os.urandom(3).hex()
 
 
+def cache_dir(workspace: str | os.PathLike[str]) -> Path:
+    """The workspace's tool caches (npm, XDG, Go, bun) that a sandboxed run writes to and keeps."""
+    return state_dir(workspace) / "cache"
+
+
+def is_under(path: str, root: str) -> bool:
+    """Is `path` the folder `root` or inside it (both already normalised)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def runs_dir(workspace: str | os.PathLike[str]) -> Path:
+    """The folder of a workspace's stored runs (`.greenloop/runs/`)."""
+    return state_dir(workspace) / "runs"
+
+
 def run_dir(workspace: str | os.PathLike[str], run_id: str) -> Path:
-    """The folder of run `run_id`: `.greenloop/runs/<run_id>/`."""
-    return state_dir(workspace) / "runs" / run_id
+    """One run's folder (`.greenloop/runs/<run id>/`): its output, reports and result."""
+    return runs_dir(workspace) / run_id
+
+
+def rerun_dir(run_folder: Path, attempt: int) -> Path:
+    """The folder of a red run's `attempt`-th rerun of its failing tests, inside its own folder."""
+    return run_folder / f"rerun-{attempt}"
+
+
+def unit_run_dir(project: Path, unit: str, run_id: str) -> Path:
+    """A DevLoop unit's copy of a run (`units/<unit>/runs/<run id>/`), as the seeds lay it out."""
+    return project / "units" / unit / "runs" / run_id
 
 
 def git_root(start: str | os.PathLike[str]) -> str | None:

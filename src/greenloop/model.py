@@ -23,6 +23,7 @@ __all__ = [
     "Plan",
     "Progress",
     "RawRun",
+    "ResumeInfo",
     "RetryInfo",
     "RunResult",
     "SandboxInfo",
@@ -382,6 +383,37 @@ class RetryInfo(NamedTuple):
         )
 
 
+class ResumeInfo(NamedTuple):
+    """How a `resume` run continued an interrupted one (`mode="resume"`): which test files'
+    results were kept from the interrupted attempt and which files ran again."""
+
+    from_run: str  # the interrupted run (the result keeps its run id when it is continued)
+    kept: int = 0  # tests kept from the interrupted attempt (their files had finished)
+    kept_files: tuple[str, ...] = ()
+    rerun_files: tuple[str, ...] = ()  # files that ran again: not started, or half done
+    dropped: int = 0  # finished tests of half-done files, dropped: their files ran again whole
+    rerun_run: str | None = None  # the attempt that ran them (its output: the run folder's resume-N/)
+    whole_suite: bool = False  # the run's files could not be known: the whole suite ran again
+
+    def to_json(self) -> dict[str, Any]:
+        d = self._asdict()
+        for key in ("kept_files", "rerun_files"):
+            d[key] = list(d[key])
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ResumeInfo":
+        return cls(
+            from_run=str(d.get("from_run", "")),
+            kept=int(d.get("kept") or 0),
+            kept_files=tuple(str(x) for x in d.get("kept_files") or ()),
+            rerun_files=tuple(str(x) for x in d.get("rerun_files") or ()),
+            dropped=int(d.get("dropped") or 0),
+            rerun_run=_opt_str(d.get("rerun_run")),
+            whole_suite=bool(d.get("whole_suite", False)),
+        )
+
+
 class RunResult(NamedTuple):
     """The structured result of one run."""
 
@@ -418,6 +450,7 @@ class RunResult(NamedTuple):
     # Set on a run of one shard (`--shard I/N`); `greenloop merge` folds all N into one result.
     shard: ShardInfo | None = None
     resume_token: str | None = None  # continues this run if greenloop stops before it ends
+    resume: ResumeInfo | None = None  # set when this result continues an interrupted run
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON: exactly result.json's form (schemas/run-result.json)."""
@@ -450,6 +483,7 @@ class RunResult(NamedTuple):
             "retry": self.retry.to_json() if self.retry is not None else None,
             "shard": self.shard.to_json() if self.shard is not None else None,
             "resume_token": self.resume_token,
+            "resume": self.resume.to_json() if self.resume is not None else None,
         }
 
     @classmethod
@@ -487,4 +521,5 @@ class RunResult(NamedTuple):
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
             shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
             resume_token=_opt_str(d.get("resume_token")),
+            resume=ResumeInfo.from_json(d["resume"]) if isinstance(d.get("resume"), dict) else None,
         )

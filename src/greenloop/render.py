@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from greenloop.model import Detection, Failure, Progress, RunResult
 
 if TYPE_CHECKING:
-    from greenloop.doctor import Report
+    from greenloop.doctor.report import Report
 
 __all__ = [
     "LiveProgress",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.integration.browser import CHROMIUM_ARGS, find_chromium
+from greenloop.integration.chromium import CHROMIUM_ARGS, find_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -89,13 +89,15 @@ def test_resume_rebuilds_a_run_from_the_runners_report_or_runs_it_again(tmp_path
     suite = "import time\n\ndef test_slow():\n    time.sleep(2)\n\ndef test_bad():\n    assert 1 == 2\n"
     ws = py_workspace(tmp_path / "ws", {"test_s.py": suite})
 
-    def killed_run() -> tuple[Path, str]:
-        argv = [sys.executable, "-m", "greenloop", "run", str(ws), "--sandbox", "full-access"]
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def killed_run(*extra: str) -> tuple[Path, str]:
+        argv = [sys.executable, "-m", "greenloop", "run", str(ws), "--sandbox", "full-access", *extra]
         runs = ws / ".greenloop" / "runs"
+        before = set(runs.glob("*"))  # a run resumed as a new run stays without a result of its own
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def unfinished() -> list[Path]:
-            return [p.parent for p in runs.glob("*/run.json") if not (p.parent / "result.json").exists()]
+            return [p.parent for p in runs.glob("*/run.json")
+                    if not (p.parent / "result.json").exists() and p.parent not in before]
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not unfinished():
@@ -122,12 +124,21 @@ def test_resume_rebuilds_a_run_from_the_runners_report_or_runs_it_again(tmp_path
     again = api.test_run(ws, mode="resume", resume_token=token)
     assert again.run_id == run_dir.name and "nothing ran" in again.notes[-1]
 
-    # 2. the runner died too: the suite runs again with the same options
+    # 2. the runner died too: what had not finished runs again (here the one test file, or the
+    # whole suite when the runner died before pytest had collected), counted once
     run_dir, token = killed_run()
     _kill_runner_of(run_dir)
     rerun = api.test_run(ws, mode="resume", resume_token=token)
-    assert rerun.run_id != run_dir.name and rerun.summary.total == 2
+    assert rerun.summary.total == 2 and rerun.resume is not None and rerun.resume.from_run == run_dir.name
     assert any(f"resume of {run_dir.name}" in n for n in rerun.notes)
+
+    # 3. a verbatim command cannot be narrowed to files: the whole suite runs again, and says why
+    run_dir, token = killed_run("--command", f"{sys.executable} -m pytest -q")
+    _kill_runner_of(run_dir)
+    whole = api.test_run(ws, mode="resume", resume_token=token)
+    assert whole.run_id != run_dir.name and whole.summary.total == 2
+    assert whole.resume is not None and whole.resume.whole_suite and whole.resume.rerun_run == whole.run_id
+    assert any("verbatim command" in n and "whole suite ran again" in n for n in whole.notes), whole.notes
 
     # bad tokens: refused before anything starts
     with pytest.raises(UsageError, match="not one greenloop gave"):

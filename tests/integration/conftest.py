@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.integration.run import IntegrationResult, integrate
+from greenloop.integration.result import IntegrationResult
+from greenloop.integration.run import integrate
 
 from .itkit import MARK, scan
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from greenloop.integration.browser import CHROMIUM_ENV, find_chromium
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.chromium import CHROMIUM_ENV, find_chromium
+from greenloop.integration.result import IntegrationResult
 from greenloop.system import procfs
 
 from .itkit import FAKE, MARK, read_lines, scan, wait_for

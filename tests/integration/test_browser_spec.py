@@ -16,10 +16,11 @@ import pytest
 
 from greenloop.cli import main
 from greenloop.errors import ConfigError, SpecError
-from greenloop.integration.browser import CHROMIUM_ENV, require_browser
+from greenloop.integration.chromium import CHROMIUM_ENV, require_browser
 from greenloop.integration.ports import PortPicker
 from greenloop.integration.run import integrate
-from greenloop.integration.spec import Action, PageExpect, load_spec
+from greenloop.integration.spec.loading import load_spec
+from greenloop.integration.spec.records import Action, PageExpect
 from greenloop.integration.static import CONFIG_PATH, StaticServer, inject_config, serve_unit
 
 from .itkit import write_project

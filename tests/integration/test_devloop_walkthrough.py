@@ -105,3 +105,32 @@ def test_the_walkthrough(tmp_path: Path, mark: str) -> None:
     assert tail == ["integration_started", "integration_done", "bug_closed"]
     story = gl(project, "timeline", env=env)
     assert story.returncode == 0 and "integration_done" in story.stdout
+
+    # the unit run's safety net: greenloop and its runner die mid-run, resume finishes it as one
+    # result under the interrupted run's id (the finished files kept, the others run again; here
+    # the one test file, or the whole suite when pytest had not collected yet)
+    unit_runs = project / "units" / "auth" / ".greenloop" / "runs"
+    before = set(unit_runs.glob("*"))
+    argv = [sys.executable, "-m", "greenloop", "run", "units/auth", "--sandbox", "full-access"]
+    quiet = subprocess.DEVNULL
+    killed = subprocess.Popen(argv, cwd=project, env=env, stdout=quiet, stderr=quiet)
+    try:
+        assert wait_for(lambda: any(p.parent not in before for p in unit_runs.glob("*/run.json")), 60)
+    finally:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(10)
+    (cut,) = [p.parent for p in unit_runs.glob("*/run.json") if p.parent not in before]
+    for pid, _ in scan(mark, str(tmp_path)):  # its runner too, as a reboot would end it
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    from greenloop.runner.recover import resume_token
+
+    assert not (cut / "result.json").exists()  # killed while pytest was still starting
+    assert units.read_status(project)["auth"]["status"] == "testing"
+    resumed = gl(project, "run", "units/auth", "--mode", "resume", "--resume-token",
+                 resume_token(project / "units" / "auth", cut.name), "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    last = json.loads(resumed.stdout)
+    assert last["resume"]["from_run"] == cut.name and last["summary"]["total"] == 5
+    assert (project / "units" / "auth" / "runs" / last["run_id"] / "result.json").is_file()
+    assert units.read_status(project)["auth"]["status"] == "passed"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 
 from .itkit import read_lines, step, unit, wait_for, write_project
 

@@ -19,7 +19,9 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.integration import attempts
-from greenloop.integration.run import IntegrationResult, integrate, retry
+from greenloop.integration.modes import retry
+from greenloop.integration.result import IntegrationResult
+from greenloop.integration.run import integrate
 
 from .itkit import MARK, scan, step, unit, wait_for, write_project
 

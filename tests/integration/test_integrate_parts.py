@@ -10,18 +10,16 @@ from typing import Any
 
 import pytest
 
-from greenloop.integration.cases import HttpResponse, Unresolved, check_expect, json_equal, resolve, run_case
+from greenloop.integration.cases import run_case
+from greenloop.integration.http_call import HttpResponse
+from greenloop.integration.placeholders import Unresolved, resolve
 from greenloop.integration.ports import RESERVED, PortPicker, PortUnavailable
-from greenloop.integration.processes import ProcessLog, Supervisor
-from greenloop.integration.spec import (
-    Assertion,
-    Case,
-    Expect,
-    Step,
-    _parse_assertion,
-    jsonpath_env,
-    load_spec,
-)
+from greenloop.integration.process_log import ProcessLog
+from greenloop.integration.processes import Supervisor
+from greenloop.integration.response_checks import check_expect, json_equal
+from greenloop.integration.spec.expectations import parse_assertion
+from greenloop.integration.spec.loading import load_spec
+from greenloop.integration.spec.records import Assertion, Case, Expect, Step, jsonpath_env
 from greenloop.integration.trace import REDACTED, TraceEntry, TraceWriter, bound_body, redact, redact_url
 
 from .itkit import MARK, step, unit, write_project
@@ -90,7 +88,7 @@ def test_json_equal_respects_json_types() -> None:
 
 def _expect(**kw: Any) -> Expect:
     env = jsonpath_env()
-    asserts = tuple(_parse_assertion(a, env) for a in kw.pop("asserts", ()))
+    asserts = tuple(parse_assertion(a, env) for a in kw.pop("asserts", ()))
     return Expect(status=tuple(kw.pop("status", ())), json=tuple(kw.pop("json", {}).items()), asserts=asserts)
 
 
@@ -147,9 +145,9 @@ def test_mismatch_details() -> None:
 
 
 def test_assertions_with_operators_inside_filters_parse() -> None:
-    a = _parse_assertion('$.items[?@.title == "a > b"].id == 3', jsonpath_env())
+    a = parse_assertion('$.items[?@.title == "a > b"].id == 3', jsonpath_env())
     assert (a.path, a.op, a.value) == ('$.items[?@.title == "a > b"].id', "==", 3)
-    assert _parse_assertion("$.items.length exists", jsonpath_env()) == Assertion(
+    assert parse_assertion("$.items.length exists", jsonpath_env()) == Assertion(
         "$.items.length exists", "$.items", "exists", None, True
     )
 

@@ -16,7 +16,7 @@ import pytest
 
 from greenloop.errors import SpecError
 from greenloop.integration.ports import PortPicker
-from greenloop.integration.run import IntegrationResult
+from greenloop.integration.result import IntegrationResult
 from greenloop.system import procfs
 
 from .itkit import FAKE, MARK, read_lines, step, unit, write_project

@@ -12,7 +12,8 @@ import pytest
 
 from greenloop.cli import main
 from greenloop.errors import SpecError
-from greenloop.integration.spec import Endpoint, env_var_name, load_spec
+from greenloop.integration.spec.loading import load_spec
+from greenloop.integration.spec.records import Endpoint, env_var_name
 
 from .itkit import step, write_project
 

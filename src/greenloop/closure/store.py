@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from greenloop.closure.transitions import ClosureState, Counts, RunRecord, effective_run
+from greenloop.layout import STATE_DIR
 
 if TYPE_CHECKING:
     from greenloop.model import Failure, RunResult
@@ -148,7 +149,7 @@ def state_root(workspace: str | os.PathLike[str]) -> str:
     folder = start
     git_root: str | None = None
     while True:
-        if os.path.isfile(os.path.join(folder, ".greenloop", DB_NAME)):
+        if os.path.isfile(os.path.join(folder, STATE_DIR, DB_NAME)):
             return folder
         if git_root is None and os.path.exists(os.path.join(folder, ".git")):
             git_root = folder
@@ -159,7 +160,7 @@ def state_root(workspace: str | os.PathLike[str]) -> str:
 
 
 def db_path(workspace: str | os.PathLike[str]) -> str:
-    return os.path.join(state_root(workspace), ".greenloop", DB_NAME)
+    return os.path.join(state_root(workspace), STATE_DIR, DB_NAME)
 
 
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:

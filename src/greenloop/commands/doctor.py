@@ -1,4 +1,7 @@
-"""`greenloop doctor [PATH] [--json]`: the checks of doctor.py, rendered; exit 0 all well, 1 a fix needed."""
+"""`greenloop doctor [PATH] [--json]`: the checks of greenloop.doctor, rendered.
+
+Exit 0 all well, 1 a fix needed.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,9 @@ __all__ = ["doctor"]
 
 
 def doctor(args: argparse.Namespace) -> int:
-    """`greenloop doctor [PATH]`: read-only checks of this machine and a workspace."""
+    """Check PATH (exit 2 when it is no folder), run every check, print the report."""
     from greenloop import render
-    from greenloop.doctor import diagnose
+    from greenloop.doctor.diagnose import diagnose
 
     path = str(args.path)
     if not os.path.exists(path):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from greenloop.errors import UsageError
 
 if TYPE_CHECKING:
-    from greenloop.integration.run import IntegrationResult
+    from greenloop.integration.result import IntegrationResult
 
 __all__ = ["integrate", "summary_text"]
 
@@ -124,7 +124,7 @@ def integrate(args: argparse.Namespace) -> int:
         if not as_json:
             print(f"greenloop: {message}", file=sys.stderr, flush=True)
 
-    from greenloop.integration.run import MODES, retry
+    from greenloop.integration.modes import MODES, retry
 
     mode = getattr(args, "mode", None) or "run"
     token = getattr(args, "resume_token", None)

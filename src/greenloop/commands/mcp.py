@@ -27,11 +27,14 @@ def serve(args: argparse.Namespace) -> int:
     cfg = config_mod.load(workspace)  # a bad config is reported before the first message
     from greenloop.closure import session
     from greenloop.mcp import fast as mcp_fast
+    from greenloop.mcp import handshake as mcp_handshake
     from greenloop.mcp import wire as mcp_wire
 
     # Own the wire first, then answer the handshake from the cache while the SDK loads.
     wire = mcp_wire.Wire.claim()
-    cache = mcp_wire.HandshakeCache(mcp_wire.cache_dir(os.environ), enabled=cfg.enabled, env=os.environ)
+    cache = mcp_handshake.HandshakeCache(
+        mcp_handshake.cache_dir(os.environ), enabled=cfg.enabled, env=os.environ
+    )
     running = mcp_fast.Running()  # the calls in flight, the fast lane's and the SDK's
     # The session the environment names (GREENLOOP_SESSION, the harness's variable), if
     # any; otherwise each call resolves its own (the request's _meta, the process tree),

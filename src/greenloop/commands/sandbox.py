@@ -8,7 +8,7 @@ import os
 import sys
 
 from greenloop.errors import ExitCode, UsageError
-from greenloop.system import sandbox
+from greenloop.system import enforcers, sandbox
 
 __all__ = ["set_mode", "show"]
 
@@ -58,12 +58,12 @@ def show(args: argparse.Namespace) -> int:
     workspace = _workspace(str(args.path))
     session = str(args.session).strip() if getattr(args, "session", None) else None
     policy = sandbox.resolve_for(workspace, explicit=getattr(args, "mode", None), session_id=session)
-    status = sandbox.probe_bwrap()
-    checks = sandbox.available_enforcers()
+    status = enforcers.probe_bwrap()
+    checks = enforcers.available_enforcers()
     refusal: sandbox.SandboxUnavailable | None = None
-    chosen: sandbox.Enforcement | None = None
+    chosen: enforcers.Enforcement | None = None
     try:
-        chosen = sandbox.enforce(policy, bwrap=status)
+        chosen = enforcers.enforce(policy, bwrap=status)
     except sandbox.SandboxUnavailable as exc:
         refusal = exc
     why = _why(policy, chosen, checks, refusal)
@@ -109,8 +109,8 @@ def show(args: argparse.Namespace) -> int:
 
 def _why(
     policy: sandbox.Policy,
-    chosen: sandbox.Enforcement | None,
-    checks: tuple[sandbox.EnforcerCheck, ...],
+    chosen: enforcers.Enforcement | None,
+    checks: tuple[enforcers.EnforcerCheck, ...],
     refusal: sandbox.SandboxUnavailable | None,
 ) -> str:
     """One sentence: which enforcer the mode resolves to, and why that one."""

@@ -257,7 +257,7 @@ async def _follow_run(
     out_path = os.path.join(run_dir, "stdout.txt")
     result_path = os.path.join(run_dir, "result.json")
     # Per-test progress: greenloop's reporters write a line per finished test to
-    # progress.ndjson (greenloop.runner.plan); the runner's text lines are the fallback without it.
+    # progress.ndjson (greenloop.runner.dialects); the runner's text lines are the fallback without it.
     progress_path = os.path.join(run_dir, "progress.ndjson")
     progress_at = 0
     progress_pending = b""

@@ -211,7 +211,7 @@ def bug_events(opened: Iterable[str], moved: Iterable[Mapping[str, str]], unit_i
 
 
 def events_of_integration(result: Any, *, now: float | None = None) -> list[Event]:
-    """The events of one finished integration run (greenloop.integration.run.IntegrationResult)."""
+    """The events of one finished integration run (greenloop.integration.result.IntegrationResult)."""
     summary = (f"{result.cases_passed}/{result.cases_total} cases passed"
                + (f", {result.cases_timeout} timed out" if result.cases_timeout else "")
                + (" (crashed)" if result.crashed else ""))

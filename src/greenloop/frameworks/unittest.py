@@ -39,6 +39,7 @@ __all__ = [
     "parse_text",
     "progress_counts",
     "progress_event",
+    "report_failure",
     "rerun_ids",
 ]
 
@@ -153,6 +154,16 @@ def rerun_ids(failures: Any) -> list[str]:
 # ------------------------------------------------------------------ greenloop's report
 
 
+def report_failure(item: dict[str, Any], root: str | None) -> Failure:
+    """One failure as greenloop's runner records it (in its report and its stream)."""
+    kind_s = item.get("kind")
+    kind: Kind = "load" if kind_s == "load" else "hook" if kind_s == "hook" else "test"
+    file = item.get("file") if isinstance(item.get("file"), str) else None
+    line = item.get("line") if isinstance(item.get("line"), int) else None
+    text = str(item.get("traceback") or "")
+    return _failure(str(item.get("id") or "?"), kind, text, root, file, line, str(item.get("message") or ""))
+
+
 def parse_report(path: str, root: str | None = None) -> ParseResult:
     """greenloop's unittest report; missing or invalid gives recognized=False with a note."""
     try:
@@ -173,13 +184,8 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
     for item in data.get("failures") or ():
         if not isinstance(item, dict):
             continue
-        kind_s = item.get("kind")
-        kind: Kind = "load" if kind_s == "load" else "hook" if kind_s == "hook" else "test"
-        file = item.get("file") if isinstance(item.get("file"), str) else None
-        line = item.get("line") if isinstance(item.get("line"), int) else None
-        text = str(item.get("traceback") or "")
-        f = _failure(str(item.get("id") or "?"), kind, text, root, file, line, str(item.get("message") or ""))
-        if kind == "load":
+        f = report_failure(item, root)
+        if f.kind == "load":
             last = f.message.splitlines()[-1] if f.message else "failed to import"
             load_errors.append(f"{f.test}: {last}")
         if len(failures) >= MAX_DETAILED_FAILURES:

@@ -40,10 +40,12 @@ CASES = "cases"
 
 
 def project_tag(root: str | os.PathLike[str]) -> str:
+    """8 hex digits of the project folder's SHA-256: the project part of a resume token."""
     return hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:8]
 
 
 def resume_token(root: str | os.PathLike[str], run_id: str) -> str:
+    """The token that continues run `run_id` of this project: `<run_id>.<project tag>`."""
     return f"{run_id}.{project_tag(root)}"
 
 
@@ -111,6 +113,7 @@ def begin_attempt(folder: Path, digest: str, started_at: str, cases: list[str], 
 
 
 def save_case(folder: Path, index: int, outcome: CaseOutcome, attempt: int) -> None:
+    """Keep a finished case's whole outcome (and the attempt that ran it) in the run folder."""
     data = asdict(outcome)
     data["involves"] = list(outcome.involves)
     data["artifacts"] = dict(outcome.artifacts)

@@ -1,43 +1,34 @@
-"""Running one integration case: steps, placeholders, expectations (RFC 9535 JSONPath).
+"""Running one integration case: its steps in order, until the first one that fails.
 
 A step is executed by the executor for its kind; an HTTP step (it has `call`) is sent to its
-unit's port with headers and a JSON body. `{{stepN.a.b}}` placeholders (array indices as `.0`
-or `[0]`) are filled from earlier responses of the same case; a placeholder that is a whole
-JSON value keeps its JSON type, inside a string it becomes text. An unresolvable placeholder
-fails the case (`placeholder_unresolved`); it is never sent as literal text.
+unit's port with headers and a JSON body (`http_call`), its `{{stepN.a.b}}` placeholders filled
+from earlier responses of the same case (`placeholders`; an unresolvable one fails the case as
+`placeholder_unresolved`), and its response checked against its expectations
+(`response_checks`).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import re
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from greenloop.closure.transitions import iso
-from greenloop.integration.spec import PLACEHOLDER, Assertion, Case, Expect, Step, jsonpath_env
-from greenloop.integration.trace import TraceEntry, TraceWriter, bound_body
+from greenloop.integration.http_call import HttpResponse, Transport, http_transport
+from greenloop.integration.placeholders import Unresolved, resolve
+from greenloop.integration.response_checks import Mismatch, check_expect
+from greenloop.integration.spec.records import Case, Step
+from greenloop.integration.trace import TraceEntry, TraceWriter
 
 __all__ = [
     "CASE_TIMEOUT_S",
     "REASONS",
     "CaseOutcome",
-    "HttpResponse",
-    "Mismatch",
     "StepExecutor",
     "StepResult",
-    "Transport",
-    "Unresolved",
-    "as_text",
-    "check_expect",
-    "http_transport",
-    "json_equal",
-    "parse_body",
-    "resolve",
     "run_case",
 ]
 
@@ -50,159 +41,6 @@ REASONS = (
     "connection_error",
     "unit_crashed",
 )
-_PART = re.compile(r"\.([A-Za-z0-9_$-]+)|\[(\d+)\]")
-_WHOLE = re.compile(r"^\s*\{\{\s*([^{}]*?)\s*\}\}\s*$")
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: Mapping[str, str]
-    body: Any  # parsed JSON, or the text when the body is not JSON, or None when empty
-
-
-Transport = Callable[[str, str, Mapping[str, str], "bytes | None", float], HttpResponse]
-
-
-def http_transport(
-    method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
-) -> HttpResponse:
-    """One HTTP request over http.client; raises OSError/socket.timeout on network trouble."""
-    parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=max(0.01, timeout))
-    try:
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        conn.request(method, target, body=body, headers=dict(headers))
-        resp = conn.getresponse()
-        raw = resp.read()
-        resp_headers = {k: v for k, v in resp.getheaders()}
-        status = resp.status
-    finally:
-        conn.close()
-    return HttpResponse(status, resp_headers, parse_body(raw.decode("utf-8", "replace")))
-
-
-def parse_body(text: str | None) -> Any:
-    """A body as parsed JSON, or the text when it is not JSON, or None when empty."""
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-class Unresolved(Exception):
-    """A placeholder that points at nothing; `available` lists what was there."""
-
-    def __init__(self, expr: str, available: Sequence[str]) -> None:
-        super().__init__(expr)
-        self.expr = expr
-        self.available = list(available)
-
-
-def _keys_of(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [str(k) for k in value]
-    if isinstance(value, list):
-        return [str(i) for i in range(len(value))]
-    return []
-
-
-def _lookup(expr: str, responses: Sequence[Any]) -> Any:
-    m = re.match(r"^step(\d+)(.*)$", expr)
-    if not m:
-        raise Unresolved(expr, [f"step{i}" for i in range(len(responses))])
-    n = int(m.group(1))
-    if n >= len(responses):
-        raise Unresolved(expr, [f"step{i}" for i in range(len(responses))])
-    value = responses[n]
-    rest = m.group(2)
-    pos = 0
-    while pos < len(rest):
-        pm = _PART.match(rest, pos)
-        if not pm:
-            raise Unresolved(expr, _keys_of(value))
-        key, idx = pm.group(1), pm.group(2)
-        pos = pm.end()
-        if isinstance(value, dict) and key is not None and key in value:
-            value = value[key]
-        elif isinstance(value, list) and (idx is not None or (key is not None and key.isdigit())):
-            i = int(idx if idx is not None else key)
-            if i >= len(value):
-                raise Unresolved(expr, _keys_of(value))
-            value = value[i]
-        else:
-            raise Unresolved(expr, _keys_of(value))
-    return value
-
-
-def as_text(value: Any) -> str:
-    """A value as text: a string as it is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def resolve(template: Any, responses: Sequence[Any], *, url_path: bool = False) -> Any:
-    """Fill `{{stepN…}}` placeholders from earlier response bodies. Raises Unresolved."""
-    if isinstance(template, str):
-        whole = _WHOLE.match(template)
-        if whole and not url_path:
-            return _lookup(whole.group(1), responses)
-
-        def text(m: re.Match[str]) -> str:
-            t = as_text(_lookup(m.group(1), responses))
-            return urllib.parse.quote(t, safe="") if url_path else t
-
-        return PLACEHOLDER.sub(text, template)
-    if isinstance(template, dict):
-        return {
-            str(resolve(k, responses)) if isinstance(k, str) else k: resolve(v, responses)
-            for k, v in template.items()
-        }
-    if isinstance(template, list):
-        return [resolve(v, responses) for v in template]
-    return template
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality with JSON types: "1" is not 1, true is not 1, 1 equals 1.0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and bool(a == b)
-
-
-def _compare(op: str, got: Any, want: Any) -> bool:
-    if op == "==":
-        return json_equal(got, want)
-    if op == "!=":
-        return not json_equal(got, want)
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (got, want))
-    strings = isinstance(got, str) and isinstance(want, str)
-    if not (numbers or strings):
-        return False
-    if op == ">":
-        return bool(got > want)
-    if op == ">=":
-        return bool(got >= want)
-    if op == "<":
-        return bool(got < want)
-    return bool(got <= want)
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    reason: str
-    expected: Any
-    got: Any
-    message: str
 
 
 @dataclass(frozen=True)
@@ -222,73 +60,10 @@ class StepResult:
 StepExecutor = Callable[[Case, Step, Sequence[Any], float], StepResult]
 
 
-def _values(path: str, body: Any) -> list[Any]:
-    return list(jsonpath_env().compile(path).findall(body))
-
-
-def _check_assertion(a: Assertion, body: Any) -> Mismatch | None:
-    values = _values(a.path, body)
-    if a.length:
-        sized = []
-        for v in values:
-            if not isinstance(v, (list, str, dict)):
-                return Mismatch(
-                    "assertion_failed", a.text, v, f"{a.text}: {a.path} is {as_text(v)}, which has no length"
-                )
-            sized.append(len(v))
-        values = sized
-    if a.op == "exists":
-        if values:
-            return None
-        return Mismatch("assertion_failed", a.text, None, f"{a.text}: nothing at {a.path}")
-    if not values:
-        return Mismatch(
-            "assertion_failed", a.text, None, f"{a.text}: nothing at {a.path} (an empty match never holds)"
-        )
-    bad = [v for v in values if not _compare(a.op, v, a.value)]
-    if bad:
-        got: Any = values[0] if len(values) == 1 else values
-        return Mismatch("assertion_failed", a.text, got, f"{a.text}: got {bound_body(as_text(got), 300)}")
-    return None
-
-
-def check_expect(expect: Expect, response: HttpResponse) -> Mismatch | None:
-    """The first expectation the response does not meet, or None."""
-    if expect.status and response.status not in expect.status:
-        want: Any = expect.status[0] if len(expect.status) == 1 else list(expect.status)
-        return Mismatch(
-            "status_mismatch",
-            {"status": want},
-            {"status": response.status, "body": bound_body(response.body, 1000)},
-            f"expected status {want}, got {response.status}",
-        )
-    for path, want in expect.json:
-        values = _values(path, response.body)
-        if not values:
-            return Mismatch(
-                "assertion_failed",
-                {path: want},
-                {path: None},
-                f"{path}: nothing there (expected {as_text(want)})",
-            )
-        wrong = [v for v in values if not json_equal(v, want)]
-        if wrong:
-            got = values[0] if len(values) == 1 else values
-            return Mismatch(
-                "assertion_failed",
-                {path: want},
-                {path: got},
-                f"{path}: expected {as_text(want)}, got {bound_body(as_text(got), 300)}",
-            )
-    for a in expect.asserts:
-        miss = _check_assertion(a, response.body)
-        if miss is not None:
-            return miss
-    return None
-
-
 @dataclass(frozen=True)
 class CaseOutcome:
+    """How one case ended: passed, failed or timeout, and for a failure the step and why."""
+
     case_id: str
     status: str  # passed | failed | timeout
     duration_ms: int
@@ -304,9 +79,11 @@ class CaseOutcome:
 
     @property
     def passed(self) -> bool:
+        """Whether every step of the case held."""
         return self.status == "passed"
 
     def to_json(self) -> dict[str, Any]:
+        """The case's row in result.json (without the evidence a failure carries)."""
         return {
             "id": self.case_id,
             "status": self.status,
@@ -501,3 +278,4 @@ def run_case(
                 f"step {step.index} ({step.call}): {miss.message}",
             )
     return outcome(None, "passed")
+

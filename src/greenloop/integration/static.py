@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from greenloop.integration.ports import HOST, MAX_PORT_TRIES, PortPicker, PortUnavailable
-from greenloop.integration.spec import Unit
+from greenloop.integration.spec.records import Unit
 
 __all__ = ["CONFIG_PATH", "StaticServer", "frontend_config", "inject_config", "serve_unit"]
 
@@ -97,18 +97,22 @@ class StaticServer:
 
     @property
     def port(self) -> int:
+        """The loopback port the server listens on."""
         return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
+        """Where the unit is served: `http://127.0.0.1:<port>`."""
         return f"http://{HOST}:{self.port}"
 
     def start(self) -> StaticServer:
+        """Serve in a thread of the run; returns the server itself."""
         self._thread.start()
         self._started = True
         return self
 
     def stop(self) -> None:
+        """Stop serving and join the thread (nothing to do when it never started)."""
         if self._started:
             self._server.shutdown()
             self._thread.join(timeout=5)

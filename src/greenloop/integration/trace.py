@@ -61,12 +61,14 @@ def redact(value: Any) -> Any:
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers with the value of every secret one (Authorization, cookies, keys) replaced."""
     return {
         k: (REDACTED if k.lower() in _SECRET_HEADERS or _secret_key(k) else v) for k, v in headers.items()
     }
 
 
 def redact_url(url: str) -> str:
+    """The URL with the value of every secret query parameter replaced."""
     parts = urllib.parse.urlsplit(url)
     if not parts.query:
         return url
@@ -87,6 +89,8 @@ def bound_body(value: Any, cap: int = BODY_CAP) -> Any:
 
 @dataclass(frozen=True)
 class TraceEntry:
+    """One request of a case (an HTTP step, or a page's own request) and its response."""
+
     ts: str
     case_id: str
     step: int
@@ -103,6 +107,7 @@ class TraceEntry:
     source: str | None = None  # "browser" for a page's own requests; HTTP steps leave it out
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as one line of http-trace.ndjson."""
         out: dict[str, Any] = {
             "ts": self.ts,
             "case_id": self.case_id,
@@ -124,6 +129,7 @@ class TraceEntry:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TraceEntry:
+        """Read back one line of http-trace.ndjson."""
         return cls(
             ts=str(d.get("ts", "")),
             case_id=str(d.get("case_id", "")),
@@ -151,6 +157,7 @@ class TraceWriter:
         path.touch()
 
     def write(self, entry: TraceEntry) -> None:
+        """Append one entry (safe from any thread)."""
         line = json.dumps(entry.to_json(), ensure_ascii=False) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)

@@ -77,12 +77,14 @@ class Running:
         self._calls: dict[int, tuple[threading.Event, threading.Event]] = {}
 
     def add(self, cancel: threading.Event, finished: threading.Event) -> int:
+        """Register a call in flight; the key discards it once it has ended."""
         with self._lock:
             key = id(cancel)
             self._calls[key] = (cancel, finished)
             return key
 
     def discard(self, key: int) -> None:
+        """Forget a call that has ended."""
         with self._lock:
             self._calls.pop(key, None)
 
@@ -107,6 +109,7 @@ def progress_of(progress: Progress) -> tuple[float, str]:
 
 
 def limit_message(tool: str, limit_s: float, killed: bool) -> str:
+    """What a model reads when a call ran past its limit, and what to try instead."""
     return (
         f"{tool} did not finish within its limit of {limit_s:g} s and was stopped"
         + ("; its processes were killed" if killed else "")

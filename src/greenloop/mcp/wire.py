@@ -7,15 +7,11 @@ it has started the server. So the wire is owned here, with the standard library 
   writes to stderr, so nothing a handler or a child prints can reach the wire;
 - one daemon thread reads lines from the client into a queue (so reads never block a
   shutdown), and the SDK's stdio transport reads that queue and writes through `Output`;
-- while the SDK loads in another thread, `initialize` and `tools/list` are answered from a
-  handshake cache the same server wrote on an earlier start: what the SDK answered then,
-  keyed by everything the answers depend on (the versions and files of greenloop and the
-  SDK, `enabled`, the requested protocol version). On a first start (no cache yet, or
-  after an upgrade) the answers come from the snapshot shipped in the package
-  (mcp/handshake.json, written by scripts/mcp_handshake from the SDK's own answers), when
-  its key (the content of mcp_server.py, the versions of greenloop, the SDK and pydantic)
-  matches what is installed; so a client that gives up on a slow server (Codex drops one
-  that takes ~1.5 s) never waits for the SDK. `ping` is answered at once, and `tools/call
+- while the SDK loads in another thread, `initialize` and `tools/list` are answered from
+  the SDK's own earlier answers (greenloop.mcp.handshake: the handshake cache an earlier
+  start wrote, else the snapshot shipped in the package when its key matches what is
+  installed), so a client that gives up on a slow server (Codex drops one that takes
+  ~1.5 s) never waits for the SDK. `ping` is answered at once, and `tools/call
   test_run` is served by the fast lane (greenloop.mcp.fast) without the SDK. Every other
   line read meanwhile is replayed to the SDK in order once it is up; the SDK's own answer
   to a replayed `initialize` is not sent again but refreshes the cache. A miss, or any
@@ -30,186 +26,21 @@ SDK's; scripts/mcp_handshake uses it to write the snapshot).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.util
 import json
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from greenloop.mcp.fast import FastLane
+    from greenloop.mcp.handshake import HandshakeCache
 
-__all__ = [
-    "SDK_GRACE_S",
-    "SNAPSHOT_PATH",
-    "HandshakeCache",
-    "Input",
-    "Output",
-    "Wire",
-    "cache_dir",
-    "snapshot_key",
-    "warm_handshake",
-]
+__all__ = ["SDK_GRACE_S", "Input", "Output", "Wire", "warm_handshake"]
 
-CACHE_VERSION = "2"
 EOF_MARK = None  # what the reader queues when the client closes stdin
-SNAPSHOT_PATH = Path(__file__).with_name("handshake.json")
-
-
-def cache_dir(env: Mapping[str, str]) -> Path:
-    """`$XDG_CACHE_HOME/greenloop`, else `~/.cache/greenloop`."""
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return Path(base) / "greenloop"
-
-
-def _stamp(path: str | None) -> str:
-    if not path:
-        return "-"
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "-"
-    return f"{path}:{st.st_mtime_ns}:{st.st_size}"
-
-
-def _dist_version(name: str) -> str:
-    """An installed distribution's version from its .dist-info folder's name (no import, and
-    none of importlib.metadata's cost on the start-up path); "-" when not found."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.origin:
-        return "-"
-    site = os.path.dirname(os.path.dirname(spec.origin))
-    prefix = name + "-"
-    try:
-        entries = os.listdir(site)
-    except OSError:
-        return "-"
-    for entry in entries:
-        if entry.startswith(prefix) and entry.endswith(".dist-info"):
-            return entry[len(prefix) : -len(".dist-info")]
-    return "-"
-
-
-def snapshot_key() -> dict[str, str]:
-    """What the shipped handshake snapshot's answers depend on: the tools' code (server.py,
-    by content: an installed copy has other mtimes) and the versions of what writes them."""
-    from greenloop import __version__
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        with open(os.path.join(here, "server.py"), "rb") as fh:
-            code = hashlib.sha256(fh.read()).hexdigest()[:20]
-    except OSError:
-        code = "-"
-    key = {"greenloop": __version__, "server.py": code}
-    for name in ("mcp", "mcp_types"):
-        key[name] = _dist_version(name)
-    # pydantic writes the schemas, but a fresh install gets whatever pydantic 2 PyPI serves
-    # that day: its minor releases gave identical answers (checked with 2.13 and 2.14), so the
-    # snapshot names only the major version; the on-disk cache below still keys on the files.
-    key["pydantic"] = _dist_version("pydantic").split(".", 1)[0]
-    return key
-
-
-class HandshakeCache:
-    """The SDK's answers to `initialize` and `tools/list` (per protocol version), on disk; on a
-    miss, the shipped snapshot's when its key matches what is installed."""
-
-    def __init__(self, folder: Path, *, enabled: bool, env: Mapping[str, str] | None = None) -> None:
-        self.enabled = enabled
-        self.off = (env or {}).get("GREENLOOP_MCP_HANDSHAKE") == "sdk"
-        self._shipped: dict[str, Any] | None = None
-        here = os.path.dirname(os.path.abspath(__file__))
-        parts = [
-            CACHE_VERSION,
-            sys.version,
-            f"enabled={enabled}",
-            _stamp(os.path.join(here, "server.py")),
-            _stamp(os.path.join(here, "__init__.py")),
-        ]
-        # The answers are the SDK's, with schemas pydantic wrote: their files are in the key.
-        for name in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
-            spec = importlib.util.find_spec(name)
-            parts.append(_stamp(spec.origin if spec else None))
-        key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
-        self.path = folder / f"mcp-handshake-{key}.json"
-        self._data: dict[str, Any] | None = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> dict[str, Any]:
-        if self._data is None:
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                self._data = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
-                self._data = {}
-        return self._data
-
-    def _snapshot(self) -> dict[str, Any]:
-        """The shipped snapshot's section for `enabled`, or {} when its key does not match."""
-        if self._shipped is None:
-            self._shipped = {}
-            try:
-                data = json.loads(SNAPSHOT_PATH.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                data = None
-            if isinstance(data, dict) and data.get("key") == snapshot_key():
-                section = data.get("enabled" if self.enabled else "disabled")
-                self._shipped = section if isinstance(section, dict) else {}
-        return self._shipped
-
-    def can_answer(self) -> bool:
-        """Could `initialize` be answered without the SDK (a cache file, a matching snapshot)?"""
-        if self.off:
-            return False
-        return self.path.is_file() or bool(self._snapshot().get("initialize"))
-
-    def _find(self, kind: str, protocol_version: str) -> dict[str, Any] | None:
-        if self.off:
-            return None
-        for source in (self._load(), self._snapshot()):
-            answers = source.get(kind, {})
-            found = answers.get(protocol_version)
-            if isinstance(found, str):  # the snapshot stores a list once: "same as version X"
-                found = answers.get(found)
-            if isinstance(found, dict):
-                return found
-        return None
-
-    def initialize(self, protocol_version: str) -> dict[str, Any] | None:
-        return self._find("initialize", protocol_version)
-
-    def tools(self, protocol_version: str) -> dict[str, Any] | None:
-        return self._find("tools_list", protocol_version)
-
-    def remember(self, kind: str, result: dict[str, Any], protocol_version: str | None = None) -> None:
-        """Store one answer of the SDK; written atomically, failures ignored (it is a cache)."""
-        import tempfile  # only here, once the SDK has answered: keeps it off the start-up path
-
-        if self.off or kind not in ("initialize", "tools_list") or not protocol_version:
-            return
-        with self._lock:
-            data = self._load()
-            if data.get(kind, {}).get(protocol_version) == result:
-                return
-            data.setdefault(kind, {})[protocol_version] = result
-            with contextlib.suppress(OSError):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".mcp-", dir=self.path.parent)
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                        json.dump(data, fh)
-                    os.replace(tmp, self.path)
-                except OSError:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
 
 
 def _params(msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -264,6 +95,7 @@ class Wire:
         self.lines.put(EOF_MARK)
 
     def send(self, message: Mapping[str, Any] | str) -> None:
+        """Write one message (a JSON-RPC object or its text) as one line, whole."""
         text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
         data = (text.rstrip("\n") + "\n").encode("utf-8")
         with self._write_lock:
@@ -361,6 +193,7 @@ class Output:
                 self.pending[rid] = ("tools_list", self.version)
 
     async def write(self, text: str) -> None:
+        """Send one of the SDK's messages, unless the warm handshake already answered it."""
         # Parsed only while a handshake answer is awaited (to cache) or already given (to swallow).
         msg = _message(text) if self.pending or self.swallow else None
         rid = msg.get("id") if msg is not None else None
@@ -382,6 +215,7 @@ class Output:
         await anyio.to_thread.run_sync(self.wire.send, text)
 
     async def flush(self) -> None:
+        """Nothing to flush: every message is written whole when sent."""
         return None
 
 

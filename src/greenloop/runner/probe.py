@@ -32,13 +32,13 @@ from typing import Any, NamedTuple
 
 from greenloop.layout import NOT_CODE_DIRS
 from greenloop.model import Detection, Suite
+from greenloop.runner.toolchain import runner_command
 
 __all__ = [
     "ENTRY_BUDGET",
     "SKIP_DIRS",
     "WalkResult",
     "is_test_file",
-    "npm_test_command",
     "package_manager",
     "probe",
     "walk",
@@ -286,13 +286,6 @@ def _filter_tests(framework: str, walked: WalkResult) -> tuple[str, ...]:
     return walked.py_tests if framework in ("pytest", "unittest") else walked.js_tests
 
 
-def npm_test_command(manager: str | None) -> tuple[str, ...]:
-    """How the package manager runs package.json's test script (npm when none is known)."""
-    return {"yarn": ("yarn", "test"), "pnpm": ("pnpm", "test"), "bun": ("bun", "run", "test")}.get(
-        manager or "npm", ("npm", "test")
-    )
-
-
 def _declared_at(root: Path) -> _Marker | None:
     return _declared(root, _read_json(root / "package.json"))
 
@@ -394,8 +387,6 @@ def probe(
     if framework is not None:
         # the command `greenloop run` starts (without its reporter flags), from the same
         # function run uses; what is missing to start it is a note
-        from greenloop.runner.plan import runner_command  # local: plan imports this module
-
         base_env = env if env is not None else os.environ
         tool = runner_command(framework, str(answer_root), manager, base_env, which)
         command = tool.argv

@@ -8,7 +8,12 @@ result carries `resume_token` (`<run_id>.<8 hex digits of the workspace root>`),
 - the run had finished: its stored result, as it is;
 - the runner finished though greenloop did not (its machine report is complete): the result is
   built from that report, then recorded (bugs, closure state, timeline) like any run;
-- otherwise the suite runs again with the same options, and the result says so.
+- otherwise (greenloop.runner.resume) the test files that finished are kept and only the
+  others run again, as one result under the run's id; when the run's files cannot be known
+  the suite runs again with the same options, and the result says so.
+
+run.json also names the greenloop process running the run (pid and start time), so that a
+run still going is refused rather than resumed beside itself.
 
 A token greenloop did not give, one from another workspace, one whose run folder is gone, or
 one whose runner config changed since, is refused (exit 2) before anything starts.
@@ -26,9 +31,8 @@ from greenloop import layout
 from greenloop.errors import UsageError
 from greenloop.model import Plan, RawRun, RunResult, SandboxInfo
 
-__all__ = ["RUN_FILE", "check", "from_report", "read_run_file", "resume_token", "write_run_file"]
+__all__ = ["check", "from_report", "read_run_file", "resume_token", "write_run_file"]
 
-RUN_FILE = "run.json"
 
 
 def _tag(root: str | os.PathLike[str]) -> str:
@@ -52,11 +56,14 @@ def config_digest(root: str | os.PathLike[str], config_path: str | None) -> str:
 def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict[str, Any],
                    session_id: str | None, root: str, config_path: str | None) -> None:
     """Record what a run is while it runs (never raises: a run without it is not resumable)."""
+    from greenloop.runner.resume import process_start
+
     data = {"plan": plan._asdict(), "options": options, "session_id": session_id, "root": root,
-            "config_path": config_path, "config": config_digest(root, config_path)}
-    path = Path(run_dir, RUN_FILE)
+            "config_path": config_path, "config": config_digest(root, config_path),
+            "greenloop": [os.getpid(), process_start(os.getpid())]}  # is the run still going?
+    path = Path(run_dir, layout.RUN_RECORD_NAME)
     try:
-        tmp = path.with_name(f".{RUN_FILE}.tmp")
+        tmp = path.with_name(f".{layout.RUN_RECORD_NAME}.tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
@@ -64,7 +71,7 @@ def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict
 
 
 def read_run_file(run_dir: Path) -> dict[str, Any]:
-    return dict(json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")))
+    return dict(json.loads((run_dir / layout.RUN_RECORD_NAME).read_text(encoding="utf-8")))
 
 
 def check(root: str, token: str) -> Path:
@@ -76,7 +83,7 @@ def check(root: str, token: str) -> Path:
     if tag != _tag(root):
         raise UsageError(f"resume token {token!r} belongs to another workspace, not {root}: resume it there")
     run_dir = layout.run_dir(root, run_id)
-    if not (run_dir / RUN_FILE).is_file():
+    if not (run_dir / layout.RUN_RECORD_NAME).is_file():
         raise UsageError(f"resume token {token!r}: there is no run {run_id} in {root} (pruned, or it "
                          "never started)")
     data = read_run_file(run_dir)
@@ -98,22 +105,23 @@ def plan_of(data: dict[str, Any]) -> Plan:
 def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResult | None:
     """The run's result built from its runner's machine report, or None if the report is missing
     or incomplete (the runner did not finish)."""
-    from greenloop.runner import run as run_mod
+    from greenloop.runner.results import output_tail, parse_report, with_hints
+    from greenloop.runner.verdict import classify
 
     plan = plan_of(data)
     if not plan.report_file or not os.path.exists(plan.report_file):
         return None
-    parsed = run_mod._parse_report(plan.report_format or "", plan.report_file, plan.cwd)
+    parsed = parse_report(plan.report_format or "", plan.report_file, plan.cwd)
     if not parsed.recognized:
         return None
-    stdout, stderr = str(run_dir / "stdout.txt"), str(run_dir / "stderr.txt")
+    stdout, stderr = str(run_dir / layout.STDOUT_NAME), str(run_dir / layout.STDERR_NAME)
     failed = parsed.summary.failed or len(parsed.failures)
     raw = RawRun(exit_code=1 if failed else 0, timed_out=False, aborted=False,
                  duration_ms=parsed.duration_ms or 0, stdout_path=stdout, stderr_path=stderr)
-    verdict = run_mod.classify(plan, raw, parsed, report_ok=True)
+    verdict = classify(plan, raw, parsed, report_ok=True)
     from greenloop.config import load
 
-    failures = run_mod._with_hints(parsed.failures, plan.framework, load(workspace).hint_language) \
+    failures = with_hints(parsed.failures, plan.framework, load(workspace).hint_language) \
         if parsed.failures else ()
     note = ("recovered: greenloop stopped before this run ended, but the runner finished and wrote "
             "its report; the result is built from that report (the exit code is inferred from it)")
@@ -121,9 +129,9 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
         run_id=run_dir.name, ok=verdict.ok, outcome=verdict.outcome,  # type: ignore[arg-type]
         framework=plan.framework or None, command=plan.command_text, exit_code=raw.exit_code,
         crashed=verdict.crashed, crash_reason=verdict.crash_reason, summary=parsed.summary,
-        failures=failures, output_tail=run_mod.output_tail(stdout, stderr, 3000),
+        failures=failures, output_tail=output_tail(stdout, stderr, 3000),
         notes=tuple(dict.fromkeys([*plan.notes, *parsed.notes, *verdict.notes, note])),
-        duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / "result.json"),
+        duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / layout.RESULT_NAME),
         workspace=workspace, next_action=verdict.next_action, passed_tests=parsed.passed_tests,
         selection=plan.selection,
     )

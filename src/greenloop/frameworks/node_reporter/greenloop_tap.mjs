@@ -5,7 +5,9 @@
 // Why: node reports a test file's results in order, after the tests before them, so a run
 // stopped at its deadline prints nothing of the test that hangs. `test:dequeue` ("right
 // before it is executed") and `test:complete` come as they happen, so this record names the
-// test that was running. One reporter, not a third beside spec and TAP: node 20 warns about
+// test that was running. Node enqueues every test file (as an entry named after the file)
+// when the run starts: that record ({"queued_file": path}) is the run's list of test files,
+// which `--mode resume` needs to tell the files that never started. One reporter, not a third beside spec and TAP: node 20 warns about
 // a listener leak with three.
 import { openSync, writeSync } from 'node:fs'
 import { tap } from 'node:test/reporters'
@@ -24,7 +26,9 @@ export default async function* greenloopTap(source) {
     for await (const event of source) {
       const d = event.data
       let item = null
-      if (event.type === 'test:dequeue') {
+      if (event.type === 'test:enqueue' && d.file && d.name === d.file) {
+        item = { queued_file: d.file }
+      } else if (event.type === 'test:dequeue') {
         item = { start: d.name, file: d.file ?? null, line: d.line ?? null, nesting: d.nesting }
       } else if (event.type === 'test:complete') {
         item = { end: d.name, file: d.file ?? null, nesting: d.nesting }

@@ -13,7 +13,9 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
     GREENLOOP_PYTEST_STREAM=<path>   where to append, as they happen, one JSON line per test
                                      started ({"start": nodeid, "line": n}) and ended ({"end": nodeid}) and
                                      per failure ({"failure": {…}}, as in the report): what a run
-                                     stopped at its deadline had seen, and the test it stopped in
+                                     stopped at its deadline had seen, and the test it stopped in;
+                                     first, once collection ends, the node ids it will run
+                                     ({"collected": [...], "rootdir": path}), which resume needs
     GREENLOOP_PROGRESS_FILE=<path>   where to append one NDJSON line per finished test, the
                                      moment pytest reports it (live progress: greenloop tails
                                      the file; pytest prints a file's dots on one line)
@@ -254,6 +256,13 @@ class _Stream:
     def _write(self, item: dict[str, Any]) -> None:
         with contextlib.suppress(OSError, ValueError):  # a full disk never fails the run
             self.fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # the whole run's test list: `greenloop run --mode resume` tells from it which files
+        # had not started when a run was cut short
+        config = session.config
+        rootdir = getattr(config, "rootpath", None) or getattr(config, "rootdir", "")  # pytest < 6.1
+        self._write({"collected": [item.nodeid for item in session.items], "rootdir": str(rootdir)})
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         line = location[1] + 1 if location and isinstance(location[1], int) else None

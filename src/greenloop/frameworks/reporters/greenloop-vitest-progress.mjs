@@ -4,6 +4,12 @@
 // One NDJSON line per finished test case, appended the moment vitest reports it to the file
 // named by GREENLOOP_PROGRESS_FILE (the run's progress.ndjson), which greenloop tails for live
 // progress. Without the variable it does nothing.
+//
+// The same file is what `--mode resume` reads when greenloop stopped before the run ended:
+// the run's test files as vitest planned them ({"files": [...]}, once at the start), and a
+// {"file_done": path, "state": …} line when a file has finished (with its errors outside any
+// test: a file that could not load), so the files that finished are kept and only the others
+// run again. A failing test's line carries its first error's message and stack.
 import fs from 'node:fs'
 
 const STATUS = { passed: 'pass', failed: 'fail', skipped: 'skip' }
@@ -21,17 +27,37 @@ export default class GreenloopProgress {
     }
   }
 
-  onTestCaseResult(testCase) {
+  write(record) {
     if (this.fd === null) return
-    const state = testCase.result().state
-    const status = STATUS[state]
-    if (!status) return // pending: not finished
-    const line = JSON.stringify({ status, test: testCase.fullName, file: testCase.module?.moduleId ?? null })
     try {
-      fs.writeSync(this.fd, line + '\n')
+      fs.writeSync(this.fd, JSON.stringify(record) + '\n')
     } catch {
       // a full disk loses progress lines, never the run
     }
+  }
+
+  onTestRunStart(specifications) {
+    this.write({ files: [...new Set((specifications || []).map((s) => s.moduleId))] })
+  }
+
+  onTestCaseResult(testCase) {
+    if (this.fd === null) return
+    const result = testCase.result()
+    const status = STATUS[result.state]
+    if (!status) return // pending: not finished
+    const record = { status, test: testCase.fullName, file: testCase.module?.moduleId ?? null }
+    const error = status === 'fail' ? (result.errors || [])[0] : undefined
+    if (error) {
+      record.message = String(error.message ?? '').slice(0, 4000)
+      record.stack = String(error.stack ?? '').slice(0, 4000)
+    }
+    this.write(record)
+  }
+
+  onTestModuleEnd(testModule) {
+    if (this.fd === null) return
+    const errors = (testModule.errors?.() || []).map((e) => String(e.message ?? e))
+    this.write({ file_done: testModule.moduleId, state: testModule.state?.() ?? null, errors })
   }
 
   onTestRunEnd() {

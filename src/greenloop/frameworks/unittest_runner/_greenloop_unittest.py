@@ -9,7 +9,12 @@ greenloop (only the standard library) and keeps to Python 3.8+ syntax.
 
     GREENLOOP_UNITTEST_REPORT=<path>   where to write the report (nothing is written without it)
     GREENLOOP_UNITTEST_STREAM=<path>   where to append {"start": id, "file", "line"} and
-                                       {"end": id} as each test starts and stops
+                                       {"end": id, "passed", "failed", "skipped", "failures"}
+                                       as each test starts and stops (what it added to the
+                                       counts); first the tests the run will run
+                                       ({"collected": [[id, file], …]}), and {"between": …} for
+                                       what failed outside any test (setUpClass, tearDownModule):
+                                       what `greenloop run --mode resume` keeps of a run cut short
 
 The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
 "skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
@@ -98,6 +103,7 @@ class _Collector(unittest.TextTestResult):
         self.greenloop_passed: list[str] = []
         self.greenloop_failures: list[dict[str, Any]] = []
         self.greenloop_omitted = 0
+        self.greenloop_at = (0, 0, 0, 0)  # the tally when the last test stopped
 
     def _keep(self, category: str, test: unittest.TestCase, err: Any) -> None:
         if len(self.greenloop_failures) >= MAX_FAILURES:
@@ -121,6 +127,24 @@ class _Collector(unittest.TextTestResult):
             "message": message[:MAX_TRACEBACK], "traceback": text[:MAX_TRACEBACK],
         })
 
+    def _tally(self) -> tuple[int, int, int, int]:
+        """(failed, skipped, passed, failures kept) so far, as the report counts them."""
+        failed = len(self.failures) + len(self.errors) + len(self.unexpectedSuccesses)
+        skipped = len(self.skipped) + len(self.expectedFailures)
+        return failed, skipped, len(self.greenloop_passed), len(self.greenloop_failures)
+
+    def _since(self, before: tuple[int, int, int, int]) -> dict[str, Any]:
+        now = self._tally()
+        return {"failed": now[0] - before[0], "skipped": now[1] - before[1], "passed": now[2] - before[2],
+                "failures": self.greenloop_failures[before[3]:now[3]]}
+
+    def greenloop_between(self) -> None:
+        """Record what failed since the last test stopped (a class or module fixture)."""
+        if self.greenloop_stream is None or self._tally() == self.greenloop_at:
+            return
+        self._mark(json.dumps({"between": self._since(self.greenloop_at)}) + "\n")
+        self.greenloop_at = self._tally()
+
     def _mark(self, text: str) -> None:
         if self.greenloop_stream is not None:
             with contextlib.suppress(OSError):  # one write per line, unbuffered: it survives a kill
@@ -128,6 +152,7 @@ class _Collector(unittest.TextTestResult):
 
     def startTest(self, test: unittest.TestCase) -> None:
         if self.greenloop_stream is not None:
+            self.greenloop_between()
             file, line = _where_defined(test)
             self.greenloop_id = json.dumps(test.id())
             where = f'"file": {json.dumps(file)}, "line": {json.dumps(line)}'
@@ -137,7 +162,9 @@ class _Collector(unittest.TextTestResult):
     def stopTest(self, test: unittest.TestCase) -> None:
         super().stopTest(test)
         if self.greenloop_stream is not None:
-            self._mark(f'{{"end": {self.greenloop_id}}}\n')
+            added = json.dumps(self._since(self.greenloop_at))[1:]
+            self._mark(f'{{"end": {self.greenloop_id}, {added}\n')
+            self.greenloop_at = self._tally()
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
@@ -167,9 +194,47 @@ class _Runner(unittest.TextTestRunner):
 
     def run(self, test: Any) -> Any:
         started = time.time()
+        _collected(test)
         result = super().run(test)
+        if isinstance(result, _Collector):
+            result.greenloop_between()  # the last module's tearDownModule
         _write(result, time.time() - started)
         return result
+
+
+def _tests_of(suite: Any) -> Any:
+    for test in suite:
+        if isinstance(test, unittest.TestSuite):
+            yield from _tests_of(test)
+        else:
+            yield test
+
+
+def _module_file(test: Any) -> str | None:
+    """The file of the test's module relative to the working folder (None outside it): what
+    `python -m unittest FILE` takes to run that module again."""
+    path = getattr(sys.modules.get(type(test).__module__), "__file__", None)
+    if not path:
+        return None
+    rel = os.path.relpath(path, _CWD)
+    return None if rel.startswith("..") else rel
+
+
+def _collected(suite: Any) -> None:
+    """The tests the run will run with their files (none for a module that failed to import)."""
+    fd = _open_stream()
+    if fd is None:
+        return
+    try:
+        tests = []
+        for test in _tests_of(suite):
+            file = _module_file(test) if _name(test)[1] == "test" else None
+            tests.append([test.id(), file])
+        os.write(fd, (json.dumps({"collected": tests}) + "\n").encode("utf-8"))
+    except Exception:  # the record is for a resume; it never stops the run
+        pass
+    finally:
+        os.close(fd)
 
 
 def _write(result: unittest.TestResult, duration: float) -> None:
