@@ -13,15 +13,24 @@ bwrap is on PATH and executable.
 Speed: every test under tests/e2e/ and tests/integration/ (real runners, real services) is
 marked `slow`, as is each unit test marked by hand, so `pytest -m "not slow"` is the inner
 loop; the README's test command runs everything.
+
+State backends: a test that uses the `state_backend` fixture (test_store, test_gate,
+test_jobs name it in `pytestmark`) runs once with the embedded SQLite database and once with
+PostgreSQL, on a real server this session starts (tests/pg_server.py) with a fresh schema per
+test; a test marked `sqlite_only` checks the file itself and runs once.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pg_server import PgServer
 
 NO_SKIP_VAR = "GREENLOOP_TEST_NO_SKIP"
 
@@ -74,3 +83,47 @@ def pytest_make_collect_report(
     if os.environ.get(NO_SKIP_VAR) == "1" and report.skipped:
         _fail_the_skip(report)
     return report
+
+
+# --------------------------------------------------------------------------- state backends
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server for the whole session (tests/pg_server.py), stopped at its end."""
+    import pg_server as pg
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install -e '.[dev]' (or '.[postgres]')")
+    if pg.find_bin_dir() is None:
+        pytest.skip("PostgreSQL is not installed: scripts/system-packages installs it (Debian: postgresql)")
+    server = pg.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "state_backend" not in metafunc.fixturenames:
+        return
+    sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+    kinds = ["sqlite"] if sqlite_only else ["sqlite", "postgres"]
+    metafunc.parametrize("state_backend", kinds, indirect=True)
+
+
+@pytest.fixture
+def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which backend holds this test's state: "sqlite" (the default) or "postgres" (through
+    $GREENLOOP_STATE_URL, which the processes the test starts inherit)."""
+    from greenloop.state.url import STATE_URL_ENV
+
+    kind: str = request.param
+    if kind == "postgres":
+        server: PgServer = request.getfixturevalue("pg_server")
+        monkeypatch.setenv(STATE_URL_ENV, server.fresh_schema())
+    else:
+        monkeypatch.delenv(STATE_URL_ENV, raising=False)
+    return kind

@@ -20,6 +20,9 @@ from greenloop.dashboard import data, live, pages
 from greenloop.dashboard.app import COOKIE, create_app
 from greenloop.model import Failure, RunResult, Summary
 
+# every page reads the closure state from either backend
+pytestmark = pytest.mark.usefixtures("state_backend")
+
 TOKEN = "t0ken-for-tests"
 HOST = "127.0.0.1:8765"
 XSS = "<img src=x onerror=alert(1)>"

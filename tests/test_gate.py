@@ -22,6 +22,8 @@ from greenloop.closure.transitions import (
 )
 from greenloop.config import Config
 
+pytestmark = pytest.mark.usefixtures("state_backend")
+
 
 class Clock:
     def __init__(self, t: float = 10_000.0) -> None:
@@ -241,6 +243,7 @@ def test_gate_loads_the_workspace_config(tmp_path: Path) -> None:
     assert gate.config.max_intercept_rounds == 0
 
 
+@pytest.mark.sqlite_only
 def test_gate_recovers_from_corruption_past_the_header(tmp_path: Path) -> None:
     clock = Clock()
     gate = Gate(tmp_path, config=Config(), clock=clock, warn=lambda m: None)

@@ -1,5 +1,5 @@
-"""The two helpers of hints: what two values show (hint_values) and what the workspace's
-files say (hint_source: the failing line, the enclosing function, a called function's definition)."""
+"""The two helpers of hints: what two values show (hints/values.py) and what the workspace's
+files say (hints/source.py: the failing line, the enclosing function, a called function's definition)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from greenloop.hints.printed import UNDEFINED, parse_value
 from greenloop.hints.source import Call, Sources, call_in, failing_call
-from greenloop.hints.values import UNDEFINED, compare, compare_texts, diff_from_message, parse_value
+from greenloop.hints.values import compare, compare_texts, diff_from_message
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,7 @@ def test_unittest_assertions_are_not_the_call_under_test() -> None:
 
 
 def test_frames_of_every_stack_shape_and_only_the_workspace_counts() -> None:
-    from greenloop.hints.rules import top_user_frame
+    from greenloop.hints.frames import top_user_frame
     from greenloop.model import Failure
 
     def place(stack: str) -> str | None:
@@ -179,7 +180,7 @@ def test_hints_are_total_on_odd_input(tmp_path: Path) -> None:
     """Any failure record gets a hint (a hint bug must never turn a red run into a crash)."""
     import random
 
-    from greenloop.hints.rules import hint_for
+    from greenloop.hints.hint import hint_for
     from greenloop.model import Failure
 
     (tmp_path / "tests").mkdir()

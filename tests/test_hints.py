@@ -12,8 +12,13 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.hints.rules import LANGUAGES, RULES, apply, hint_for, match, top_user_frame
+from greenloop.hints.frames import top_user_frame
+from greenloop.hints.hint import apply, hint_for
+from greenloop.hints.matching import match
+from greenloop.hints.rule import LANGUAGES
+from greenloop.hints.rules import RULES
 from greenloop.model import Failure
+from hint_cases import CJK, case_failure, js_units, sentences
 
 CASES_FILE = Path(__file__).parent / "fixtures" / "hints" / "cases.json"
 CASES: list[dict[str, Any]] = json.loads(CASES_FILE.read_text(encoding="utf-8"))["cases"]
@@ -139,26 +144,6 @@ EXPECTED: dict[str, tuple[str, str, str | None]] = {
 }
 
 BANNED = re.compile(r"fix the bug|修复 ?bug|^expected \S+ got \S+$", re.I)
-CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def _failure(case: dict[str, Any]) -> Failure:
-    return Failure(
-        test=case["test"],
-        file=case["file"],
-        line=case["line"],
-        message=case["message"],
-        expected=case["expected"],
-        got=case["got"],
-        stack=case["stack"],
-        kind=case["kind"],
-    )
-
-
-def _sentences(text: str) -> int:
-    return len(
-        [s for s in re.split(r"(?<=[.。!?])\s+(?=[A-Z\u4e00-\u9fff“'])|(?<=[。!?])", text) if s.strip()]
-    )
 
 
 def test_fixture_covers_four_runners_and_at_least_thirty_cases() -> None:
@@ -171,7 +156,7 @@ def test_fixture_covers_four_runners_and_at_least_thirty_cases() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_real_failure_gets_its_hint_in_both_languages(case: dict[str, Any]) -> None:
     rule, location, detail = EXPECTED[case["id"]]
-    failure = _failure(case)
+    failure = case_failure(case)
     assert match(failure) == rule
     en = hint_for(failure, framework=case["runner"])
     zh = hint_for(failure, framework=case["runner"], language="zh")
@@ -181,7 +166,7 @@ def test_real_failure_gets_its_hint_in_both_languages(case: dict[str, Any]) -> N
         if detail is not None:
             assert detail in text, f"hint misses {detail!r}: {text}"
         assert not BANNED.search(text)
-        assert _sentences(text) <= 2, text
+        assert sentences(text) <= 2, text
         assert len(text) <= 400
         assert not re.search(r"\{[a-z_]+\}", text), f"unfilled placeholder: {text}"
     assert not CJK.search(en)
@@ -452,19 +437,9 @@ WITH_SOURCES: dict[str, tuple[str, ...]] = {
 @pytest.fixture(scope="module")
 def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each runner's unit laid out as scripts/capture_hint_cases ran it (code/ + tests/)."""
-    import shutil
-
     src = CASES_FILE.parent / "src"
-    base = tmp_path_factory.mktemp("units")
-    out = {"pytest": src / "pytest"}
-    for runner in ("vitest", "jest", "node:test"):
-        ws = base / runner.replace(":", "_")
-        (ws / "code").mkdir(parents=True)
-        shutil.copytree(src / runner.replace(":", "_"), ws / "tests")
-        for name in ("server.js", "service.js"):
-            shutil.copy(src / name, ws / "code" / name)
-        out[runner] = ws
-    return out
+    code = [src / "server.js", src / "service.js"]
+    return {"pytest": src / "pytest", **js_units(tmp_path_factory.mktemp("units"), src, code)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -473,7 +448,7 @@ def test_with_the_workspace_files_the_hint_names_the_call_and_the_function(
 ) -> None:
     from greenloop.hints.source import Sources
 
-    failure = _failure(case)
+    failure = case_failure(case)
     sources = Sources(str(units[case["runner"]]))
     rule, location, detail = EXPECTED[case["id"]]
     assert match(failure) == rule
@@ -481,4 +456,4 @@ def test_with_the_workspace_files_the_hint_names_the_call_and_the_function(
         text = hint_for(failure, framework=case["runner"], language=language, sources=sources)
         for name in (location, *((detail,) if detail else ()), *WITH_SOURCES.get(case["id"], ())):
             assert name in text, f"hint misses {name!r}: {text}"
-        assert _sentences(text) <= 2 and len(text) <= 450, text
+        assert sentences(text) <= 2 and len(text) <= 450, text

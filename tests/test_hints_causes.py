@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from greenloop.hints.rules import apply, hint_for, match
+from greenloop.hints.hint import apply, hint_for
+from greenloop.hints.matching import match
 from greenloop.hints.source import Sources
 from greenloop.model import Failure
+from hint_cases import CJK, case_failure, js_units, sentences
 
 HERE = Path(__file__).parent / "fixtures" / "hints"
 CASES: list[dict[str, Any]] = json.loads((HERE / "causes.json").read_text(encoding="utf-8"))["cases"]
@@ -462,33 +463,15 @@ CAUSE: dict[str, str] = {
 NEVER = {"pytest:tests-test-billing-py-test-request-timeout": ("await", "never finished")}
 
 
-def _sentences(text: str) -> int:  # (as tests/test_hints.py counts them)
-    return len(
-        [s for s in re.split(r"(?<=[.。!?])\s+(?=[A-Z\u4e00-\u9fff“'])|(?<=[。!?])", text) if s.strip()]
-    )
-
-
 BANNED = re.compile(r"fix the bug|修复 ?bug", re.I)
-CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each runner's unit as it ran: the JS units share causes/js/code."""
-    base = tmp_path_factory.mktemp("causes")
-    out = {"pytest": HERE / "causes" / "pytest"}
-    for runner in ("vitest", "jest", "node:test"):
-        unit = base / runner.replace(":", "_")
-        shutil.copytree(HERE / "causes" / "js" / "code", unit / "code")
-        shutil.copytree(HERE / "causes" / runner.replace(":", "_"), unit / "tests")
-        out[runner] = unit
-    return out
-
-
-def _failure(case: dict[str, Any]) -> Failure:
-    return Failure(
-        **{k: case[k] for k in ("test", "file", "line", "message", "expected", "got", "stack", "kind")}
-    )
+    causes = HERE / "causes"
+    units = js_units(tmp_path_factory.mktemp("causes"), causes, causes / "js" / "code")
+    return {"pytest": causes / "pytest", **units}
 
 
 def test_the_cause_set_is_real_and_broad() -> None:
@@ -500,7 +483,7 @@ def test_the_cause_set_is_real_and_broad() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_hint_names_expression_values_place_and_cause(case: dict[str, Any], roots: dict[str, Path]) -> None:
     names, cause_en, cause_zh = EXPECTED[case["id"]]
-    failure = _failure(case)
+    failure = case_failure(case)
     sources = Sources(str(roots[case["runner"]]))
     en = hint_for(failure, framework=case["runner"], sources=sources)
     zh = hint_for(failure, framework=case["runner"], language="zh", sources=sources)
@@ -509,7 +492,7 @@ def test_hint_names_expression_values_place_and_cause(case: dict[str, Any], root
             assert name in text, f"hint misses {name!r}: {text}"
         assert not BANNED.search(text)
         assert len(text) <= 450, text
-        assert _sentences(text) <= 2, text
+        assert sentences(text) <= 2, text
         quoted_code_removed = re.sub(r"\(`.*?`\)", "", text)  # the user's source may hold `${code}`
         assert not re.search(r"\{[a-z_]+\}", quoted_code_removed), f"unfilled placeholder: {text}"
         assert "node_modules" not in text and "site-packages" not in text
@@ -523,7 +506,7 @@ def test_hint_names_expression_values_place_and_cause(case: dict[str, Any], root
 def test_without_the_sources_the_hint_still_names_values_and_the_test_line() -> None:
     """A stored record (no workspace to read): values and the test's line, no invented place."""
     case = next(c for c in CASES if c["id"] == "pytest:tests-test-billing-py-test-page-count-rounds-up")
-    hint = hint_for(_failure(case), framework="pytest")
+    hint = hint_for(case_failure(case), framework="pytest")
     assert "billing.page_count(95, 10) returned 9" in hint and "tests/test_billing.py:10" in hint
     assert "code/" not in hint and "off by one" in hint.lower()
 
@@ -613,7 +596,7 @@ def test_values_that_show_nothing_particular_get_no_invented_cause() -> None:
 def test_two_thousand_failures_stay_fast(roots: dict[str, Path]) -> None:
     """Hints run on every failure: 2,000 of them (the cause set repeated, with the sources to
     read) must take well under a second per thousand on a loaded machine."""
-    failures = [_failure(c)._replace(test=f"{c['test']} #{i}") for i in range(40) for c in CASES][:2000]
+    failures = [case_failure(c)._replace(test=f"{c['test']} #{i}") for i in range(40) for c in CASES][:2000]
     start = time.perf_counter()
     out = apply(failures, framework="pytest", root=str(roots["pytest"]))
     elapsed = time.perf_counter() - start
@@ -630,9 +613,9 @@ def test_the_rules_words_only_spare_work_they_never_change_the_answer(
     from greenloop.hints import rules as hints
 
     every = CASES + json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
-    with_words = [match(_failure(c)) for c in every]
+    with_words = [match(case_failure(c)) for c in every]
     monkeypatch.setattr(hints, "RULES", tuple(dataclasses.replace(r, words=()) for r in hints.RULES))
-    assert [match(_failure(c)) for c in every] == with_words
+    assert [match(case_failure(c)) for c in every] == with_words
 
 
 def test_a_huge_message_costs_no_more_than_a_bound() -> None:

@@ -12,7 +12,7 @@ from greenloop.closure.store import Store
 from greenloop.errors import UsageError
 from greenloop.system import procfs
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("state_backend")]
 
 
 def suite(ws: Path, body: str) -> Path:

@@ -17,6 +17,8 @@ import pytest
 import greenloop.frameworks.cargo as cargo
 import greenloop.frameworks.go as go
 from greenloop.frameworks import parse_report, parse_text, progress_event
+from greenloop.frameworks.go_plan import run_pattern
+from greenloop.frameworks.go_workspace import workspace_env, workspace_patterns
 from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
 from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe
@@ -160,16 +162,16 @@ def test_go_command_refusal_is_a_load_failure_and_go_work_drops_mod_flags(tmp_pa
     (f,) = r.failures
     assert f.kind == "load" and "-mod may only be set" in f.message
     (tmp_path / "go.work").write_text("go 1.19\n\nuse ./a\n")
-    assert go.workspace_env(str(tmp_path), {"GOFLAGS": "-mod=mod -v"})[0] == [("GOFLAGS", "-v")]
-    assert go.workspace_env(str(tmp_path), {"GOFLAGS": "-v"}) == ([], [])
-    assert go.workspace_patterns(str(tmp_path)) == ["./a/..."]
+    assert workspace_env(str(tmp_path), {"GOFLAGS": "-mod=mod -v"})[0] == [("GOFLAGS", "-v")]
+    assert workspace_env(str(tmp_path), {"GOFLAGS": "-v"}) == ([], [])
+    assert workspace_patterns(str(tmp_path)) == ["./a/..."]
 
 
 def test_go_progress_and_run_pattern() -> None:
     assert progress_event("go", '{"Action":"pass","Package":"p","Test":"TestA"}') == "pass"
     assert progress_event("go", '{"Action":"fail","Package":"p","Elapsed":1}') is None
     assert progress_event("go", "    --- SKIP: TestA/x (0.00s)") == "skip"
-    pattern = go.run_pattern(["TestSub", "TestTable/big_case", "TestX/a.b(1)"])
+    pattern = run_pattern(["TestSub", "TestTable/big_case", "TestX/a.b(1)"])
     assert pattern == r"^(TestSub|TestTable|TestX)$/^(big_case|a\.b\(1\))$"
 
 

@@ -4,6 +4,8 @@ contract, and the `greenloop parse` command (real subprocesses)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import random
 import subprocess
@@ -14,9 +16,17 @@ from pathlib import Path
 import pytest
 
 from greenloop.cli import main
-from greenloop.frameworks import MODULES, parse_report, parse_text, progress_counts, progress_event
+from greenloop.frameworks import (
+    MODULES,
+    REPORT_READERS,
+    parse_report,
+    parse_text,
+    progress_counts,
+    progress_event,
+)
+from greenloop.frameworks.base import Framework, ReportReader
 from greenloop.frameworks.common import MAX_DETAILED_FAILURES, MAX_FAILURE_CHARS, strip_ansi, trim_stack
-from greenloop.frameworks.vitest import parse_json_report
+from greenloop.frameworks.vitest_report import parse_json_report
 from greenloop.model import ParseResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -96,6 +106,30 @@ def test_shuffled_and_spliced_real_output_never_raises(framework: str) -> None:
 def test_unknown_framework_is_a_note_not_an_exception() -> None:
     res = parse_text("mocha-ish", ["x"])
     assert not res.recognized and "unknown framework" in res.notes[0] and "vitest" in res.notes[0]
+
+
+def _callables(protocol: type) -> dict[str, list[str]]:
+    """Each method a Protocol names -> its parameter names after self."""
+    return {
+        name: list(inspect.signature(getattr(protocol, name)).parameters)[1:]
+        for name in vars(protocol)
+        if not name.startswith("_") and callable(getattr(protocol, name))
+    }
+
+
+@pytest.mark.parametrize(("table", "protocol"), [(MODULES, Framework), (REPORT_READERS, ReportReader)])
+def test_every_module_the_dispatcher_names_provides_its_protocol(
+    table: dict[str, str], protocol: type
+) -> None:
+    """What the dispatcher calls on a module is there, with the parameters it passes."""
+    wanted = _callables(protocol)
+    assert wanted
+    for key, name in table.items():
+        mod = importlib.import_module(name)
+        for method, params in wanted.items():
+            fn = getattr(mod, method, None)
+            assert callable(fn), f"{key}: {name}.{method} is missing"
+            assert list(inspect.signature(fn).parameters) == params, f"{key}: {name}.{method}"
 
 
 @pytest.mark.parametrize(("framework", "rel", "closing"), [
@@ -307,8 +341,8 @@ def test_vitest_json_contract(tmp_path: Path) -> None:
     ],
 )
 def test_load_failures_only_on_real_output(framework: str, fixture: str, only_load: bool) -> None:
-    """The rule run.classify, vitest.parse_json_report and the hooks share."""
-    from greenloop.frameworks.common import load_failures_only
+    """The rule run.classify, vitest_report.parse_json_report and the hooks share."""
+    from greenloop.frameworks.results import load_failures_only
 
     with open(FIXTURES / fixture, encoding="utf-8") as fh:
         res = parse_text(framework, fh)

@@ -1,15 +1,18 @@
-"""The state database: real SQLite files in tmp_path, real concurrent processes."""
+"""The state database: real SQLite files in tmp_path, a real PostgreSQL server, real concurrent processes."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from greenloop.closure.store import Store, db_path, record_result, run_record, state_root
 from greenloop.closure.transitions import RunRecord
 from greenloop.model import Failure, RunResult, Summary
+
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 
 class Clock:
@@ -32,6 +35,7 @@ def green(run_id: str, session: str | None = None, at: float = 0.0) -> RunRecord
     return RunRecord(run_id, ok=True, at=at, outcome="green", session_id=session)
 
 
+@pytest.mark.sqlite_only
 def test_created_in_wal_mode_with_schema(tmp_path: Path) -> None:
     with Store(tmp_path) as store:
         mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -43,6 +47,7 @@ def test_created_in_wal_mode_with_schema(tmp_path: Path) -> None:
     assert Path(db_path(tmp_path)) == tmp_path / ".greenloop" / "state.db"
 
 
+@pytest.mark.sqlite_only
 def test_state_root_walks_up_to_existing_db_or_git(tmp_path: Path) -> None:
     sub = tmp_path / "pkg" / "inner"
     sub.mkdir(parents=True)
@@ -115,6 +120,7 @@ def test_sandbox_mode_events(tmp_path: Path) -> None:
         assert store.latest_sandbox_mode("s2") == "workspace-write"
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_database_is_rebuilt_with_a_warning(tmp_path: Path) -> None:
     path = Path(db_path(tmp_path))
     path.parent.mkdir(parents=True)
@@ -165,6 +171,7 @@ def test_record_result_from_run_result(tmp_path: Path) -> None:
     assert timed.reason == "timed out"
 
 
+@pytest.mark.sqlite_only
 def test_record_result_takes_a_fingerprint_started_earlier(tmp_path: Path) -> None:
     result = RunResult(run_id="r", ok=True, outcome="green", framework=None, command="x", exit_code=0)
     unwritable = tmp_path / "unwritable"
@@ -194,6 +201,7 @@ def test_record_result_takes_a_fingerprint_started_earlier(tmp_path: Path) -> No
     assert rec.fingerprint is None and any("git went away" in w for w in warnings)
 
 
+@pytest.mark.sqlite_only
 def test_record_result_survives_an_unwritable_state_folder(tmp_path: Path) -> None:
     (tmp_path / ".greenloop").write_text("a file where the state folder should be")
     warnings: list[str] = []
@@ -224,11 +232,10 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
-    conn = sqlite3.connect(db_path(tmp_path))
-    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 160
-    assert conn.execute("SELECT COUNT(*) FROM interceptions").fetchone()[0] == 160
-    assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 8
-    conn.close()
+    with Store(tmp_path) as store:
+        tables = ("runs", "interceptions", "sessions")
+        count = {t: store.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+    assert count == {"runs": 160, "interceptions": 160, "sessions": 8}
 
 
 def test_a_later_red_workspace_run_outranks_the_sessions_own_green(tmp_path: Path) -> None:

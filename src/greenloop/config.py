@@ -69,6 +69,9 @@ class Config(NamedTuple):
     # a run whose only failures are flaky (failed, then passed on rerun): "fail" keeps it red,
     # "warn" makes it green with a note (the flaky bugs are logged either way)
     flaky: str = "fail"
+    # where the closure state lives: "" is the embedded SQLite database, a postgresql:// URL a
+    # shared PostgreSQL database ($GREENLOOP_STATE_URL wins; greenloop.state.url)
+    state_url: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -87,6 +90,7 @@ _ALIASES = {
     "summaryTailChars": "summary_tail_chars",
     "hintLanguage": "hint_language",
     "writeUnitStatus": "write_unit_status",
+    "stateUrl": "state_url",
 }
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
@@ -151,6 +155,15 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif name == "flaky":
             if value not in FLAKY_POLICIES:
                 problems.append(f"'{key}' must be one of {', '.join(FLAKY_POLICIES)} (got {value!r})")
+            else:
+                out[name] = value
+        elif name == "state_url":
+            from greenloop.state.url import check, redact
+
+            problem = check(value) if isinstance(value, str) else "must be a string"
+            if problem is not None:
+                shown = redact(value) if isinstance(value, str) else value
+                problems.append(f"'{key}' {problem} (got {_type_name(value)} {shown!r})")
             else:
                 out[name] = value
         elif name == "sandbox":

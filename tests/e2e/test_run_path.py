@@ -17,7 +17,7 @@ import pytest
 
 from greenloop import api
 from greenloop.frameworks import parse_report
-from greenloop.frameworks.vitest import parse_json_report
+from greenloop.frameworks.vitest_report import parse_json_report
 from greenloop.model import Progress
 
 from .helpers import cli, js_workspace, node_workspace, py_workspace

@@ -116,15 +116,21 @@ def bound_session(workspace: str | os.PathLike[str], pid: int | None = None) -> 
     that a hook recorded as its harness, in `workspace`'s state database; None when there is
     no such ancestor, no database, or it cannot be read (a lookup never fails a run)."""
     from greenloop.closure import store
+    from greenloop.state.url import configured
     from greenloop.system import ptree
 
     try:
+        location = configured(workspace)
         path = store.db_path(workspace)
-        if not os.path.isfile(path):
+        if not store.has_state(workspace, location):
             return None
         keys = [ptree.proc_key(p) for p in ptree.ancestors(pid)]
         if not keys:
             return None
+        if location.kind != "sqlite":
+            with store.Store(workspace, location=location) as st:
+                found = st.bound_session(keys)
+            return None if found is None else found[0]
         # Read-only and without the Store's schema check: this runs before every run starts.
         import sqlite3
 
@@ -162,7 +168,7 @@ def record_binding(
             return ""
         from greenloop.closure import store
 
-        if not os.path.isfile(store.db_path(workspace)):
+        if not store.has_state(workspace):
             # No state yet: create it only where greenloop is enabled (a disabled workspace
             # gets no .greenloop folder); once it exists, the hot path skips the config.
             from greenloop.config import load

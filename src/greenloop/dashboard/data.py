@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from greenloop import layout
 from greenloop.dashboard import live
+from greenloop.state.backend import Reader
 
 __all__ = [
     "PAGE_SIZE",
@@ -68,8 +69,21 @@ class Source(NamedTuple):
 
 
 @contextmanager
-def connect(src: Source) -> Iterator[sqlite3.Connection | None]:
-    """A read-only connection, or None when no database exists yet (nothing has run)."""
+def connect(src: Source) -> Iterator[Reader | None]:
+    """A read-only connection, or None when no database exists yet (nothing has run). With a
+    PostgreSQL state URL (greenloop.state.url) a read-only session there, with the same rows."""
+    from greenloop.state.url import configured
+
+    location = configured(src.root)
+    if location.kind == "postgres":
+        from greenloop.state.postgres import ReadOnlyView
+
+        view = ReadOnlyView(location.url)
+        try:
+            yield view if view.version else None
+        finally:
+            view.close()
+        return
     if not os.path.isfile(src.db):
         yield None
         return
@@ -111,7 +125,7 @@ def _duration(ref: str | None) -> int | None:
 
 
 def runs(
-    conn: sqlite3.Connection | None, *, outcome: str | None = None, session: str | None = None,
+    conn: Reader | None, *, outcome: str | None = None, session: str | None = None,
     page: int = 0, size: int = PAGE_SIZE,
 ) -> tuple[list[RunRow], bool]:
     """One page of runs, newest first, and whether there are more."""
@@ -133,7 +147,7 @@ def runs(
     return out, len(rows) > size
 
 
-def trend(conn: sqlite3.Connection | None, n: int = TREND_RUNS) -> list[tuple[str, int, int, str]]:
+def trend(conn: Reader | None, n: int = TREND_RUNS) -> list[tuple[str, int, int, str]]:
     """The last `n` runs, oldest first: (run_id, passed, failed, outcome)."""
     if conn is None:
         return []
@@ -170,7 +184,7 @@ def framework_of(src: Source, run_id: str, result: dict[str, Any] | None) -> str
 
 
 def read_run(
-    src: Source, conn: sqlite3.Connection | None, run_id: str
+    src: Source, conn: Reader | None, run_id: str
 ) -> tuple[dict[str, Any] | None, str | None]:
     """A run's result.json (or None while it runs) and its run folder (None if unknown)."""
     ref: str | None = None
@@ -197,7 +211,7 @@ def read_run(
 
 
 def sessions(
-    conn: sqlite3.Connection | None, *, page: int = 0, size: int = PAGE_SIZE
+    conn: Reader | None, *, page: int = 0, size: int = PAGE_SIZE
 ) -> tuple[list[dict[str, Any]], bool]:
     """Sessions, most recently seen first, each with its turn, interception and unresolved counts
     and the gate's last decision."""
@@ -209,10 +223,10 @@ def sessions(
         "(SELECT COUNT(*) FROM interceptions i WHERE i.session_id = s.id) AS interceptions, "
         "(SELECT COUNT(*) FROM unresolved u WHERE u.session_id = s.id AND u.cleared_at IS NULL) "
         "AS unresolved, "
-        "(SELECT kind || char(31) || message FROM interceptions i WHERE i.session_id = s.id "
+        "(SELECT kind || ? || message FROM interceptions i WHERE i.session_id = s.id "
         " ORDER BY i.id DESC LIMIT 1) AS last_decision "
         "FROM sessions s ORDER BY s.last_seen DESC LIMIT ? OFFSET ?",
-        (size + 1, max(page, 0) * size),
+        ("\x1f", size + 1, max(page, 0) * size),
     ).fetchall()
     out = []
     for r in rows[:size]:
@@ -223,7 +237,7 @@ def sessions(
     return out, len(rows) > size
 
 
-def session_detail(conn: sqlite3.Connection | None, session_id: str) -> dict[str, Any] | None:
+def session_detail(conn: Reader | None, session_id: str) -> dict[str, Any] | None:
     """One session: its turns (each with its interceptions), unresolved records and last runs."""
     if conn is None:
         return None
@@ -266,7 +280,7 @@ def _bug_log(src: Source) -> Any:
     return BugLog(bug_log_path(src.project))
 
 
-def _seen_counts(conn: sqlite3.Connection | None, names: set[str]) -> dict[str, int]:
+def _seen_counts(conn: Reader | None, names: set[str]) -> dict[str, int]:
     """How many stored runs failed each of `names` (one pass over the runs' failing lists)."""
     counts: dict[str, int] = {}
     if conn is None or not names:
@@ -284,7 +298,7 @@ def _seen_counts(conn: sqlite3.Connection | None, names: set[str]) -> dict[str, 
     return counts
 
 
-def bug_board(src: Source, conn: sqlite3.Connection | None, per_status: int = PAGE_SIZE) -> dict[str, Any]:
+def bug_board(src: Source, conn: Reader | None, per_status: int = PAGE_SIZE) -> dict[str, Any]:
     """Bugs by status, most recently updated first, `per_status` each, with dedup counts."""
     from greenloop.bugs.record import STATUSES
 
@@ -301,7 +315,7 @@ def bug_board(src: Source, conn: sqlite3.Connection | None, per_status: int = PA
     return {"columns": cards, "totals": totals, "warnings": list(fold.warnings)}
 
 
-def bug_detail(src: Source, conn: sqlite3.Connection | None, bug_id: str) -> Any:
+def bug_detail(src: Source, conn: Reader | None, bug_id: str) -> Any:
     """A bug's whole history (greenloop.bugs.record.BugHistory) and its dedup count, or None."""
     from greenloop.bugs.record import BugNotFound
 

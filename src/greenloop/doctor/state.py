@@ -14,7 +14,17 @@ __all__ = ["state_checks"]
 def state_checks(workspace: str) -> list[Check]:
     """The workspace's state database, looked at without changing it."""
     from greenloop.closure.store import SCHEMA_VERSION, TABLES, db_path
+    from greenloop.errors import ConfigError
+    from greenloop.state.url import configured
 
+    try:
+        location = configured(workspace)
+    except ConfigError as exc:
+        return [Check("state", "state URL", "fail", str(exc), "fix the state URL it names")]
+    if location.kind == "postgres":
+        from greenloop.state.health import check_postgres
+
+        return [Check("state", "postgresql", *check_postgres(location.url))]
     path = db_path(workspace)
     if not os.path.isfile(path):
         return [Check("state", "state.db", "ok", f"no state yet ({path} is created by the first run)")]

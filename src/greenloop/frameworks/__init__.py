@@ -1,11 +1,11 @@
-"""One module per test runner, listed in one plain dict (no registration magic).
+"""One module per test runner, listed in one plain dict (no registration magic); what each
+module provides is the Framework Protocol of frameworks/base.py.
 
 The entry points other modules call:
 
 - `parse_text(framework, lines)`: streaming, total parse of a runner's human output;
-- `parse_report(report_format, path)`: the machine report greenloop plans
-  ("vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit", and
-  through OWN_REPORTS "mocha-json", "unittest-json", "bun-junit");
+- `parse_report(report_format, path)`: the machine report greenloop plans, read by the module
+  REPORT_READERS names for its format;
 - `progress_event(framework, line)`: "pass" / "fail" / "skip" for one finished-test line.
 """
 
@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
+from greenloop.frameworks.base import CountsProgress, Framework, ReportReader
 from greenloop.frameworks.common import Event, capped
 from greenloop.model import ParseResult
 
 __all__ = [
     "MODULES",
-    "OWN_REPORTS",
-    "REPORT_FORMATS",
+    "REPORT_READERS",
     "module",
     "parse_report",
     "parse_text",
@@ -45,17 +44,26 @@ MODULES: dict[str, str] = {
 }
 
 
-def module(framework: str) -> ModuleType | None:
+def module(framework: str) -> Framework | None:
     """The module of `framework`, or None when it is not known."""
     name = MODULES.get(framework)
-    return importlib.import_module(name) if name else None
+    # (base.py has mypy prove each module in MODULES is a Framework)
+    return cast("Framework", importlib.import_module(name)) if name else None
 
 
-REPORT_FORMATS: tuple[str, ...] = (
-    "vitest-json", "jest-json", "junit", "node-tap", "pytest-json", "go-json", "nextest-junit",
-)
-# report formats read by the module of the runner that writes them: format -> framework id
-OWN_REPORTS: dict[str, str] = {"mocha-json": "mocha", "unittest-json": "unittest", "bun-junit": "bun"}
+# report format -> the module whose `parse_report` reads it (a ReportReader)
+REPORT_READERS: dict[str, str] = {
+    "vitest-json": "greenloop.frameworks.vitest_report",
+    "jest-json": "greenloop.frameworks.jest",
+    "junit": "greenloop.frameworks.junit",
+    "node-tap": "greenloop.frameworks.node_test",
+    "pytest-json": "greenloop.frameworks.pytest_report",
+    "go-json": "greenloop.frameworks.go",
+    "nextest-junit": "greenloop.frameworks.nextest",
+    "mocha-json": "greenloop.frameworks.mocha",
+    "unittest-json": "greenloop.frameworks.unittest",
+    "bun-junit": "greenloop.frameworks.bun",
+}
 
 
 def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) -> ParseResult:
@@ -66,8 +74,7 @@ def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) ->
     mod = module(framework)
     if mod is None:
         return ParseResult(notes=(f"unknown framework {framework!r}; known: {', '.join(MODULES)}",))
-    result: ParseResult = mod.parse_text(lines, root=root)
-    return capped(result)
+    return capped(mod.parse_text(lines, root=root))
 
 
 def parse_report(report_format: str, path: str, root: str | None = None) -> ParseResult:
@@ -76,43 +83,16 @@ def parse_report(report_format: str, path: str, root: str | None = None) -> Pars
 
 
 def _parse_report(report_format: str, path: str, root: str | None) -> ParseResult:
+    name = REPORT_READERS.get(report_format)
+    if name is None:
+        known = ", ".join(REPORT_READERS)
+        return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
     try:
-        if report_format == "vitest-json":
-            from greenloop.frameworks import vitest
-
-            return vitest.parse_report(path, root)
-        if report_format == "jest-json":
-            from greenloop.frameworks import jest
-
-            return jest.parse_report(path, root)
-        if report_format == "junit":
-            from greenloop.frameworks import junit
-
-            return junit.parse_junit(path, root)
-        if report_format == "node-tap":
-            from greenloop.frameworks import node_test
-
-            return node_test.parse_report(path, root)
-        if report_format == "pytest-json":
-            from greenloop.frameworks import pytest_report
-
-            return pytest_report.parse_json_report(path, root)
-        if report_format == "go-json":
-            from greenloop.frameworks import go
-
-            return go.parse_report(path, root)
-        if report_format == "nextest-junit":
-            from greenloop.frameworks import cargo
-
-            return cargo.parse_nextest_junit(path, root)
-        if report_format in OWN_REPORTS:
-            reader = importlib.import_module(MODULES[OWN_REPORTS[report_format]])
-            own: ParseResult = reader.parse_report(path, root)
-            return own
+        # (base.py has mypy prove each module in REPORT_READERS is a ReportReader)
+        reader = cast("ReportReader", importlib.import_module(name))
+        return reader.parse_report(path, root)
     except Exception as exc:  # totality: a report never crashes the caller
         return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
-    known = ", ".join((*REPORT_FORMATS, *OWN_REPORTS))
-    return ParseResult(notes=(f"unknown report format {report_format!r}; known: {known}",))
 
 
 def progress_event(framework: str, line: str) -> Event | None:
@@ -121,8 +101,7 @@ def progress_event(framework: str, line: str) -> Event | None:
     if mod is None:
         return None
     try:
-        ev: Event | None = mod.progress_event(line)
-        return ev
+        return mod.progress_event(line)
     except Exception:
         return None
 
@@ -138,11 +117,9 @@ def progress_counts(framework: str, line: str) -> dict[Event, int] | None:
     if mod is None:
         return None
     try:
-        fn = getattr(mod, "progress_counts", None)
-        if fn is not None:
-            counts: dict[Event, int] | None = fn(line)
-            return counts
-        ev: Event | None = mod.progress_event(line)
+        if hasattr(mod, "progress_counts"):
+            return cast("CountsProgress", mod).progress_counts(line)
+        ev = mod.progress_event(line)
         return {ev: 1} if ev else None
     except Exception:
         return None

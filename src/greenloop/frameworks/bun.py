@@ -28,12 +28,16 @@ from greenloop.frameworks.common import (
     diff_sides,
     expected_got,
     first_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
+)
+from greenloop.frameworks.results import (
+    closing_result,
+    counts_seen,
+    unclosed_note,
+    undetailed,
 )
 from greenloop.model import Failure, ParseResult
 
@@ -164,9 +168,7 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
                 f = _failure(name, kind, lines, root, file, int(line_attr) if line_attr else None)
                 if ftype and ftype not in ("AssertionError", "Error"):
                     f = f._replace(message=f"{ftype}: {f.message}")
-                if len(failures) >= MAX_DETAILED_FAILURES:
-                    f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-                failures.append(f)
+                failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
         elif skip is not None:
             skipped += 1
         else:
@@ -175,17 +177,18 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
         el.clear()
     if not saw_root:
         return ParseResult(notes=(f"report {path} has no <testsuites>/<testsuite> element: not JUnit XML",))
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
-        recognized=True,
+    return closing_result(
+        (passed, failed, skipped),
+        failures,
         duration_ms=int(duration * 1000) if duration is not None else None,
-        passed_tests=tuple(passed_names),
+        passed_names=passed_names,
     )
 
 
 @dataclass
 class TextParser:
+    """Streaming parser of bun test's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     file: str | None = None
     file_results: int = 0
@@ -201,6 +204,7 @@ class TextParser:
     load_errors: list[str] = field(default_factory=list)
 
     def feed(self, raw: str) -> None:
+        """Read one line of bun test's output."""
         line = strip_ansi(raw)
         if self.unhandled is not None:
             if line.startswith("-------"):
@@ -263,6 +267,7 @@ class TextParser:
             self.failures.append(f)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         if self.unhandled is not None:
             self._unhandled()
         notes: list[str] = []
@@ -272,25 +277,20 @@ class TextParser:
             passed, failed = c.get("pass", 0), c.get("fail", 0)
             skipped = c.get("skip", 0) + c.get("todo", 0)
         else:
-            p = self.progress
-            passed, failed, skipped = p["pass"], max(p["fail"], len(self.failures)), p["skip"]
-            if passed or failed or skipped:
-                notes.append("bun's closing 'Ran N tests across M files' line was not found; "
-                             "counts come from the lines seen")
-            else:
-                notes.append("no bun test output was recognised (no (pass)/(fail) lines, no closing counts)")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
-            passed_tests=tuple(self.passed_names),
+            passed, failed, skipped = counts_seen(self.progress, len(self.failures))
+            notes.append(unclosed_note(
+                (passed, failed, skipped),
+                "bun's closing 'Ran N tests across M files' line was not found",
+                "no bun test output was recognised (no (pass)/(fail) lines, no closing counts)",
+            ))
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse bun test's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "bun")
 
 

@@ -1,6 +1,7 @@
-"""cargo test (libtest's stable text output, with cargo's own lines on stderr) and
-cargo-nextest's JUnit report (its human output, `PASS [0.004s] crate tests::name` lines and
-`Summary … N tests run: P passed, F failed, S skipped`, is the fallback).
+"""cargo test (libtest's stable text output, with cargo's own lines on stderr) and cargo-nextest's
+human output (`PASS [0.004s] crate tests::name` lines and `Summary … N tests run: P passed, F
+failed, S skipped`, the fallback when its JUnit report is missing: frameworks/nextest.py reads
+the report, frameworks/cargo_plan.py plans the run).
 
 libtest has no stable machine format (its JSON needs a nightly flag), so its text is what
 greenloop reads: `test NAME ... ok|FAILED|ignored` per test, `---- NAME stdout ----` blocks
@@ -19,13 +20,8 @@ assert_eq!(got, want) is the convention: left is got, right is expected.
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any
 
 from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
@@ -33,23 +29,13 @@ from greenloop.frameworks.common import (
     MAX_NAMED_FAILURES,
     Event,
     bounded_join,
-    load_error_of,
     run_parser,
-    summary_of,
 )
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = [
-    "NEXTEST_PROFILE",
-    "NEXTEST_TOOL_CONFIG",
-    "CargoParser",
-    "failure_of",
-    "package_names",
-    "parse_nextest_junit",
-    "parse_text",
-    "plan_args",
-    "progress_event",
-]
+__all__ = ["CargoParser", "failure_of", "parse_text", "progress_event"]
+
 
 _RUNNING = re.compile(r"^running (\d+) tests?$")
 _TEST = re.compile(r"^test (.+?)(?: - should panic)? \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
@@ -218,6 +204,7 @@ class CargoParser:
         return False
 
     def feed(self, line: str) -> None:
+        """Read one line of cargo test, libtest or nextest output."""
         if (self.nx_seen or "[" in line or "STD" in line or "Summary" in line) and self._nextest(line):
             return
         m = _TEST.match(line)
@@ -333,6 +320,7 @@ class CargoParser:
                 self.open_error = None
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         if self.nx_summary is not None:
             passed, failed, skipped = self.nx_summary
         elif self.results:
@@ -359,64 +347,20 @@ class CargoParser:
             )
         if not self.results and not self.loads and self.nx_summary is None:
             notes.append("no `test result:` line of libtest found: the output is not cargo test's")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(failures),
-            notes=tuple(notes),
+        return closing_result(
+            (passed, failed, skipped),
+            failures,
+            notes=notes,
             recognized=self.results > 0 or bool(self.loads) or self.nx_summary is not None,
             duration_ms=int(self.duration * 1000) if self.results or self.nx_summary else None,
-            load_error=load_error_of([f.test for f in self.loads]),
-            passed_tests=tuple(self.passed_names),
+            load_errors=[f.test for f in self.loads],
+            passed_names=self.passed_names,
         )
 
 
 def parse_text(lines: object, root: str | None = None) -> ParseResult:
     """Parse `cargo test` output (total: never raises)."""
     return run_parser(lambda: CargoParser(root), lines, "cargo")  # type: ignore[arg-type]
-
-
-def parse_nextest_junit(path: str, root: str | None = None) -> ParseResult:
-    """cargo-nextest's JUnit report: one <testsuite> per test binary, one <testcase> per test,
-    the captured output of a failing test in <system-out>/<system-err> (read as libtest's)."""
-    try:
-        tree = ET.parse(path)
-    except FileNotFoundError:
-        return ParseResult(notes=(f"report {path} is missing: cargo nextest never wrote it",))
-    except (OSError, ET.ParseError) as exc:
-        return ParseResult(notes=(f"report {path} is not valid JUnit XML ({exc})",))
-    passed = failed = skipped = 0
-    failures: list[Failure] = []
-    passed_names: list[str] = []
-    duration = 0.0
-    for suite in tree.getroot().iter("testsuite"):
-        with contextlib.suppress(ValueError):
-            duration += float(suite.get("time") or 0)
-        for case in suite.iter("testcase"):
-            name = case.get("name") or "?"
-            problem = case.find("failure")
-            if problem is None:
-                problem = case.find("error")
-            if case.find("skipped") is not None:
-                skipped += 1
-            elif problem is not None:
-                failed += 1
-                parts = (problem, case.find("system-out"), case.find("system-err"))
-                text = "\n".join(x.text or "" for x in parts if x is not None)
-                body = text.splitlines()
-                f = failure_of(name, body)
-                if not f.message:
-                    f = f._replace(message=(problem.get("message") or problem.get("type") or "failed"))
-                failures.append(f)
-            else:
-                passed += 1
-                passed_names.append(name)
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
-        recognized=True,
-        duration_ms=int(duration * 1000),
-        passed_tests=tuple(passed_names),
-    )
 
 
 def progress_event(line: str) -> Event | None:
@@ -433,82 +377,3 @@ def progress_event(line: str) -> Event | None:
     status = m.group(2)
     return "pass" if status == "ok" else "fail" if status == "FAILED" else "skip"
 
-
-# ----------------------------------------------------------------------------- planning
-
-# greenloop's nextest settings (a tool config, lower priority than the repository's own
-# .config/nextest.toml): the default profile writes a JUnit report, to
-# <workspace>/target/nextest/default/junit.xml. A tool config only adds to existing profiles
-# here, so the default profile is the one run, named so NEXTEST_PROFILE cannot move it.
-NEXTEST_TOOL_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nextest.toml")
-NEXTEST_PROFILE = "default"
-
-
-def package_names(root: str) -> list[str]:
-    """The package names of the crate or workspace at `root` (Cargo.toml and its members)."""
-    names: list[str] = []
-
-    def read(folder: str) -> dict[str, Any]:
-        from greenloop.config import read_toml  # local: only a cargo plan reads TOML
-
-        try:
-            return read_toml(os.path.join(folder, "Cargo.toml"))[0]
-        except Exception:  # missing or invalid: no names from it (cargo itself says why)
-            return {}
-
-    top = read(root)
-    pkg = top.get("package")
-    if isinstance(pkg, dict) and isinstance(pkg.get("name"), str):
-        names.append(pkg["name"])
-    ws = top.get("workspace")
-    members = ws.get("members") if isinstance(ws, dict) else None
-    for pattern in members if isinstance(members, list) else []:
-        for folder in sorted(glob.glob(os.path.join(root, str(pattern)))):
-            sub = read(folder).get("package")
-            if isinstance(sub, dict) and isinstance(sub.get("name"), str):
-                names.append(sub["name"])
-    return list(dict.fromkeys(names))
-
-
-def plan_args(
-    root: str, targets: list[str], failures: list[Failure] | None, nextest: bool
-) -> tuple[list[str], list[str]]:
-    """(arguments after `cargo`, notes). A target that names a package becomes `-p NAME`,
-    `tests/NAME.rs` becomes `--test NAME`, a flag stays a cargo flag, anything else is a test
-    path filter; a last_failed rerun passes
-    the failing tests' exact paths with `--exact`."""
-    notes: list[str] = []
-    if nextest:
-        args = [
-            "nextest",
-            "run",
-            "--no-fail-fast",
-            "--tool-config-file",
-            f"greenloop:{NEXTEST_TOOL_CONFIG}",
-            "--profile",
-            NEXTEST_PROFILE,
-        ]
-    else:
-        args = ["test", "--no-fail-fast"]
-    packages = set(package_names(root))
-    filters: list[str] = []
-    for token in targets:
-        if token.startswith("-"):
-            args.append(token)
-        elif token in packages:
-            args += ["-p", token]
-        elif re.match(r"^(?:\./)?tests/[\w-]+\.rs$", token):  # an integration test file
-            args += ["--test", token.rsplit("/", 1)[-1][:-3]]
-        else:
-            filters.append(token)
-    exact = False
-    if failures:
-        names = [f.test for f in failures if f.kind != "load" and f.test]
-        if names and not filters:
-            filters, exact = list(dict.fromkeys(names)), True
-    if filters or exact:
-        args.append("--")
-        if exact:
-            args.append("--exact")
-        args += filters
-    return args, notes

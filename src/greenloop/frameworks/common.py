@@ -1,4 +1,5 @@
-"""Helpers every runner parser shares: ANSI stripping, stack trimming, expected/got, bounds.
+"""Helpers every runner parser shares: ANSI stripping, stack trimming, expected/got, bounds,
+and the driver of a streaming parser (how a parser closes is in frameworks/results.py).
 
 Parsers are streaming and total: they see one line at a time, keep at most a bounded amount
 of text per failure and a bounded number of failures in detail, and never raise. The
@@ -7,13 +8,12 @@ limits below are what keeps a 100 MB log inside a few megabytes of memory.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.model import ParseResult
 
 __all__ = [
     "MAX_DETAILED_FAILURES",
@@ -30,16 +30,10 @@ __all__ = [
     "expected_got",
     "first_user_frame",
     "is_user_frame",
-    "json_report_result",
-    "load_error_of",
-    "load_failures_only",
-    "load_note",
-    "read_json_report",
     "relativize",
     "run_parser",
     "runner_error",
     "strip_ansi",
-    "summary_of",
     "trim_stack",
 ]
 
@@ -186,6 +180,7 @@ def first_user_frame(stack: str) -> tuple[str | None, int | None]:
 
 
 def bounded_join(lines: Iterable[str], limit: int = MAX_FAILURE_CHARS) -> str:
+    """The lines joined by newlines, cut once `limit` characters are reached."""
     out: list[str] = []
     size = 0
     for line in lines:
@@ -302,6 +297,7 @@ class FailureDraft:
     chars: int = 0
 
     def add(self, line: str) -> None:
+        """Keep one more body line while the failure's line and character bounds allow."""
         if len(self.body) < MAX_FAILURE_LINES and self.chars < MAX_FAILURE_CHARS:
             self.body.append(line)
             self.chars += len(line)
@@ -310,9 +306,13 @@ class FailureDraft:
 class LineParser(Protocol):
     """What each runner module's text parser looks like."""
 
-    def feed(self, line: str) -> None: ...
+    def feed(self, line: str) -> None:
+        """Read one line of the runner's output."""
+        ...
 
-    def finish(self) -> ParseResult: ...
+    def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
+        ...
 
 
 def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framework: str) -> ParseResult:
@@ -354,80 +354,3 @@ def run_parser(factory: Callable[[], LineParser], lines: Iterable[str], framewor
         return parser.finish()
     except Exception as exc:
         return ParseResult(notes=(f"{framework} output parsing failed: {type(exc).__name__}: {exc}",))
-
-
-def summary_of(passed: int, failed: int, skipped: int) -> Summary:
-    return Summary(total=passed + failed + skipped, passed=passed, failed=failed, skipped=skipped)
-
-
-def load_error_of(load_errors: list[str]) -> str | None:
-    """A result's `load_error`: the first five files that could not load, or None."""
-    return "; ".join(load_errors[:5]) if load_errors else None
-
-
-def load_failures_only(parsed: ParseResult) -> bool:
-    """Did the suite fail only because files could not load (no other test failed)?
-
-    The rule every surface applies (run.classify, vitest.parse_json_report, the hooks): when
-    some files fail to load and other tests fail normally, the run is red (the load failures
-    are listed as failures of kind "load", with a note); only when the load failures are all
-    there is, is the run broken with next_action "retry_tester".
-    """
-    if not parsed.load_error:
-        return False
-    loads = sum(1 for f in parsed.failures if f.kind == "load")
-    others = len(parsed.failures) - loads
-    return others == 0 and parsed.summary.failed <= max(loads, 1)
-
-
-def load_note(parsed: ParseResult) -> str:
-    """The note of a red run that also has files which could not load."""
-    return (
-        f"some test files could not load ({parsed.load_error}); they are listed as failures of "
-        'kind "load" beside the tests that failed'
-    )
-
-
-def _load_json_report(path: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return None, f"report {path} is missing: the runner never wrote it (it crashed or was killed)"
-    except (OSError, ValueError) as exc:
-        return None, f"report {path} is not valid JSON ({type(exc).__name__}: {exc})"
-    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
-        return None, f"report {path} has no 'testResults' list: not a vitest/jest JSON report"
-    return data, None
-
-
-def read_json_report(
-    path: str, root: str | None, parse_data: Callable[[dict[str, Any], str | None], ParseResult]
-) -> ParseResult:
-    """Read a vitest/jest JSON report (a dict with a `testResults` list) with `parse_data`.
-
-    Missing or invalid gives recognized=False and a note; `parse_data` raising gives a note.
-    """
-    data, problem = _load_json_report(path)
-    if data is None:
-        return ParseResult(notes=(problem or "report unreadable",), recognized=False)
-    try:
-        return parse_data(data, root)
-    except Exception as exc:
-        return ParseResult(notes=(f"report {path} could not be read: {type(exc).__name__}: {exc}",))
-
-
-def json_report_result(
-    passed: int, failed: int, skipped: int, failures: Iterable[Failure],
-    start: object, end: float | None, load_errors: list[str], passed_names: Iterable[str] = (),
-) -> ParseResult:
-    """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
-    duration = int(end - start) if end is not None and isinstance(start, int | float) else None
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
-        recognized=True,
-        duration_ms=max(duration, 0) if duration is not None else None,
-        load_error=load_error_of(load_errors),
-        passed_tests=tuple(passed_names),
-    )

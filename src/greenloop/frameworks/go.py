@@ -19,16 +19,16 @@ Live progress (`progress_event`, one line at a time) also counts a group's own p
 event, so it can run a little ahead of the final counts on suites with subtests.
 
 Go prints no totals; the events are the summary. Plain `go test` without -v names only
-failing tests, so its passed count is unknown (a note says so).
+failing tests, so its passed count is unknown (a note says so). frameworks/go_plan.py plans
+the run; frameworks/go_workspace.py reads go.mod and go.work for both halves;
+frameworks/go_failures.py reads where each failure happened.
 """
-
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from greenloop.frameworks.common import (
@@ -37,26 +37,15 @@ from greenloop.frameworks.common import (
     MAX_NAMED_FAILURES,
     Event,
     bounded_join,
-    load_error_of,
     relativize,
     run_parser,
-    summary_of,
 )
+from greenloop.frameworks.go_failures import COMPILE_ERROR, GoTest, expected_got, package_failure, test_where
+from greenloop.frameworks.go_workspace import module_dirs
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = [
-    "GoParser",
-    "expected_got",
-    "go_timeout",
-    "module_dirs",
-    "parse_report",
-    "parse_text",
-    "plan_args",
-    "progress_event",
-    "run_pattern",
-    "workspace_env",
-    "workspace_patterns",
-]
+__all__ = ["GoParser", "parse_report", "parse_text", "progress_event"]
 
 _RESULT = re.compile(r"^(\s*)--- (PASS|FAIL|SKIP): (\S.*?) \((\d+(?:\.\d+)?)s\)$")
 _RUN = re.compile(r"^=== (?:RUN|PAUSE|CONT|NAME)\s+(\S.*)$")
@@ -64,124 +53,7 @@ _PKG_OK = re.compile(r"^ok\s+(\S+)\s+(?:\(cached\)|(\d+(?:\.\d+)?)s)")
 _PKG_FAIL = re.compile(r"^FAIL\s+(\S+)\s+(?:(\d+(?:\.\d+)?)s|\[(build failed|setup failed)\])")
 _PKG_NOTESTS = re.compile(r"^\?\s+(\S+)\s+\[no test files\]")
 _BUILD_HEAD = re.compile(r"^# (\S+)(?: \[(\S+)\])?$")
-_COMPILE = re.compile(r"^(?:\./)?([^\s:]+\.go):(\d+)(?::(\d+))?: (.+)$")
-_LOG = re.compile(r"^\s*([\w.\-]+\.go):(\d+): (.*)$")
-_FRAME_FILE = re.compile(r"^\s+(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
 _TIMEOUT = re.compile(r"^panic: test timed out after (\S+)")
-_PANIC = re.compile(r"^\s*panic: (.*?)(?: \[recovered\])?$")
-# Go runs TestXxx where Xxx does not start with a lower-case letter
-_TEST_NAME = re.compile(r"^(?:Test|Example|Fuzz)(?:[A-Z_0-9][^./\s]*)?(?:/\S+)?$")
-_RE2_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$]")  # RE2 rejects escapes of other characters
-_MODULE = re.compile(r"^\s*module\s+(\S+)", re.M)
-_USE = re.compile(r"^\s*use\s+(?:\(([^)]*)\)|(\S+))", re.M)
-
-# got/want, the convention of Go's own tests: "got X, want Y", "f(x) = X, want Y",
-# "want Y, got X", testify's "expected: Y / actual: X".
-_GOT_WANT = re.compile(r"\bgot:?\s+(.+?),?\s+(?:want|expected):?\s+(.+?)\s*$", re.I)
-_EQ_WANT = re.compile(r"(?:^|\s)=\s+(.+?),\s+want:?\s+(.+?)\s*$")
-_WANT_GOT = re.compile(r"\b(?:want|expected):?\s+(.+?),?\s+(?:got|but got|actual):?\s+(.+?)\s*$", re.I)
-_TESTIFY_EXP = re.compile(r"^\s*expected\s*:\s(.*)$")
-_TESTIFY_ACT = re.compile(r"^\s*actual\s*:\s(.*)$")
-
-
-def expected_got(message: str) -> tuple[str | None, str | None]:
-    """(expected, got) of a Go failure message, by the got/want conventions above."""
-    lines = message.splitlines()
-    exp = next((m.group(1).strip() for m in map(_TESTIFY_EXP.match, lines) if m), None)
-    act = next((m.group(1).strip() for m in map(_TESTIFY_ACT.match, lines) if m), None)
-    if exp is not None or act is not None:
-        return exp, act
-    for line in lines:
-        m = _GOT_WANT.search(line)
-        if m:
-            return m.group(2), m.group(1)
-        m = _EQ_WANT.search(line)
-        if m:
-            return m.group(2), m.group(1)
-        m = _WANT_GOT.search(line)
-        if m:
-            return m.group(1), m.group(2)
-    return None, None
-
-
-def _work_uses(root: str) -> list[str] | None:
-    """The folders a go.work at `root` uses, or None without a go.work."""
-    try:
-        with open(os.path.join(root, "go.work"), encoding="utf-8", errors="replace") as fh:
-            work = fh.read()
-    except OSError:
-        return None
-    dirs: list[str] = []
-    for m in _USE.finditer(work):
-        block = m.group(1) if m.group(1) is not None else m.group(2)
-        for d in block.splitlines():
-            d = d.split("//", 1)[0].strip().strip('"')
-            if d:
-                dirs.append(d)
-    return dirs
-
-
-def workspace_patterns(root: str) -> list[str]:
-    """The package patterns of a whole run: `./...`, or one `./mod/...` per module of go.work
-    (`./...` at a go.work root without its own go.mod matches no module)."""
-    uses = _work_uses(root)
-    if not uses:
-        return ["./..."]
-    out = []
-    for d in uses:
-        norm = os.path.normpath(d)
-        out.append("./..." if norm == "." else f"./{norm}/...")
-    return list(dict.fromkeys(out))
-
-
-def workspace_env(root: str, env: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """(variables for the child, notes): under go.work, Go refuses `-mod=mod`/`-mod=vendor` in
-    GOFLAGS ("-mod may only be set to readonly when in workspace mode"), so they are dropped."""
-    flags = env.get("GOFLAGS", "")
-    if _work_uses(root) is None or "-mod=" not in flags:
-        return [], []
-    kept = [f for f in flags.split() if not f.startswith("-mod=") or f == "-mod=readonly"]
-    note = f"GOFLAGS {flags!r} had -mod, which go.work workspaces refuse; the run used {' '.join(kept)!r}"
-    return [("GOFLAGS", " ".join(kept))], [note]
-
-
-def module_dirs(root: str | None) -> dict[str, str]:
-    """Module path -> folder relative to `root`, from go.mod or every `use` of go.work."""
-    if not root:
-        return {}
-    out: dict[str, str] = {}
-    dirs = _work_uses(root) or ["."]
-    for d in dirs:
-        try:
-            with open(os.path.join(root, d, "go.mod"), encoding="utf-8", errors="replace") as fh:
-                m = _MODULE.search(fh.read())
-        except OSError:
-            continue
-        if m:
-            out[m.group(1).strip('"')] = os.path.normpath(d)
-    return out
-
-
-def run_pattern(names: list[str]) -> str:
-    """The `-run` regex of tests named like `TestA` or `TestTable/case`: one alternation per level."""
-    levels: list[list[str]] = []
-    for name in dict.fromkeys(names):
-        for i, part in enumerate(name.split("/")):
-            if len(levels) <= i:
-                levels.append([])
-            if part not in levels[i]:
-                levels[i].append(part)
-    return "/".join("^(" + "|".join(_RE2_SPECIAL.sub(r"\\\g<0>", p) for p in lv) + ")$" for lv in levels)
-
-
-@dataclass
-class _Test:
-    name: str
-    package: str
-    body: list[str] = field(default_factory=list)
-    outcome: str | None = None
-    children: int = 0
-    failed_children: int = 0
 
 
 class GoParser:
@@ -190,7 +62,7 @@ class GoParser:
     def __init__(self, root: str | None = None) -> None:
         self.root = root
         self.modules = module_dirs(root)
-        self.tests: dict[tuple[str, str], _Test] = {}
+        self.tests: dict[tuple[str, str], GoTest] = {}
         self.order: list[tuple[str, str]] = []
         self.pkg_failed: dict[str, str] = {}  # package -> why ("build failed", "FAIL")
         self.pkg_output: dict[str, list[str]] = {}
@@ -201,18 +73,18 @@ class GoParser:
         self.timeout: str | None = None
         self.build_errors: dict[str, list[str]] = {}  # package -> compiler lines
         self.build_pkg: str | None = None
-        self.text_open: _Test | None = None
-        self.text_pending: list[_Test] = []  # plain-text tests whose package line is still ahead
+        self.text_open: GoTest | None = None
+        self.text_pending: list[GoTest] = []  # plain-text tests whose package line is still ahead
         self.text_verbose = False
         self.go_errors: list[str] = []  # `go: …` lines: the go command refused before building
 
     # --------------------------------------------------------------- events
 
-    def _test(self, pkg: str, name: str) -> _Test:
+    def _test(self, pkg: str, name: str) -> GoTest:
         key = (pkg, name)
         t = self.tests.get(key)
         if t is None:
-            t = _Test(name, pkg)
+            t = GoTest(name, pkg)
             self.tests[key] = t
             self.order.append(key)
             if "/" in name:
@@ -265,7 +137,7 @@ class GoParser:
         if action in ("pass", "fail") and isinstance(elapsed, int | float):
             self.elapsed += float(elapsed)
 
-    def _test_output(self, t: _Test, line: str) -> None:
+    def _test_output(self, t: GoTest, line: str) -> None:
         if _RUN.match(line) or _RESULT.match(line):
             return
         if _TIMEOUT.match(line):
@@ -288,7 +160,7 @@ class GoParser:
             self.text_open = None
             return
         if self.build_pkg is not None:
-            c = _COMPILE.match(line)
+            c = COMPILE_ERROR.match(line)
             if c or line.startswith("\t") or line.startswith("  "):
                 buf = self.build_errors.setdefault(self.build_pkg, [])
                 if len(buf) < MAX_FAILURE_LINES:
@@ -332,7 +204,7 @@ class GoParser:
         if self.text_open is not None and len(self.text_open.body) < MAX_FAILURE_LINES:
             self.text_open.body.append(line)
 
-    def _adopt(self, tests: list[_Test], pkg: str) -> None:
+    def _adopt(self, tests: list[GoTest], pkg: str) -> None:
         """Move plain-text tests under the package their `ok`/`FAIL` line named."""
         moved: dict[tuple[str, str], tuple[str, str]] = {}
         for t in tests:
@@ -349,6 +221,7 @@ class GoParser:
     # --------------------------------------------------------------- driver
 
     def feed(self, line: str) -> None:
+        """Read one line of test2json event or go test text."""
         if line.startswith("{") and '"Action"' in line:
             ev = _json_value(line)
             if isinstance(ev, dict):
@@ -357,59 +230,8 @@ class GoParser:
                 return
         self._text(line)
 
-    def _file_of(self, pkg: str, base: str) -> str:
-        for mod, folder in sorted(self.modules.items(), key=lambda kv: -len(kv[0])):
-            if pkg == mod or pkg.startswith(mod + "/"):
-                rel = pkg[len(mod) :].lstrip("/")
-                path = os.path.normpath(os.path.join(folder, rel, base))
-                return path
-        return base
-
-    def _where(self, t: _Test) -> tuple[str | None, int | None, str]:
-        """(file, line, message) of a failing test from its output."""
-        file: str | None = None
-        line_no: int | None = None
-        msg: list[str] = []
-        log_indent: int | None = None
-        panic = next((i for i, b in enumerate(t.body) if _PANIC.match(b)), None)
-        for b in t.body:
-            m = _LOG.match(b)
-            if m:
-                indent = len(b) - len(b.lstrip())
-                if file is None:
-                    file, line_no = self._file_of(t.package, m.group(1)), int(m.group(2))
-                    log_indent = indent
-                    msg.append(m.group(3))
-                continue  # later t.Log/t.Error lines stay in the stack
-            continued = log_indent is not None and b.startswith(" " * (log_indent + 4))
-            if continued and len(msg) == 1:
-                msg[0] += "\n" + b.strip()
-        if panic is not None:
-            pm = _PANIC.match(t.body[panic])
-            msg = [f"panic: {pm.group(1) if pm else t.body[panic].strip()}"]
-            frame = self._panic_frame(t.body[panic:])
-            if frame is not None:
-                file, line_no = frame
-        return file, line_no, "\n".join(msg)
-
-    def _panic_frame(self, lines: list[str]) -> tuple[str, int] | None:
-        """The first goroutine frame in the workspace (not GOROOT, not the testing package)."""
-        root = (self.root or "").rstrip("/") + "/"
-        fallback: tuple[str, int] | None = None
-        for b in lines:
-            m = _FRAME_FILE.match(b)
-            if not m:
-                continue
-            path = m.group(1)
-            if "/src/testing/" in path or "/src/runtime/" in path or "/pkg/mod/" in path:
-                continue
-            if self.root and path.startswith(root):
-                return path[len(root) :], int(m.group(2))
-            if fallback is None and "/go-" not in path and "/go/src/" not in path:
-                fallback = (path, int(m.group(2)))
-        return fallback
-
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         passed = failed = skipped = 0
         failures: list[Failure] = []
         passed_names: list[str] = []
@@ -434,7 +256,7 @@ class GoParser:
                 if len(failures) >= MAX_DETAILED_FAILURES:
                     failures.append(Failure(test=t.name, file=None))
                     continue
-                file, line_no, message = self._where(t)
+                file, line_no, message = test_where(t, self.modules, self.root)
                 expected, got = expected_got(message)
                 stack = relativize(bounded_join(b for b in t.body if b.strip()), self.root)
                 failures.append(
@@ -453,12 +275,15 @@ class GoParser:
         for pkg, why in self.pkg_failed.items():
             if pkg in failing_pkgs and why == "FAIL" and not any(t.package == pkg for t in running):
                 continue
-            failures.append(self._package_failure(pkg, why, running))
+            failures.append(package_failure(pkg, why, running, self.build_errors, self.pkg_output, self.root))
             load_errors.append(pkg)
             failed += 1
         for pkg, lines in self.build_errors.items():
-            if pkg not in self.pkg_failed and any(_COMPILE.match(x) for x in lines):
-                failures.append(self._package_failure(pkg, "build failed", running))
+            if pkg not in self.pkg_failed and any(COMPILE_ERROR.match(x) for x in lines):
+                failure = package_failure(
+                    pkg, "build failed", running, self.build_errors, self.pkg_output, self.root
+                )
+                failures.append(failure)
                 load_errors.append(pkg)
                 failed += 1
         if self.go_errors and not failures:  # nothing built or ran: the go command itself refused
@@ -483,52 +308,17 @@ class GoParser:
         recognized = bool(self.events or self.pkgs_seen or self.text_results)
         if not recognized and not failures:
             notes.append("no go test output recognised: no test2json event, `--- PASS/FAIL` or package line")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(failures),
-            notes=tuple(notes),
+        return closing_result(
+            (passed, failed, skipped),
+            failures,
+            notes=notes,
             recognized=recognized,
             duration_ms=int(self.elapsed * 1000) if self.events else None,
-            load_error=load_error_of(load_errors),
-            passed_tests=tuple(passed_names),
+            load_errors=load_errors,
+            passed_names=passed_names,
             timed_out=self.timeout is not None,
         )
 
-    def _package_failure(self, pkg: str, why: str, running: list[_Test]) -> Failure:
-        """One load failure for a package that failed outside any finished test."""
-        build = self.build_errors.get(pkg) or next(
-            (v for k, v in self.build_errors.items() if k.split(" ")[0] == pkg), []
-        )
-        output = self.pkg_output.get(pkg, [])
-        hung = [t for t in running if t.package == pkg]
-        for t in hung:
-            output = [*t.body, *output]
-        file: str | None = None
-        line_no: int | None = None
-        message = f"package {pkg}: {why}"
-        if build:
-            m = next((c for c in map(_COMPILE.match, build) if c), None)
-            if m:
-                file, line_no = m.group(1), int(m.group(2))
-                message = f"package {pkg} does not build: {m.group(4)}"
-        else:
-            panic = next((i for i, b in enumerate(output) if _PANIC.match(b)), None)
-            if panic is not None:
-                message = f"package {pkg}: {output[panic].strip()}"
-                frame = self._panic_frame(output[panic:])
-                if frame is not None:
-                    file, line_no = frame
-            if hung:
-                message += f" (while running {', '.join(t.name for t in hung[:3])})"
-        body = build or [b for b in output if b.strip()]
-        return Failure(
-            test=pkg,
-            file=file,
-            line=line_no,
-            message=relativize(message, self.root),
-            stack=relativize(bounded_join(body), self.root),
-            kind="load",
-        )
 
 
 def parse_text(lines: object, root: str | None = None) -> ParseResult:
@@ -624,54 +414,3 @@ def progress_event(line: str) -> Event | None:
     return None
 
 
-# ----------------------------------------------------------------------------- planning
-
-
-def go_timeout(timeout_ms: int) -> str:
-    """go test's own -timeout, a little under greenloop's: Go then panics with the hung test's
-    stack (`panic: test timed out after`), which names it, before greenloop stops the tree."""
-    margin = min(max(timeout_ms // 10, 500), 5000)
-    return f"-timeout={max(timeout_ms - margin, 500)}ms"
-
-
-def _has_tests(folder: str) -> bool:
-    try:
-        return any(n.endswith("_test.go") for n in os.listdir(folder))
-    except OSError:
-        return False
-
-
-def plan_args(
-    root: str, targets: list[str], failures: list[Failure] | None, timeout_ms: int
-) -> tuple[list[str], list[str]]:
-    """(arguments after `go test`, notes): `-json`, the timeout, `-run` for target tokens named
-    like tests (`TestSub`, `TestTable/case`) or a last_failed rerun, and the packages (the
-    other targets, the failing tests' packages, or every module's `./...`)."""
-    notes: list[str] = []
-    args = ["-json", go_timeout(timeout_ms)]
-    flags = [t for t in targets if t.startswith("-")]
-    # a token named like a test (TestX, TestX/case) selects tests by name, anything else is a package
-    names = [t for t in targets if _TEST_NAME.match(t)]
-    packages = [t for t in targets if not t.startswith("-") and t not in names]
-    for token in packages:
-        local = token.removesuffix("/...") or "."
-        if token.startswith(".") and not os.path.isdir(os.path.join(root, local)):
-            notes.append(
-                f"target {token!r} is not a folder in the workspace; go test takes packages such as ./pkg/..."
-            )
-    if names:
-        args += ["-run", run_pattern(names)]
-    elif failures:
-        failing = [f.test for f in failures if f.kind != "load" and f.test]
-        if failing:
-            args += ["-run", run_pattern(failing)]
-        if not packages:
-            dirs: list[str] = []
-            for f in failures:
-                folder = os.path.dirname(f.file) if f.file and not os.path.isabs(f.file) else None
-                if f.kind == "load" or folder is None or not _has_tests(os.path.join(root, folder)):
-                    dirs = []
-                    break
-                dirs.append("./" + folder if folder else ".")
-            packages = list(dict.fromkeys(dirs))
-    return [*args, *flags, *(packages or workspace_patterns(root))], notes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
@@ -22,15 +23,13 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     first_user_frame,
-    json_report_result,
-    load_error_of,
-    read_json_report,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
 )
+from greenloop.frameworks.json_report import ReportTally, read_json_report
+from greenloop.frameworks.results import closing_result, unclosed_note
 from greenloop.model import Failure, ParseResult
 
 __all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
@@ -111,6 +110,8 @@ def _finish(d: FailureDraft, root: str | None) -> Failure:
 
 @dataclass
 class TextParser:
+    """Streaming parser of jest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     file: str | None = None
     draft: FailureDraft | None = None
@@ -144,6 +145,7 @@ class TextParser:
         self.draft = None
 
     def feed(self, raw: str) -> None:
+        """Read one line of jest's output."""
         line = strip_ansi(raw)
         m = _FILE.match(line)
         if m and ("/" in m.group(2) or "." in m.group(2)):
@@ -198,6 +200,7 @@ class TextParser:
             self.duration_ms = int(float(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000}[m.group(2)])
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         # "Test suite failed to run" blocks (a file that cannot load, or an afterAll that threw
         # after its tests passed) are outside jest's "Tests:" count; per-test failures are in it.
@@ -213,25 +216,24 @@ class TextParser:
             failed = max(self.tree["fail"], len(self.failures) - loads) + loads
             passed, skipped = self.tree["pass"], self.tree["skip"]
             recognized = False
-            if failed or passed or skipped:
-                notes.append("jest's closing 'Tests:' line was not found; counts come from the lines seen")
-            else:
-                notes.append("no jest output was recognised (no 'Tests:' summary, no test lines)")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
+            notes.append(unclosed_note(
+                (passed, failed, skipped),
+                "jest's closing 'Tests:' line was not found",
+                "no jest output was recognised (no 'Tests:' summary, no test lines)",
+            ))
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse jest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "jest")
 
 
 def progress_event(line: str) -> Event | None:
+    """pass/fail/skip of one finished-test line of jest's output, else None."""
     if not line or not any(c in line for c in "✓✕○✎"):
         return None
     m = _TREE.match(strip_ansi(line))
@@ -256,41 +258,22 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 
 def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
-    failures: list[Failure] = []
-    passed_names: list[str] = []
-    passed = failed = skipped = 0
-    load_errors: list[str] = []
-    end: float | None = None
-    for r in data["testResults"]:
-        if not isinstance(r, dict):
-            continue
-        file = str(r.get("name") or "")
-        rel = relativize(file, root) if root else file
-        if isinstance(r.get("endTime"), int | float):
-            end = max(end or 0.0, float(r["endTime"]))
+    tally = ReportTally()
+    for r, file, rel in tally.files(data, root):
         assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
-        for a in assertions:
-            st = a.get("status")
-            if st == "passed":
-                passed += 1
-                passed_names.append(_assertion_name(a))
-            elif st == "failed":
-                failed += 1
-                failures.append(_assertion_failure(a, file, root))
-            else:
-                skipped += 1
+        tally.count(assertions, _assertion_name, partial(_assertion_failure, file=file, root=root))
         if r.get("status") == "failed" and assertions and r.get("message") \
                 and not any(a.get("status") == "failed" for a in assertions):
             # the tests ran and passed, then the file failed: an afterAll threw
-            failed += 1
+            tally.failed += 1
             text = strip_ansi(str(r.get("message") or ""))
             lines = [ln.strip() for ln in text.splitlines() if ln.strip() and _LOAD_HEADER not in ln]
             first = next((ln for ln in lines if not _CODE.match(ln)), "a hook failed")
             _, uline = first_user_frame(text)
-            failures.append(Failure(test=rel, file=rel, line=uline, message=first, kind="hook",
-                                    stack=trim_stack(text, root)))
+            tally.failures.append(Failure(test=rel, file=rel, line=uline, message=first, kind="hook",
+                                          stack=trim_stack(text, root)))
         if r.get("status") == "failed" and not assertions:
-            failed += 1
+            tally.failed += 1
             text = strip_ansi(str(r.get("message") or r.get("failureMessage") or ""))
             lines = [ln[4:] if ln.startswith("    ") else ln.strip() for ln in text.splitlines()]
             lines = [ln for ln in lines if ln.strip() and _LOAD_HEADER not in ln]
@@ -301,11 +284,10 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 msg.append(ln.strip())
             syntax = [ln.strip() for ln in lines if ln.strip().startswith("SyntaxError")][:2]
             msg = msg[:1] + [s for s in syntax if s not in msg[:1]]
-            load_errors.append(f"{rel}: {msg[0] if msg else 'failed to run'}")
-            failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
-                                    stack=trim_stack(text, root)))
-    start = data.get("startTime")
-    return json_report_result(passed, failed, skipped, failures, start, end, load_errors, passed_names)
+            tally.load_errors.append(f"{rel}: {msg[0] if msg else 'failed to run'}")
+            tally.failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
+                                          stack=trim_stack(text, root)))
+    return tally.result(data.get("startTime"))
 
 
 def _assertion_name(a: dict[str, Any]) -> str:

@@ -25,15 +25,14 @@ from greenloop.frameworks.common import (
     expected_got,
     first_user_frame,
     is_user_frame,
-    load_error_of,
     relativize,
     strip_ansi,
-    summary_of,
     trim_stack,
 )
+from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["parse_junit", "pytest_failure", "pytest_user_frame"]
+__all__ = ["parse_report", "pytest_failure", "pytest_user_frame"]
 
 _TEST_FILE = re.compile(r"\.(?:[cm]?[jt]s|tsx|jsx)$")
 _ACTUAL = re.compile(r"^\s*actual: (.*?),?$")
@@ -64,7 +63,9 @@ def _node_expected_got(text: str) -> tuple[str | None, str | None]:
     return exp, got
 
 
-def parse_junit(path: str, root: str | None = None) -> ParseResult:
+def parse_report(path: str, root: str | None = None) -> ParseResult:
+    """A JUnit XML report (the pytest and node:test dialects, else read generically); missing
+    or invalid gives recognized=False with a note."""
     try:
         return _parse(path, root)
     except FileNotFoundError:
@@ -173,13 +174,12 @@ def _parse(path: str, root: str | None) -> ParseResult:
             el.clear()
     if not saw_root:
         return ParseResult(notes=(f"report {path} has no <testsuites>/<testsuite> element: not JUnit XML",))
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
-        recognized=True,
+    return closing_result(
+        (passed, failed, skipped),
+        failures,
         duration_ms=int(duration * 1000),
-        load_error=load_error_of(load_errors),
-        passed_tests=tuple(passed_names),
+        load_errors=load_errors,
+        passed_names=passed_names,
     )
 
 

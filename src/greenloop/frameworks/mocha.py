@@ -11,7 +11,6 @@ where the error is (the module it imports, for a syntax error there).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -24,12 +23,17 @@ from greenloop.frameworks.common import (
     Event,
     bounded_join,
     first_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
+)
+from greenloop.frameworks.results import (
+    closing_result,
+    counts_seen,
+    read_json_object,
+    unclosed_note,
+    undetailed,
 )
 from greenloop.model import Failure, ParseResult
 
@@ -96,16 +100,12 @@ def _name(item: dict[str, Any]) -> str:
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
     """The JSON report; missing or invalid gives recognized=False with a note."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return ParseResult(notes=(f"report {path} is missing: the runner never wrote it (it crashed, was "
-                                  "killed, or a test file failed to load before any test ran)",))
-    except (OSError, ValueError) as exc:
-        return ParseResult(notes=(f"report {path} is not valid JSON ({type(exc).__name__}: {exc})",))
-    if not isinstance(data, dict) or not isinstance(data.get("stats"), dict):
-        return ParseResult(notes=(f"report {path} has no 'stats': not a mocha JSON report",))
+    data = read_json_object(
+        path, "stats", "it crashed, was killed, or a test file failed to load before any test ran",
+        "a mocha JSON report",
+    )
+    if isinstance(data, ParseResult):
+        return data
     stats = data["stats"]
     failures: list[Failure] = []
     for item in data.get("failures") or ():
@@ -116,18 +116,15 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         err = item.get("err") if isinstance(item.get("err"), dict) else {}
         file = item.get("file") if isinstance(item.get("file"), str) else None
         f = _failure(_name(item), kind, err or {}, file, root)
-        if len(failures) >= MAX_DETAILED_FAILURES:
-            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-        failures.append(f)
+        failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
     passes = [_name(p) for p in data.get("passes") or () if isinstance(p, dict)]
     duration = stats.get("duration")
-    return ParseResult(
-        summary=summary_of(int(stats.get("passes") or 0), int(stats.get("failures") or 0),
-                           int(stats.get("pending") or 0)),
-        failures=tuple(failures),
-        recognized=True,
+    counts = (int(stats.get("passes") or 0), int(stats.get("failures") or 0), int(stats.get("pending") or 0))
+    return closing_result(
+        counts,
+        failures,
         duration_ms=int(duration) if isinstance(duration, int | float) else None,
-        passed_tests=tuple(passes),
+        passed_names=passes,
     )
 
 
@@ -158,6 +155,8 @@ def js_escape(text: str) -> str:
 
 @dataclass
 class TextParser:
+    """Streaming parser of mocha's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     stack: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -211,6 +210,7 @@ class TextParser:
                                      stack=trim_stack(text, self.root), kind="load"))
 
     def feed(self, raw: str) -> None:
+        """Read one line of mocha's output."""
         line = strip_ansi(raw)
         if self.load is not None:
             if len(self.load) < 120:
@@ -279,6 +279,7 @@ class TextParser:
             self.body.append(line)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         self._close_load()
         notes: list[str] = []
@@ -288,23 +289,18 @@ class TextParser:
             failed = self.counts.get("failing", 0)
             skipped = self.counts.get("pending", 0)
         else:
-            p = self.progress
-            passed, failed, skipped = p["pass"], max(p["fail"], len(self.failures)), p["skip"]
+            passed, failed, skipped = counts_seen(self.progress, len(self.failures))
             if self.load_errors:
                 recognized = True  # mocha stopped before running anything: the load error is the result
-            elif passed or failed or skipped:
-                notes.append("mocha's closing 'N passing'/'N failing' lines were not found; "
-                             "counts come from the lines seen")
             else:
-                notes.append("no mocha output was recognised (no spec reporter lines, no closing counts)")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
-            passed_tests=tuple(self.passed_names),
+                notes.append(unclosed_note(
+                    (passed, failed, skipped),
+                    "mocha's closing 'N passing'/'N failing' lines were not found",
+                    "no mocha output was recognised (no spec reporter lines, no closing counts)",
+                ))
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
         )
 
 
@@ -337,6 +333,7 @@ def _diff(body: Iterable[str]) -> tuple[str | None, str | None]:
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse mocha's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "mocha")
 
 

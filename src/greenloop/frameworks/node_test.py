@@ -32,18 +32,15 @@ from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
     MAX_NAMED_FAILURES,
     Event,
-    bounded_join,
-    first_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
-    trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.frameworks.node_test_failure import failure_of, unquote
+from greenloop.frameworks.results import closing_result, unclosed_note
+from greenloop.model import Failure, ParseResult
 
-__all__ = ["TextParser", "parse_report", "parse_text", "progress_event", "running_tests"]
+__all__ = ["TextParser", "parse_report", "parse_text", "progress_event"]
 
 _SUBTEST = re.compile(r"^(\s*)# Subtest: (.*)$")
 _RESULT = re.compile(r"^(\s*)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$")
@@ -64,18 +61,6 @@ _FILE_NAME = re.compile(r"(?:^|/)[^/\s]+\.(?:[cm]?[jt]s|tsx|jsx)$")
 _SUBTESTS_FAILED = re.compile(r"^'?\d+ subtests? failed'?$")
 _CANCELLED = "test did not finish before its parent and was cancelled"
 
-
-def _unquote(v: str) -> str:
-    v = v.strip()
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-        return v[1:-1].replace("''", "'")
-    return v
-
-
-def _yaml_value(v: str) -> str:
-    """A TAP diagnostic value as the test wrote it: YAML's `~` is JavaScript's null."""
-    v = _unquote(v)
-    return "null" if v == "~" else v
 
 
 @dataclass
@@ -99,6 +84,8 @@ class _Result:
 
 @dataclass
 class TextParser:
+    """Streaming parser of node:test's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     stack: list[_Open] = field(default_factory=list)
     pending: _Result | None = None
@@ -125,15 +112,15 @@ class TextParser:
     def _classify(self, r: _Result) -> None:
         full = " > ".join([*r.path, r.name])
         y = {k: "\n".join(v) for k, v in r.yaml.items()}
-        ftype = _unquote(y.get("failureType", ""))
+        ftype = unquote(y.get("failureType", ""))
         error = y.get("error", "")
         if "\n" not in error:
-            error = _unquote(error)
+            error = unquote(error)
         body_text = "\n".join(s.strip() for s in r.body if s.strip())
         cancelled = ftype == "cancelledByParent" or _CANCELLED in error or _CANCELLED in body_text
         # TAP names a describe (`type: 'suite'`); the spec reporter prints a describe and a
         # test with subtests alike, so there every entry with children reads as a suite.
-        suite = _unquote(y.get("type", "")) == "suite" if self.mode == "tap" else r.parent
+        suite = unquote(y.get("type", "")) == "suite" if self.mode == "tap" else r.parent
         if suite:
             first = body_text.split("\n")[0]
             hook = ftype == "hookFailed" or (
@@ -159,7 +146,7 @@ class TextParser:
         if cancelled:
             self.cancelled += 1
             # kept aside: under a suite whose hook failed, that hook is the one record
-            f = self._make(full, "test", r, y, error or body_text)
+            f = failure_of(full, "test", r.body, y, error or body_text, self.root)
             self.cancelled_records.append(f._replace(message=f"cancelled: {f.message}"))
             return
         self.failed += 1
@@ -191,51 +178,7 @@ class TextParser:
         if len(self.failures) >= MAX_DETAILED_FAILURES:
             self.failures.append(Failure(test=name, kind=kind))
             return
-        self.failures.append(self._make(name, kind, r, y, message))
-
-    def _make(self, name: str, kind: Literal["test", "load", "hook"], r: _Result, y: dict[str, str],
-              message: str) -> Failure:
-        stack_text = y.get("stack", "") or "\n".join(r.body)
-        exp = got = None
-        if "expected" in y or "actual" in y:
-            exp = _yaml_value(y["expected"]) if "expected" in y else None
-            got = _yaml_value(y["actual"]) if "actual" in y else None
-        else:
-            for body_line in r.body:
-                s = body_line.strip()
-                if s.startswith("actual: ") and got is None:
-                    got = s[8:].rstrip(",")
-                elif s.startswith("expected: ") and exp is None:
-                    exp = s[10:].rstrip(",")
-        msg_lines: list[str] = []
-        for text in message.splitlines():
-            s = text.strip()
-            if s.startswith("at ") or s == "{":
-                break
-            msg_lines.append(s)
-        while msg_lines and not msg_lines[-1]:
-            msg_lines.pop()
-        if "name" in y and msg_lines and not msg_lines[0].startswith(_unquote(y["name"])):
-            msg_lines[0] = f"{_unquote(y['name'])}: {msg_lines[0]}"
-        ufile, uline = first_user_frame(stack_text)
-        loc = _unquote(y.get("location", ""))
-        file: str | None = ufile
-        line: int | None = uline
-        if file is None and loc:
-            m = re.match(r"^(.*):(\d+):(\d+)$", loc)
-            if m:
-                file, line = m.group(1), int(m.group(2))
-        return Failure(
-            test=name,
-            file=relativize(file, self.root) if file else None,
-            line=line,
-            message=bounded_join([m for m in msg_lines if m][:20]),
-            expected=exp,
-            got=got,
-            stack=trim_stack(stack_text, self.root),
-            kind=kind,
-        )
-
+        self.failures.append(failure_of(name, kind, r.body, y, message, self.root))
     def _flush(self) -> None:
         if self.pending is not None:
             self._classify(self.pending)
@@ -243,6 +186,7 @@ class TextParser:
         self.in_yaml = False
 
     def feed(self, raw: str) -> None:
+        """Read one line of node:test's output."""
         line = strip_ansi(raw)
         if self.in_yaml:
             self._yaml(line)
@@ -383,6 +327,7 @@ class TextParser:
         self.counts[key] = self.counts.get(key, 0.0) + float(value)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._flush()
         recognized = "tests" in self.counts
         notes: list[str] = []
@@ -396,19 +341,20 @@ class TextParser:
         c = {k: int(v) for k, v in self.counts.items()}
         parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0),
                  c.get("skipped", 0) + c.get("todo", 0))
+        seen = (self.passed, self.failed + self.cancelled, self.skipped + self.todo)
         if recognized and c["tests"] == sum(parts):
-            summary = Summary(total=c["tests"], passed=parts[0], failed=parts[1], skipped=parts[2])
+            counts = parts
         elif recognized:  # cut or interleaved closing lines: what the entries say
-            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
+            counts = seen
             notes.append(f"node:test's closing lines do not add up (tests {c['tests']}); counts come "
                          "from the lines seen")
         else:
-            summary = summary_of(self.passed, self.failed + self.cancelled, self.skipped + self.todo)
-            if self.passed or self.failed or self.cancelled or self.skipped or self.todo:
-                notes.append("node:test's closing '# tests'/'ℹ tests' lines were not found; "
-                             "counts come from the lines seen")
-            else:
-                notes.append("no node:test output was recognised (no TAP or spec reporter lines)")
+            counts = seen
+            notes.append(unclosed_note(
+                seen,
+                "node:test's closing '# tests'/'ℹ tests' lines were not found",
+                "no node:test output was recognised (no TAP or spec reporter lines)",
+            ))
         if self.hook_suites:
             named = ", ".join(self.hook_suites[:3]) + (" …" if len(self.hook_suites) > 3 else "")
             notes.append(
@@ -417,18 +363,15 @@ class TextParser:
                 "failed); they are listed in failures with kind 'hook'"
             )
         dur = self.counts.get("duration_ms")
-        return ParseResult(
-            summary=summary,
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
+        return closing_result(
+            counts, self.failures, notes=notes, recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
-            load_error=load_error_of(self.load_errors),
-            passed_tests=tuple(self.passed_names),
+            load_errors=self.load_errors, passed_names=self.passed_names,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse node:test's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "node:test")
 
 
@@ -446,53 +389,6 @@ def progress_event(line: str) -> Event | None:
             return "skip"
         return "pass" if r.group(2) == "✔" else "fail"
     return None
-
-
-def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | None, int | None]]:
-    """The tests greenloop's node:test reporter saw start and not complete (its stream, see
-    frameworks/node_reporter/): per test file the last one started, as (name with its
-    describes joined by " > ", file, line). The entry node makes for a test file itself is
-    not a test. Empty when the stream is missing."""
-    import json
-
-    stacks: dict[str | None, list[str]] = {}
-    running: dict[str | None, list[tuple[tuple[str, ...], int | None]]] = {}
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError:
-        return []
-    with fh:
-        for raw in fh:
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                continue  # a line torn by the kill
-            if not isinstance(item, dict):
-                continue
-            file = item.get("file") if isinstance(item.get("file"), str) else None
-            nesting: int = item["nesting"] if isinstance(item.get("nesting"), int) else 0
-            name = item.get("start", item.get("end"))
-            if not isinstance(name, str) or name == file:
-                continue
-            stack = stacks.setdefault(file, [])
-            open_ = running.setdefault(file, [])
-            if "start" in item:
-                del stack[nesting:]
-                stack.append(name)
-                line = item.get("line") if isinstance(item.get("line"), int) else None
-                open_.append((tuple(stack), line))
-            else:
-                for i in range(len(open_) - 1, -1, -1):
-                    names = open_[i][0]
-                    if len(names) == nesting + 1 and names[-1] == name:
-                        del open_[i]
-                        break
-    found: list[tuple[str, str | None, int | None]] = []
-    for file, open_ in running.items():
-        if open_:
-            names, line = open_[-1]
-            found.append((" > ".join(names), relativize(file, root) if file and root else file, line))
-    return found
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:

@@ -62,6 +62,8 @@ def sniff(line: str) -> str | None:
 
 @dataclass
 class TextParser:
+    """Streaming parser of npm test's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     buffer: list[str] = field(default_factory=list)
     delegate: LineParser | None = None
@@ -69,6 +71,7 @@ class TextParser:
     npm_errors: list[str] = field(default_factory=list)
 
     def feed(self, line: str) -> None:
+        """Read one line of npm test's output."""
         if line.startswith("npm error") or line.startswith("npm ERR!"):
             if len(self.npm_errors) < 5:
                 self.npm_errors.append(line)
@@ -93,6 +96,7 @@ class TextParser:
         return delegate
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         notes: list[str] = []
         if self.delegate is None:
             # Nothing betrayed a runner: let each parser try the buffer and keep one that
@@ -121,10 +125,12 @@ def _with_notes(res: ParseResult, notes: list[str]) -> ParseResult:
 
 
 def parse_text(lines: Iterable[Any], root: str | None = None) -> ParseResult:
+    """Parse npm test's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "npm-test")
 
 
 def progress_event(line: str) -> Event | None:
+    """pass/fail/skip of one finished-test line of npm test's output, else None."""
     for fn in (vitest.progress_event, jest.progress_event, node_test.progress_event, pytest.progress_event,
                mocha.progress_event, bun.progress_event, unittest.progress_event):
         ev = fn(line)

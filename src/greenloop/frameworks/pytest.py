@@ -25,13 +25,12 @@ from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
     is_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
 )
+from greenloop.frameworks.results import closing_result, counts_seen, unclosed_note
 from greenloop.model import Failure, ParseResult
 
 __all__ = [
@@ -130,6 +129,8 @@ def _finish(d: FailureDraft, root: str | None, summary_msg: str | None) -> Failu
 
 @dataclass
 class TextParser:
+    """Streaming parser of pytest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     section: str = ""
     draft: FailureDraft | None = None
@@ -168,6 +169,7 @@ class TextParser:
             fast = self.draft is None and self.section in ("", "test session starts")
 
     def feed(self, raw: str) -> None:
+        """Read one line of pytest's output."""
         line = strip_ansi(raw) if "\x1b" in raw else raw
         if not line:
             if self.draft is not None and not self.captured:
@@ -278,6 +280,7 @@ class TextParser:
             self._closing(line)
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         failures: list[Failure] = []
         # Summary lines name tests by node id; block headers name them by "Class.test[id]".
@@ -331,29 +334,25 @@ class TextParser:
             skipped = c.get("skipped", 0) + c.get("xfailed", 0)
             recognized = True
         else:
-            p = self.progress
-            failed = max(p["fail"], len(failures))
-            passed, skipped = p["pass"], p["skip"]
+            passed, failed, skipped = counts_seen(self.progress, len(failures))
             recognized = False
-            if failed or passed or skipped:
-                notes.append("pytest's closing line was not found; counts come from the lines seen")
-            else:
-                notes.append("no pytest output was recognised (no closing summary line, no test lines)")
+            notes.append(unclosed_note(
+                (passed, failed, skipped),
+                "pytest's closing line was not found",
+                "no pytest output was recognised (no closing summary line, no test lines)",
+            ))
             if not failures:
                 failures.extend(Failure(test=n, file=n.split("::", 1)[0]) for n in self.progress_failed)
         if self.interrupted:
             notes.append(f"pytest: {self.interrupted}")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(load_errors),
+        return closing_result(
+            (passed, failed, skipped), failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=load_errors,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse pytest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "pytest")
 
 

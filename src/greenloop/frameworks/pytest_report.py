@@ -10,10 +10,15 @@ from __future__ import annotations
 import json
 from typing import Literal, NamedTuple
 
-from greenloop.frameworks.common import MAX_DETAILED_FAILURES, load_error_of, strip_ansi, summary_of
+from greenloop.frameworks.common import MAX_DETAILED_FAILURES, strip_ansi
+from greenloop.frameworks.results import (
+    closing_result,
+    read_json_object,
+    undetailed,
+)
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["Partial", "parse_json_report", "read_stream"]
+__all__ = ["Partial", "parse_report", "read_stream"]
 
 
 def _failure(item: object, root: str | None) -> Failure | None:
@@ -78,19 +83,15 @@ def read_stream(path: str, root: str | None = None) -> Partial | None:
     return Partial(tuple(failures), running, line if running else None, started)
 
 
-def parse_json_report(path: str, root: str | None = None) -> ParseResult:
+def parse_report(path: str, root: str | None = None) -> ParseResult:
     """greenloop's pytest report (the plugin in pytest_plugin/); missing or invalid gives
     recognized=False with a note. Counted as pytest's closing line counts."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return ParseResult(notes=(f"report {path} is missing: the runner never wrote it (it crashed, "
-                                  "was killed or did not load greenloop's plugin)",))
-    except (OSError, ValueError) as exc:
-        return ParseResult(notes=(f"report {path} is not valid JSON ({type(exc).__name__}: {exc})",))
-    if not isinstance(data, dict) or not isinstance(data.get("counts"), dict):
-        return ParseResult(notes=(f"report {path} has no 'counts': not greenloop's pytest report",))
+    data = read_json_object(
+        path, "counts", "it crashed, was killed or did not load greenloop's plugin",
+        "greenloop's pytest report",
+    )
+    if isinstance(data, ParseResult):
+        return data
     counts = {str(k): int(v) for k, v in data["counts"].items() if isinstance(v, int)}
     failed = counts.get("failed", 0) + counts.get("error", 0)
     passed = counts.get("passed", 0) + counts.get("xpassed", 0)
@@ -104,20 +105,17 @@ def parse_json_report(path: str, root: str | None = None) -> ParseResult:
         if f.kind == "load":
             last = f.message.splitlines()[-1] if f.message else "failed to load"
             load_errors.append(f"{f.test}: {last}")
-        if len(failures) >= MAX_DETAILED_FAILURES:
-            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-        failures.append(f)
+        failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
     notes: tuple[str, ...] = ()
     omitted = data.get("omitted")
     if isinstance(omitted, int) and omitted > 0:
         notes = (f"{omitted} more failure(s) are counted but not detailed in the report",)
     duration = data.get("duration")
-    return ParseResult(
-        summary=summary_of(passed, failed, skipped),
-        failures=tuple(failures),
+    return closing_result(
+        (passed, failed, skipped),
+        failures,
         notes=notes,
-        recognized=True,
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
-        load_error=load_error_of(load_errors),
-        passed_tests=tuple(str(n) for n in data.get("passed") or () if isinstance(n, str)),
+        load_errors=load_errors,
+        passed_names=(str(n) for n in data.get("passed") or () if isinstance(n, str)),
     )

@@ -11,35 +11,43 @@ the run ends: half the writes. A line torn by the kill is skipped.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 from greenloop.frameworks.common import relativize
 
-__all__ = ["running_tests"]
+__all__ = ["json_records", "running_tests"]
 
 
-def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | None, int | None]]:
-    """(name, file, line) of each test started and not finished; empty without a record."""
-    open_: dict[str, tuple[str | None, int | None]] = {}
+def json_records(path: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a one-object-a-line record, in order; a line torn by a kill (or any
+    line that is not an object) is skipped, and a missing record yields nothing."""
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError:
-        return []
+        return
     with fh:
         for raw in fh:
             try:
                 item = json.loads(raw)
             except ValueError:
                 continue
-            if not isinstance(item, dict):
-                continue
-            if item.get("done") is True:
+            if isinstance(item, dict):
+                yield item
+
+
+def running_tests(path: str, root: str | None = None) -> list[tuple[str, str | None, int | None]]:
+    """(name, file, line) of each test started and not finished; empty without a record."""
+    open_: dict[str, tuple[str | None, int | None]] = {}
+    for item in json_records(path):
+        if item.get("done") is True:
+            open_.clear()
+        elif isinstance(item.get("start"), str):
+            if item.get("serial") is True:
                 open_.clear()
-            elif isinstance(item.get("start"), str):
-                if item.get("serial") is True:
-                    open_.clear()
-                file = item.get("file") if isinstance(item.get("file"), str) else None
-                line = item.get("line") if isinstance(item.get("line"), int) else None
-                open_[item["start"]] = (relativize(file, root) if file else None, line)
-            elif isinstance(item.get("end"), str):
-                open_.pop(item["end"], None)
+            file = item.get("file") if isinstance(item.get("file"), str) else None
+            line = item.get("line") if isinstance(item.get("line"), int) else None
+            open_[item["start"]] = (relativize(file, root) if file else None, line)
+        elif isinstance(item.get("end"), str):
+            open_.pop(item["end"], None)
     return [(name, file, line) for name, (file, line) in open_.items()]

@@ -12,7 +12,6 @@ named as unittest writes it (`setUpClass (test_mod.TestCase)`).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,12 +22,17 @@ from greenloop.frameworks.common import (
     Event,
     bounded_join,
     first_user_frame,
-    load_error_of,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
+)
+from greenloop.frameworks.results import (
+    closing_result,
+    counts_seen,
+    read_json_object,
+    unclosed_note,
+    undetailed,
 )
 from greenloop.model import Failure, ParseResult
 
@@ -166,16 +170,12 @@ def report_failure(item: dict[str, Any], root: str | None) -> Failure:
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
     """greenloop's unittest report; missing or invalid gives recognized=False with a note."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return ParseResult(notes=(f"report {path} is missing: the runner never wrote it (it crashed, "
-                                  "was killed or could not start greenloop's unittest runner)",))
-    except (OSError, ValueError) as exc:
-        return ParseResult(notes=(f"report {path} is not valid JSON ({type(exc).__name__}: {exc})",))
-    if not isinstance(data, dict) or not isinstance(data.get("counts"), dict):
-        return ParseResult(notes=(f"report {path} has no 'counts': not greenloop's unittest report",))
+    data = read_json_object(
+        path, "counts", "it crashed, was killed or could not start greenloop's unittest runner",
+        "greenloop's unittest report",
+    )
+    if isinstance(data, ParseResult):
+        return data
     c = {str(k): int(v) for k, v in data["counts"].items() if isinstance(v, int)}
     failed = c.get("failures", 0) + c.get("errors", 0) + c.get("unexpected_successes", 0)
     skipped = c.get("skipped", 0) + c.get("expected_failures", 0)
@@ -188,22 +188,19 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         if f.kind == "load":
             last = f.message.splitlines()[-1] if f.message else "failed to import"
             load_errors.append(f"{f.test}: {last}")
-        if len(failures) >= MAX_DETAILED_FAILURES:
-            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-        failures.append(f)
+        failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
     notes: tuple[str, ...] = ()
     omitted = data.get("omitted")
     if isinstance(omitted, int) and omitted > 0:
         notes = (f"{omitted} more failure(s) are counted but not detailed in the report",)
     duration = data.get("duration")
-    return ParseResult(
-        summary=summary_of(c.get("passed", 0), failed, skipped),
-        failures=tuple(failures),
+    return closing_result(
+        (c.get("passed", 0), failed, skipped),
+        failures,
         notes=notes,
-        recognized=True,
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
-        load_error=load_error_of(load_errors),
-        passed_tests=tuple(str(n) for n in data.get("passed") or () if isinstance(n, str)),
+        load_errors=load_errors,
+        passed_names=(str(n) for n in data.get("passed") or () if isinstance(n, str)),
     )
 
 
@@ -212,6 +209,8 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 @dataclass
 class TextParser:
+    """Streaming parser of unittest's text output: `feed` one line at a time, then `finish`."""
+
     root: str | None = None
     state: Literal["", "header", "body"] = ""
     current: tuple[str, Kind] | None = None
@@ -243,6 +242,7 @@ class TextParser:
         self.failures.append(f)
 
     def feed(self, raw: str) -> None:
+        """Read one line of unittest's output."""
         line = strip_ansi(raw)
         if line == _SEPARATOR_EQ:
             self._close()
@@ -313,6 +313,7 @@ class TextParser:
         self.closing = counts
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close()
         notes: list[str] = []
         if self.closing is not None and self.ran is not None:
@@ -324,26 +325,21 @@ class TextParser:
             passed = max(self.ran - (failed - hooks) - skipped, 0)
             recognized = True
         else:
-            p = self.progress
-            failed, passed, skipped = max(p["fail"], len(self.failures)), p["pass"], p["skip"]
+            passed, failed, skipped = counts_seen(self.progress, len(self.failures))
             recognized = False
-            if failed or passed or skipped:
-                notes.append("unittest's closing 'Ran N tests' and OK/FAILED lines were not found; "
-                             "counts come from the lines seen")
-            else:
-                notes.append("no unittest output was recognised (no 'Ran N tests' line, no test lines)")
-        return ParseResult(
-            summary=summary_of(passed, failed, skipped),
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
-            passed_tests=tuple(self.passed_names),
+            notes.append(unclosed_note(
+                (passed, failed, skipped),
+                "unittest's closing 'Ran N tests' and OK/FAILED lines were not found",
+                "no unittest output was recognised (no 'Ran N tests' line, no test lines)",
+            ))
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse unittest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "unittest")
 
 

@@ -1,5 +1,6 @@
-"""vitest 4: the default, agent (minimal), verbose and dot reporters, GitHub `::error`
-annotations, and the JSON report (`--reporter=json --outputFile=…`).
+"""vitest 4: the default, agent (minimal), verbose and dot reporters and GitHub `::error`
+annotations (the JSON report is read by frameworks/vitest_report.py, live progress counted by
+frameworks/vitest_progress.py).
 
 Counting: the closing `Tests  6 failed | 3 passed | 3 skipped | 1 todo (13)` line
 gives the test counts; todo counts as skipped. Files that fail to load ("Failed Suites",
@@ -10,40 +11,38 @@ after the file or the suite.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
-    Event,
     FailureDraft,
     bounded_join,
     expected_got,
     first_user_frame,
-    json_report_result,
-    load_error_of,
-    load_failures_only,
-    load_note,
-    read_json_report,
     relativize,
     run_parser,
     strip_ansi,
-    summary_of,
     trim_stack,
 )
-from greenloop.model import Failure, ParseResult, Summary
+from greenloop.frameworks.results import (
+    closing_result,
+    undetailed,
+)
+from greenloop.frameworks.vitest_progress import (
+    FILE_COUNTS,
+    FILE_LINE,
+    FILE_TREE_LINE,
+    TREE_LINE,
+    progress_counts,
+    progress_event,
+)
+from greenloop.model import Failure, ParseResult
 
-__all__ = [
-    "TextParser",
-    "VitestReport",
-    "parse_json_report",
-    "parse_report",
-    "parse_text",
-    "progress_counts",
-    "progress_event",
-]
+# progress_counts and progress_event live in vitest_progress.py; this module hands them on as
+# part of the Framework the dispatcher calls (frameworks/base.py)
+__all__ = ["TextParser", "parse_text", "progress_counts", "progress_event"]
 
 _SECTION = re.compile(r"^⎯+ (Failed Suites|Failed Tests|Unhandled Errors?|Unhandled Rejection)\b.*⎯+\s*$")
 _UNHANDLED_ONE = re.compile(r"^⎯+ (Uncaught Exception|Unhandled Rejection|Unhandled Error)\b.*⎯+\s*$")
@@ -56,8 +55,6 @@ _FILES = re.compile(r"^\s*Test Files\s+(.+?)\s*$")
 _DURATION = re.compile(r"^\s*Duration\s+([\d.]+)\s*(ms|s|m)\b")
 _ERRORS = re.compile(r"^\s*Errors\s+(\d+) errors?")
 _PART = re.compile(r"(\d+) (failed|passed|skipped|todo|pending|expected fail)")
-_TREE = re.compile(r"^(\s*)([✓✔×✗✖↓□])\s+(.+?)\s*$")
-_FILE_LINE = re.compile(r"\((?:\d+ tests?|no tests?)[^)]*\)(?: \d+m?s)?$")
 _TIME_SUFFIX = re.compile(r"\s+\d+(?:\.\d+)?m?s$")
 _CONSOLE = re.compile(r"^(stdout|stderr) \| ")
 _GH = re.compile(r"^::(error|warning|notice)\s+(.*?)::(.*)$")
@@ -157,9 +154,7 @@ class TextParser:
         if f.kind == "load":
             first = f.message.splitlines()[0] if f.message else "failed to load"
             self.load_errors.append(f"{f.file}: {first}")
-        if len(self.failures) >= MAX_DETAILED_FAILURES:
-            f = Failure(test=f.test, file=f.file, line=f.line, kind=f.kind, message=f.message[:200])
-        self.failures.append(f)
+        self.failures.append(f if len(self.failures) < MAX_DETAILED_FAILURES else undetailed(f))
 
     def _unhandled_line(self, line: str) -> None:
         """Inside "Unhandled Errors": one failure per "Uncaught Exception" block, named after
@@ -206,6 +201,7 @@ class TextParser:
         self.drafts.append(d)
 
     def feed(self, raw: str) -> None:
+        """Read one line of vitest's output."""
         line = strip_ansi(raw)
         if self.in_console:
             if line.strip() == "":
@@ -249,14 +245,14 @@ class TextParser:
         self._tree(line)
 
     def _tree(self, line: str) -> None:
-        m = _TREE.match(line) or _FILE_TREE.match(line)
+        m = TREE_LINE.match(line) or FILE_TREE_LINE.match(line)
         if not m:
             return
         rest = m.group(3)
-        if _FILE_LINE.search(rest):
+        if FILE_LINE.search(rest):
             # a file's line: remember whether its tests ran (a "[ file ]" failure of a file
             # whose tests ran is a top-level afterAll, not a load failure)
-            fm = _FILE_COUNTS.search(rest)
+            fm = FILE_COUNTS.search(rest)
             self.tree_file = rest.split(" (", 1)[0].strip()
             if fm and len(self.file_tests) < 100000:
                 self.file_tests[rest.split(" (", 1)[0].strip()] = int(fm.group(1))
@@ -328,6 +324,7 @@ class TextParser:
         )
 
     def finish(self) -> ParseResult:
+        """The result of every line fed so far."""
         self._close_block()
         notes: list[str] = []
         # Merge GitHub annotations: they add file:line to blocks, or stand alone.
@@ -368,229 +365,15 @@ class TextParser:
                     file = self.tree_failed_file.get(name)
                     self._emit(Failure(test=plain, file=relativize(file, self.root) if file else None))
                     known.add(plain)
-        summary = summary_of(passed, failed, skipped)
-        if not recognized and summary.total == 0 and not self.failures:
+        if not recognized and passed + failed + skipped == 0 and not self.failures:
             notes = ["no vitest output was recognised (no 'Tests' summary, no test lines)"]
-        return ParseResult(
-            summary=summary,
-            failures=tuple(self.failures),
-            notes=tuple(notes),
-            recognized=recognized,
-            duration_ms=self.duration_ms,
-            load_error=load_error_of(self.load_errors),
+        return closing_result(
+            (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
+            duration_ms=self.duration_ms, load_errors=self.load_errors,
         )
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:
+    """Parse vitest's text output, one line at a time (total: never raises)."""
     return run_parser(lambda: TextParser(root=root), lines, "vitest")
-
-
-def progress_event(line: str) -> Event | None:
-    """One event per finished test line of vitest's tree/verbose output (file lines skipped)."""
-    if not line or ("✓" not in line and "×" not in line and "↓" not in line and "□" not in line):
-        return None
-    m = _TREE.match(strip_ansi(line))
-    if not m or _FILE_LINE.search(m.group(3)):
-        return None
-    sym = m.group(2)
-    return "pass" if sym in "✓✔" else "fail" if sym in "×✗✖" else "skip"
-
-
-_FILE_COUNTS = re.compile(r"\((\d+) tests?((?: \| \d+ [a-z]+)*)\)")
-_FILE_TREE = re.compile(r"^(\s*)(❯)\s+(.+?)\s*$")
-_DOT_LINE = re.compile(r"^[·x\-*]+$")
-
-
-def progress_counts(line: str) -> dict[Event, int] | None:
-    """Counts one line adds to live progress, for every vitest reporter at once.
-
-    The default and agent reporters print a line per finished file with its counts (the
-    agent reporter lists only failing tests under it, so the file line is the whole truth);
-    the tests indented under it are not counted again. The verbose reporter prints one
-    `file > test` line per test; the dot reporter one character per test.
-    """
-    if not line:
-        return None
-    s = strip_ansi(line)
-    m = _TREE.match(s) or _FILE_TREE.match(s)
-    if m:
-        rest = m.group(3)
-        fm = _FILE_COUNTS.search(rest) if _FILE_LINE.search(rest) else None
-        if fm:
-            parts = dict((w, int(n)) for n, w in re.findall(r"(\d+) ([a-z]+)", fm.group(2)))
-            total = int(fm.group(1))
-            failed = parts.get("failed", 0)
-            skipped = parts.get("skipped", 0) + parts.get("todo", 0)
-            return {"pass": max(total - failed - skipped, 0), "fail": failed, "skip": skipped}
-        if len(m.group(1)) <= 1 and " > " in rest:  # verbose: " ✓ file > test 1ms"
-            ev = progress_event(s)
-            return {ev: 1} if ev else None
-        return None
-    if _DOT_LINE.match(s.strip()) and s.strip():
-        t = s.strip()
-        return {"pass": t.count("·"), "fail": t.count("x"), "skip": t.count("-") + t.count("*")}
-    return None
-
-
-# --- the JSON report -------------------------------------------------------------------
-
-
-def _split_failure_message(text: str) -> tuple[str, str]:
-    """A failureMessages entry is `Error: message\\n    at frame…`: split message from stack."""
-    lines = strip_ansi(text).splitlines()
-    msg: list[str] = []
-    i = 0
-    while i < len(lines) and not lines[i].lstrip().startswith("at "):
-        msg.append(lines[i])
-        i += 1
-    return "\n".join(msg).strip(), "\n".join(lines[i:])
-
-
-def _report_failure(test: str, file: str | None, text: str, root: str | None,
-                    kind: Literal["test", "load", "hook"] = "test",
-                    location: dict[str, Any] | None = None) -> Failure:
-    message, stack = _split_failure_message(text)
-    exp, got = expected_got(message.splitlines())
-    ufile, uline = first_user_frame(stack)
-    line: int | None = None
-    if location and isinstance(location.get("line"), int):
-        line = int(location["line"])
-    elif uline is not None:
-        line = uline
-        file = ufile or file
-    return Failure(
-        test=test,
-        file=relativize(file, root) if file else None,
-        line=line,
-        message=bounded_join(message.splitlines()[:20]),
-        expected=exp,
-        got=got,
-        stack=trim_stack(stack, root),
-        kind=kind,
-    )
-
-
-def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """Parse vitest's JSON report. Missing or invalid gives recognized=False and a note."""
-    return read_json_report(path, root, _parse_report_data)
-
-
-def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
-    failures: list[Failure] = []
-    passed_names: list[str] = []
-    passed = failed = skipped = 0
-    load_errors: list[str] = []
-    start = data.get("startTime")
-    end: float | None = None
-    for r in data["testResults"]:
-        if not isinstance(r, dict):
-            continue
-        file = str(r.get("name") or "")
-        rel = relativize(file, root) if root else file
-        if isinstance(r.get("endTime"), int | float):
-            end = max(end or 0.0, float(r["endTime"]))
-        assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
-        status = r.get("status")
-        message = relativize(strip_ansi(str(r.get("message") or "")), root)  # no temp paths
-        for a in assertions:
-            st = a.get("status")
-            if st == "passed":
-                passed += 1
-                passed_names.append(_assertion_name(a))
-            elif st == "failed":
-                failed += 1
-                name = _assertion_name(a)
-                msgs = a.get("failureMessages") or [""]
-                loc = a.get("location") if isinstance(a.get("location"), dict) else None
-                failures.append(_report_failure(name, file, str(msgs[0]), root, "test", loc))
-            else:
-                skipped += 1
-        has_failed_test = any(a.get("status") == "failed" for a in assertions)
-        if status == "failed" and not assertions:
-            failed += 1
-            first = message.splitlines()[0] if message else "failed to load"
-            load_errors.append(f"{rel}: {first}")
-            failures.append(Failure(test=rel, file=rel, message=bounded_join(message.splitlines()[:20]),
-                                    kind="load", stack=trim_stack(message, root)))
-        elif status == "failed" and not has_failed_test:
-            # A hook threw: vitest skips the suite's tests and the JSON carries no detail. Name
-            # the failure after the describe path all the skipped tests share.
-            failed += 1
-            paths = [[str(x) for x in a.get("ancestorTitles") or ()] for a in assertions]
-            common = paths[0] if paths else []
-            for p in paths[1:]:
-                n = 0
-                while n < min(len(common), len(p)) and common[n] == p[n]:
-                    n += 1
-                common = common[:n]
-            name = " > ".join(common) if common else rel
-            failures.append(Failure(
-                test=name, file=rel, kind="hook",
-                message=message or "a beforeAll/afterAll hook failed; vitest's JSON report carries no "
-                "detail (the text output's 'Failed Suites' block has it)",
-            ))
-    return json_report_result(passed, failed, skipped, failures, start, end, load_errors, passed_names)
-
-
-def _assertion_name(a: dict[str, Any]) -> str:
-    """A test's name as failures carry it: its describe path and title, joined by ' > '."""
-    ancestors = [str(x) for x in a.get("ancestorTitles") or ()]
-    return " > ".join([*ancestors, str(a.get("title") or a.get("fullName") or "")])
-
-
-@dataclass(frozen=True)
-class VitestReport:
-    """The Tester seed's contract for a vitest JSON report."""
-
-    ok: bool
-    crashed: bool
-    crash_reason: str | None
-    summary: Summary
-    failures: tuple[Failure, ...]
-    duration_ms: int | None
-    next_action: Literal["retry_coder", "retry_tester"] | None = None
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "crashed": self.crashed,
-            "crash_reason": self.crash_reason,
-            "summary": self.summary.to_json(),
-            "failures": [f.to_json() for f in self.failures],
-            "duration_ms": self.duration_ms,
-            "next_action": self.next_action,
-            "notes": list(self.notes),
-        }
-
-
-def parse_json_report(path: str | os.PathLike[str], root: str | None = None) -> VitestReport:
-    """Read a vitest JSON report into `{ok, crashed, crash_reason, summary, failures, duration_ms}`.
-
-    A missing or invalid report is crashed with its reason. A suite that cannot load the code
-    under test (SyntaxError, missing module) is crashed with next_action "retry_tester";
-    ordinary failing tests give next_action "retry_coder", also when some files could not
-    load beside them (those are failures of kind "load", with a note).
-    """
-    res = parse_report(os.fspath(path), root)
-    if not res.recognized:
-        reason = res.notes[0] if res.notes else "vitest JSON report unreadable"
-        return VitestReport(ok=False, crashed=True, crash_reason=reason, summary=res.summary,
-                            failures=res.failures, duration_ms=res.duration_ms,
-                            next_action="retry_tester", notes=res.notes)
-    if res.load_error and load_failures_only(res):
-        return VitestReport(ok=False, crashed=True,
-                            crash_reason=f"the suite could not load the code under test: {res.load_error}",
-                            summary=res.summary, failures=res.failures, duration_ms=res.duration_ms,
-                            next_action="retry_tester", notes=res.notes)
-    if res.summary.total == 0:
-        return VitestReport(ok=False, crashed=True, crash_reason="no tests ran", summary=res.summary,
-                            failures=(), duration_ms=res.duration_ms, next_action="retry_tester",
-                            notes=res.notes)
-    failed = res.summary.failed > 0
-    notes = (*res.notes, load_note(res)) if res.load_error else res.notes
-    return VitestReport(ok=not failed, crashed=False, crash_reason=None, summary=res.summary,
-                        failures=res.failures, duration_ms=res.duration_ms,
-                        next_action="retry_coder" if failed else None, notes=notes)
-
 

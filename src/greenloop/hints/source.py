@@ -201,6 +201,7 @@ class Sources:
         self._py_index: dict[str, list[str]] | None = None
 
     def lines(self, file: str | None) -> list[str] | None:
+        """The lines of a workspace file (read once), or None: outside the root, too big, unreadable."""
         if not file or self.root is None:
             return None
         if file in self._files:
@@ -221,6 +222,7 @@ class Sources:
         return lines
 
     def line(self, file: str | None, lineno: int | None) -> str | None:
+        """The source line at file:lineno, stripped, or None."""
         lines = self.lines(file)
         if lines is None or lineno is None or not 0 < lineno <= len(lines):
             return None
@@ -234,6 +236,7 @@ class Sources:
         return failing_call(lines, lineno)
 
     def function_at(self, file: str | None, lineno: int | None) -> str | None:
+        """The name of the function around file:lineno, or None."""
         lines = self.lines(file)
         if lines is None or lineno is None:
             return None

@@ -7,35 +7,21 @@ holds, nothing is said. A unit (cents, milliseconds) is named only when the word
 value (its key, the expression, the test's name) speak of money or time; otherwise the hint
 says only the factor.
 
-Values come as the runners print them: Python reprs (pytest), JS inspect output (vitest,
-node:test, `{ subtotal: 18, …(1) }`), JSON-like (jest), node's multi-line `key: value` form,
-or pytest's diff lines (`Differing items: {'subtotal': 1800} != {'subtotal': 18.0}`, `Right
-contains 1 more item`), which are read when the values themselves were shortened. Every input
-is cut to a few thousand characters first, so a huge value costs no more than a small one.
+Values come as the runners print them (read by hints/printed.py), or as pytest's diff lines
+(`Differing items: {'subtotal': 1800} != {'subtotal': 18.0}`, `Right contains 1 more item`),
+which are read when the values themselves were shortened. Every input is cut to a few thousand
+characters first, so a huge value costs no more than a small one.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from typing import NamedTuple
 
-__all__ = ["Finding", "compare", "compare_texts", "diff_from_message", "parse_value", "show"]
+from greenloop.hints.printed import MAX_TEXT, NUMBER, UNDEFINED, is_parsed, parse_value, show
 
-_MAX_TEXT = 4000  # characters of a printed value that are parsed at all
-_SHOW = 40  # characters of one value quoted in a hint
-
-
-class _Undefined:
-    """JS `undefined` (kept apart from None so the hint names what the runner printed)."""
-
-    def __repr__(self) -> str:
-        return "undefined"
-
-
-UNDEFINED = _Undefined()
-_UNPARSED = object()
+__all__ = ["Finding", "compare", "compare_texts", "diff_from_message"]
 
 
 class Finding(NamedTuple):
@@ -46,93 +32,6 @@ class Finding(NamedTuple):
     zh: str
     detail_en: str = ""
     detail_zh: str = ""
-
-
-_JS_KEY = re.compile(r"([{,]\s*)([A-Za-z_$][\w$]*)\s*:")
-_JS_WORDS = {"true": "True", "false": "False", "null": "None", "undefined": "__undefined__"}
-_JS_WORD = re.compile(r"\b(true|false|null|undefined)\b")
-_ELLIPSIS = re.compile(r",?\s*…\(\d+\)|\.\.\.")
-_TYPE_PREFIX = re.compile(r"^(?:Object|Array|Map|Set)\s+(?=[\[{])")
-_LINE_PAIR = re.compile(r"^\s*['\"]?([\w$]+)['\"]?\s*:\s*(.+?),?\s*$")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-
-
-def _literal(text: str) -> object:
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return _UNPARSED
-    return _fix_undefined(value)
-
-
-def _fix_undefined(value: object) -> object:
-    if value == "__undefined__":
-        return UNDEFINED
-    if isinstance(value, dict):
-        return {k: _fix_undefined(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fix_undefined(v) for v in value]
-    return value
-
-
-def parse_value(text: str | None) -> object:
-    """The value a runner printed, as Python data; `_UNPARSED` (falsy test: `is_parsed`) if unsure."""
-    if text is None:
-        return _UNPARSED
-    s = text.strip()
-    if not s or len(s) > _MAX_TEXT:  # a value cut to a bound would not parse; a huge one costs too much
-        return _UNPARSED
-    if s in ("None", "null"):
-        return None
-    if s == "undefined":
-        return UNDEFINED
-    if _NUMBER.match(s):
-        return float(s) if any(c in s for c in ".eE") else int(s)
-    s = _TYPE_PREFIX.sub("", s)  # jest's older `Object {` / `Array [`
-    if "\n" in s and not s.startswith(("{", "[", "'", '"')):
-        return _lines_value(s)
-    if _ELLIPSIS.search(s):
-        return _UNPARSED  # shortened by the runner: the diff lines say more
-    value = _literal(s)
-    if value is not _UNPARSED:
-        return value
-    js = _TYPE_PREFIX.sub("", s)
-    js = _JS_KEY.sub(r'\1"\2":', _JS_WORD.sub(lambda m: _JS_WORDS[m.group(1)], js))
-    js = re.sub(r"\b(?:Object|Array)\s+(?=[\[{])", "", js)
-    value = _literal(js)
-    if value is not _UNPARSED:
-        return value
-    if s[0] in "{[(<" or "\n" in s:
-        return _UNPARSED
-    return s  # node:test prints a string without quotes in its expected/actual fields
-
-
-def _lines_value(text: str) -> object:
-    """node:test's multi-line form: `key: value` per line (an array prints `0: 'a'`)."""
-    pairs: dict[str, object] = {}
-    for line in text.splitlines()[:200]:
-        m = _LINE_PAIR.match(line)
-        if not m:
-            return _UNPARSED
-        value = parse_value(m.group(2))
-        if value is _UNPARSED:
-            return _UNPARSED
-        pairs[m.group(1)] = value
-    if pairs and all(k.isdigit() for k in pairs) and list(pairs) == [str(i) for i in range(len(pairs))]:
-        return list(pairs.values())
-    return pairs
-
-
-def is_parsed(value: object) -> bool:
-    return value is not _UNPARSED
-
-
-def show(value: object) -> str:
-    """A value as a hint quotes it (Python repr, undefined as JS prints it), shortened."""
-    text = repr(value)
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        text = repr(value)
-    return text if len(text) <= _SHOW else text[: _SHOW - 1] + "…"
 
 
 _MONEY = re.compile(
@@ -433,7 +332,7 @@ _PENDING = re.compile(r"^(?:Promise\s*\{|<coroutine object |<Task pending|Promis
 def compare_texts(got: str | None, expected: str | None, words: str = "") -> Finding | None:
     """`compare` on the printed forms of the two values. vitest shortens an object to its first
     keys (`{ subtotal: 1800, items: 2, …(1) }`): then only the keys both sides show are compared."""
-    if len(got or "") > _MAX_TEXT or len(expected or "") > _MAX_TEXT:
+    if len(got or "") > MAX_TEXT or len(expected or "") > MAX_TEXT:
         return None  # too long to read in the time a hint may take (and shortened by the runner anyway)
     if got and _PENDING.match(got.strip()) and not (expected and _PENDING.match(expected.strip())):
         return Finding(
@@ -441,7 +340,7 @@ def compare_texts(got: str | None, expected: str | None, words: str = "") -> Fin
             "the value is a pending Promise/coroutine, not its result: the call is missing an await",
             "得到的是未完成的 Promise/协程而不是它的结果:调用处漏了 await",
         )
-    if got and got.strip() == "NaN" and expected and _NUMBER.match(expected.strip()):
+    if got and got.strip() == "NaN" and expected and NUMBER.match(expected.strip()):
         return Finding(
             "nan",
             "the value is NaN: something that is not a number (undefined, a text like '3,5')"
@@ -465,7 +364,7 @@ _AT_INDEX = re.compile(r"^\s*At index (\d+) diff: (.{0,200}) != (.{0,200})$", re
 
 def diff_from_message(message: str, words: str = "") -> Finding | None:
     """pytest's diff lines, when the compared values were shortened (`{'done': Fals...}`)."""
-    text = message[:_MAX_TEXT]
+    text = message[:MAX_TEXT]
     m = _DIFFERING.search(text)
     if m:
         got, exp = parse_value(m.group(1)), parse_value(m.group(2))

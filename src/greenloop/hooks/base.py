@@ -178,7 +178,7 @@ def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str
     """The greenloop mode recorded for `raw` now, or None (unmapped, unchanged or no state)."""
     from greenloop.closure import store as store_mod
 
-    if not os.path.isfile(store_mod.db_path(workspace)):
+    if not store_mod.has_state(workspace):
         return None
     marker = f"{harness}:{raw}"
     mode = PERMISSION_MODES.get(raw)
@@ -253,7 +253,7 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
         return ""
     from greenloop.closure import store as store_mod
 
-    if not os.path.isfile(store_mod.db_path(workspace)):
+    if not store_mod.has_state(workspace):
         return ""
     with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn) as st:
         for run_id in reversed(ids):
@@ -320,7 +320,7 @@ def record_shell_run(
         return f"greenloop: no {framework} summary found in the output of {command!r}; nothing recorded\n"
     s = Counts.of(parsed.summary)
     reason: str | None = None
-    from greenloop.frameworks.common import load_failures_only
+    from greenloop.frameworks.results import load_failures_only
 
     if parsed.load_error and load_failures_only(parsed):  # load failures beside failing tests: red
         outcome, reason = "broken", f"the suite could not load: {parsed.load_error}"

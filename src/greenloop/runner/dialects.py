@@ -15,7 +15,7 @@ writes beside its human output:
              (--test-name-pattern, failing files; TAP keeps a failing after() hook, junit drops it)
   npm-test   <pm> test   (no machine report, no name filter: the full suite, with a note)
   go         go test -json -timeout=<a little under greenloop's> ./...   (every module of a go.work)
-             test2json events on stdout: stdout.txt is the report (frameworks/go.py plans it);
+             test2json events on stdout: stdout.txt is the report (frameworks/go_plan.py plans it);
              last_failed: -run '^(TestA|TestB)$/^(case)$' over the failing tests' packages
   cargo      cargo test --no-fail-fast (libtest's text: it has no stable machine format), or
              cargo nextest run … --profile default with its JUnit report when cargo-nextest is

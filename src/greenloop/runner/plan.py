@@ -94,23 +94,23 @@ def _native_plan(
     timeout_ms: int,
     which: Which,
 ) -> tuple[list[str], str | None, str | None, list[str]]:
-    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go.py, cargo.py)."""
+    """(argv, report file, unavailable, notes) of a go or cargo run (frameworks/go_plan.py, cargo_plan.py)."""
     failures = list(previous.failures) if options.last_failed and previous is not None else None
     report_file: str | None = None
     if framework == "go":
-        from greenloop.frameworks import go
+        from greenloop.frameworks import go_plan
 
         binary = which("go")
-        args, notes = go.plan_args(root, targets, failures, timeout_ms)
+        args, notes = go_plan.plan_args(root, targets, failures, timeout_ms)
         why = None if binary else GO_MISSING
         return [binary or "go", "test", *args], None, why, notes
-    from greenloop.frameworks import cargo
+    from greenloop.frameworks import cargo_plan
 
     binary = which("cargo")
     nextest = binary is not None and which("cargo-nextest") is not None
-    args, notes = cargo.plan_args(root, targets, failures, nextest)
+    args, notes = cargo_plan.plan_args(root, targets, failures, nextest)
     if nextest:
-        report_file = os.path.join(root, "target", "nextest", cargo.NEXTEST_PROFILE, "junit.xml")
+        report_file = os.path.join(root, "target", "nextest", cargo_plan.NEXTEST_PROFILE, "junit.xml")
         notes.append("cargo nextest runs the suite; its JUnit report is read")
     else:
         notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
@@ -246,7 +246,7 @@ def plan(
             framework, root, targets, options, previous, timeout_ms, which
         )
         if framework == "go":
-            from greenloop.frameworks.go import workspace_env
+            from greenloop.frameworks.go_workspace import workspace_env
 
             go_env, go_notes = workspace_env(root, env)
             plan_env, native_notes = tuple(go_env), [*native_notes, *go_notes]

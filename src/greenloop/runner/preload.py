@@ -11,7 +11,7 @@ __all__ = ["REPORT_MODULES", "Preload", "parser_modules"]
 
 REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "pytest-json": ("greenloop.frameworks.pytest_report",),
-    "vitest-json": ("greenloop.frameworks.vitest",),
+    "vitest-json": ("greenloop.frameworks.vitest_report",),
     "jest-json": ("greenloop.frameworks.jest",),
     "junit": ("greenloop.frameworks.junit",),
     "node-tap": ("greenloop.frameworks.node_test",),
@@ -45,7 +45,7 @@ class Preload:
             "greenloop.bugs.bridge",
             "greenloop.closure.store",
             "greenloop.closure.session",
-            "greenloop.hints.rules",
+            "greenloop.hints.hint",
             "hashlib",  # the fingerprint's digest (~5 ms: OpenSSL), which fingerprint imports late
         )
         self._then = then

@@ -64,7 +64,7 @@ def with_hints(
     failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
 ) -> tuple[Failure, ...]:
     """The failures with the hint rules' hints (never raises: a hint bug becomes the hint)."""
-    from greenloop.hints import rules as hints
+    from greenloop.hints import hint as hints
 
     try:  # root: the hints read the failing lines and called functions from the runner's folder
         return hints.apply(failures, framework=framework or None, language=language, root=root)
@@ -150,7 +150,7 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
                 running.append((part.running, part.running.split("::", 1)[0], part.line))
             return running, list(part.failures)
         if plan.framework == "node:test":
-            from greenloop.frameworks.node_test import running_tests
+            from greenloop.frameworks.node_test_stream import running_tests
 
             return running_tests(plan.stream_file, root), []
         if plan.framework in ("mocha", "unittest"):

@@ -205,7 +205,7 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
             info: ResumeInfo, half: list[str]) -> RunResult:
     """One result: the kept files' tests and the rerun's, each test counted once."""
     from greenloop.config import load
-    from greenloop.frameworks.common import load_error_of
+    from greenloop.frameworks.results import load_error_of
     from greenloop.runner.results import output_tail, with_hints
     from greenloop.runner.verdict import classify
 

@@ -168,7 +168,7 @@ def _pytest(plan: Plan) -> Finished | str:
 
 
 def _vitest(plan: Plan) -> Finished | str:
-    from greenloop.frameworks.vitest import _report_failure
+    from greenloop.frameworks.vitest_report import failure_from_text
 
     cwd = plan.cwd
     files: list[str] | None = None
@@ -185,7 +185,8 @@ def _vitest(plan: Plan) -> Finished | str:
             lines.setdefault(file, []).append((item["status"], name))
             if item["status"] == "fail":
                 text = strip_ansi(str(item.get("stack") or item.get("message") or ""))
-                failures.setdefault(file, []).append(_report_failure(name, file, relativize(text, cwd), cwd))
+                failure = failure_from_text(name, file, relativize(text, cwd), cwd)
+                failures.setdefault(file, []).append(failure)
     if files is None:
         return "vitest's list of test files was not recorded (the run stopped before any test file started)"
     done: dict[str, FileTests] = {}

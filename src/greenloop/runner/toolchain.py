@@ -192,7 +192,7 @@ def runner_command(
         missing = None if node else "node is not on PATH: install Node.js 20 or later"
         return Toolchain((node or "node", "--test"), unavailable=missing)
     if framework == "go":
-        from greenloop.frameworks.go import workspace_patterns  # local: only Go needs it
+        from greenloop.frameworks.go_workspace import workspace_patterns  # local: only Go needs it
 
         go = which("go")
         missing = None if go else GO_MISSING

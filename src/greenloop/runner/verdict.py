@@ -36,7 +36,7 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
     """Cross-check the process with the parse. `report_ok` None: no machine report was planned.
     `said`: the runner's own error lines (frameworks.common.runner_error) when its output
     was not recognised as a test run."""
-    from greenloop.frameworks.common import load_failures_only, load_note
+    from greenloop.frameworks.results import load_failures_only, load_note
 
     notes: list[str] = []
     failed = parsed.summary.failed or len(parsed.failures)

@@ -173,7 +173,7 @@ def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | 
     """The session's latest sandbox mode event, or None (no state yet: nothing is created)."""
     from greenloop.closure import store
 
-    if not os.path.isfile(store.db_path(workspace)):
+    if not store.has_state(workspace):
         return None
     with store.Store(workspace) as st:
         return st.latest_sandbox_mode(session_id)

@@ -1,0 +1,177 @@
+"""Failure -> hint: one or two sentences naming the likely cause and where to look.
+
+A hint names three things (docs/architecture.md, "A hint says only what the evidence
+shows"): the failing expression, the values that differ, and the place in the user's code
+that produced them (hints/frames.py). The cause comes from the first row of the hint table
+(hints/rules.py) that matches (hints/matching.py); assertion failures whose values can be read
+get the composed value hint (hints/assertion.py) instead of their row's template. What the
+values show (off by one, a factor of 100, a swapped pair, a missing return …) comes from
+hints/values.py and is said only when a plain test on the two values holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from greenloop.hints.assertion import value_hint
+from greenloop.hints.constraint import constraint_parts
+from greenloop.hints.frames import evidence, place, top_user_frame
+from greenloop.hints.matching import find
+from greenloop.hints.rule import MAX_MESSAGE, check_language, fields_text, quote, short
+from greenloop.hints.rules import VALUE_RULES
+from greenloop.model import Failure
+
+if TYPE_CHECKING:  # the helpers load with the first failure: a green run never needs them
+    from greenloop.hints.source import Sources
+
+__all__ = ["apply", "hint_for"]
+
+_STUBS: Mapping[str, tuple[str, str]] = {
+    "vitest": ("vi.spyOn / vi.mock", "vi.spyOn / vi.mock"),
+    "jest": ("jest.spyOn / jest.mock", "jest.spyOn / jest.mock"),
+    "node:test": ("node:test's mock.method / mock.timers", "node:test 的 mock.method / mock.timers"),
+    "pytest": ("monkeypatch (or a fake server fixture)", "monkeypatch(或伪服务 fixture)"),
+}
+_STUB_DEFAULT = ("a stub or fake", "stub 或伪实现")
+
+
+_PAIR = re.compile(r"['\"]?([\w$]{1,60})['\"]?\s*:\s*('[^']{0,200}'|\"[^\"]{0,200}\"|[^,}\]]{1,200})")
+_DIFF_KEYS = (
+    re.compile(r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{", re.M),  # pytest "Differing items"
+    re.compile(r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ", re.M),  # jest / node diff lines
+)
+
+
+def _diff_key(failure: Failure) -> str | None:
+    """The first key whose value differs between expected and got (JSON, JS or Python notation)."""
+    exp: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.expected or "")[:2000])}
+    got: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.got or "")[:2000])}
+    if exp and got:
+        for key in [*exp, *(k for k in got if k not in exp)]:
+            if exp.get(key) != got.get(key):
+                return key
+    text = failure.message[:MAX_MESSAGE]
+    for pattern in _DIFF_KEYS:
+        m = pattern.search(text)
+        if m:
+            return m.group("key")
+    return None
+
+
+def hint_for(
+    failure: Failure,
+    *,
+    framework: str | None = None,
+    language: str = "en",
+    sources: Sources | None = None,
+) -> str:
+    """One or two sentences naming the failing expression, the values, and the place in the
+    user's code that produced them. `sources` (one per run) lets the hint read the workspace's
+    files for the failing line and the called function's definition."""
+    check_language(language)
+    ev = evidence(failure, sources)
+    rule, groups = find(failure, ev)
+    zh = language == "zh"
+    fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
+    if rule.id in VALUE_RULES:
+        composed = value_hint(failure, ev, sources, zh, fw, rule.id)
+        if composed is not None:
+            return composed
+    where_in_code = place(ev)
+    frames_where = top_user_frame(failure)
+    where = where_in_code or (ev.test_where if ev.test_line else None) or frames_where
+    test_where = ev.test_where or where
+    stub = _STUBS.get(fw or "", _STUB_DEFAULT)[1 if zh else 0]
+    expected, got = short(failure.expected), short(failure.got)
+    head = failure.message[:MAX_MESSAGE].strip()
+    first = short(head.splitlines()[0] if head else "")
+    if expected and got:
+        expectation = f"{expected}(实际 {got})" if zh else f"{expected} (got {got})"
+    elif expected:
+        expectation = expected
+    else:
+        expectation = (
+            (f"断言成立({first})" if first else "测试通过")
+            if zh
+            else (f"its assertion to hold ({first})" if first else "the test to pass")
+        )
+    key = _diff_key(failure)
+    values: dict[str, str] = {
+        "test": f"“{failure.test}”" if zh else f"'{failure.test}'",
+        "where": where or ("测试代码" if zh else "the test's code"),
+        "test_where": test_where or ("测试文件" if zh else "the test file"),
+        "expected": expected or groups.get("expected", ""),
+        "wanted": expected or ("另一个值" if zh else "a different value"),
+        "got": got or groups.get("got", ""),
+        "stub": stub,
+        "expectation": expectation,
+        "diff": (f"(首个差异字段:{key})" if zh else f" (first difference: '{key}')") if key else "",
+        "first": first or ("无信息" if zh else "no message"),
+        "module": "",
+        "url": "",
+        "what": "undefined",
+        "prop": "?",
+        "code": quote(ev.code_line) if where_in_code else "",
+        "subscript": "",
+        "defined": "",
+        "suggest": "",
+        "test_call": f" (`{ev.call.text}`)" if ev.call else "",
+    }
+    values.update({k: short(v) for k, v in groups.items() if k not in ("expected", "got") or not values[k]})
+    if rule.id == "py-key-error":
+        values["subscript"] = _subscript(groups.get("key", ""), ev.code_line, zh)
+    elif rule.id == "py-index-error" and ev.code_line and "[len(" in ev.code_line.replace(" ", ""):
+        values["suggest"] = (
+            ":下标等于 len() 已越过最后一个元素(差 1)"
+            if zh
+            else ": an index equal to len() is one past the last item (off by one)"
+        )
+    elif rule.id == "py-attribute" and groups.get("typ") == "dict":
+        attr = groups.get("attr", "")
+        values["suggest"] = (
+            f":字典的值要用 ['{attr}'] 或 .get('{attr}') 读取"
+            if zh
+            else f"; a dict's entries are read with ['{attr}'] or .get('{attr}')"
+        )
+    elif rule.id == "did-not-raise" and ev.call is not None and sources is not None and ev.test_file:
+        found = sources.definition(ev.test_file, ev.call)
+        if found is not None:
+            values["defined"] = f" {ev.call.name} ({found[0]}:{found[1]})"
+    elif rule.id == "db-constraint":
+        constraint = groups.get("constraint", "")
+        values.update(constraint_parts(fields_text(failure, rule.fields), ev, constraint, zh))
+    return (rule.zh if zh else rule.en).format_map(values)
+
+
+def _subscript(key: str, code_line: str | None, zh: bool) -> str:
+    """` in `settings["timeout_ms"]`` (the lookup of `key` in the failing line), or the line."""
+    if not code_line:
+        return ""
+    inner = re.escape(key.strip().strip("'\""))
+    m = re.search(r"[\w.\])]+\[\s*['\"]?" + inner + r"['\"]?\s*\]", code_line)
+    text = m.group(0) if m else code_line
+    text = text if len(text) <= 70 else text[:69] + "…"
+    return f"(`{text}`)" if zh else f" in `{text}`"
+
+
+def apply(
+    failures: Iterable[Failure],
+    *,
+    framework: str | None = None,
+    language: str = "en",
+    root: str | None = None,
+) -> tuple[Failure, ...]:
+    """Copies of `failures` whose empty hints are filled (a hint already written is kept).
+    `root`: the folder the runner ran in, whose files the hints may read (once each)."""
+    check_language(language)
+    from greenloop.hints.source import Sources
+
+    sources = Sources(root) if root else None
+    return tuple(
+        f
+        if f.hint.strip()
+        else f._replace(hint=hint_for(f, framework=framework, language=language, sources=sources))
+        for f in failures
+    )

@@ -1,0 +1,85 @@
+"""The one storage interface the closure state uses, whichever database holds it.
+
+`greenloop.closure.store.Store` speaks SQL through a `Backend`: `execute` one statement (written
+with `?` placeholders, in the subset both SQLite and PostgreSQL accept), and `begin` /
+`commit` / `rollback` a transaction whose read-modify-write is safe against every other
+process, on this machine or another:
+
+- SQLite (`greenloop.state.sqlite`) begins `IMMEDIATE`: the database's write lock is taken
+  up front, so writers run one at a time.
+- PostgreSQL (`greenloop.state.postgres`) runs READ COMMITTED, where each statement sees
+  what committed before it started; a transaction that first upserts its session's row
+  (`Store.touch_session`, the first thing every gate transaction does) holds that row's lock
+  to its end, so two gate decisions for one session run one after the other, and the
+  second sees the first's interception. That is what keeps the per-turn budget exact.
+
+A database that cannot be reached raises `StateUnavailable`: a GreenloopError (exit 2 on the
+command line) whose message names the URL without its password. The hooks catch it like any
+other failure and allow the stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from greenloop.errors import GreenloopError
+from greenloop.state.url import BackendKind
+
+__all__ = ["Backend", "Cursor", "Reader", "StateError", "StateUnavailable"]
+
+
+class StateError(GreenloopError):
+    """The state database cannot be used (its message says which one and what to do)."""
+
+
+class StateUnavailable(StateError):
+    """The state database cannot be reached or opened."""
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the store reads."""
+
+    @property
+    def description(self) -> Any: ...
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Backend(Protocol):
+    """A connection to the state database (module docstring)."""
+
+    kind: BackendKind
+    # what the database is, as it may be printed: a file path, or a URL without its password
+    where: str
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+
+    def begin(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def schema_version(self) -> int: ...
+
+
+class Reader(Protocol):
+    """A read-only connection whose rows read by position and by name: a sqlite3 connection
+    with `row_factory = sqlite3.Row`, or greenloop.state.postgres.ReadOnlyView."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+
+def column_names(cursor: Cursor) -> list[str]:
+    """The result columns' names (sqlite3 gives 7-tuples, psycopg Column objects; both index)."""
+    return [str(d[0]) for d in cursor.description]

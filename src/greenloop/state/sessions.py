@@ -1,0 +1,173 @@
+"""The store's session tables: sessions, turns, interceptions, unresolved records and
+process-tree bindings, and the closure state the gate reads from them (SQL both backends run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greenloop.closure.transitions import ClosureState, effective_run
+from greenloop.state.backend import Backend
+from greenloop.state.records import RecordTables
+
+__all__ = ["SessionTables", "bound_session_in"]
+
+
+def bound_session_in(conn: Backend | Any, procs: list[str]) -> tuple[str, str | None, str] | None:
+    """`SessionTables.bound_session` on any connection with `execute` (a read-only sqlite3 one, say)."""
+    if not procs:
+        return None
+    marks = ", ".join("?" * len(procs))
+    rows = conn.execute(
+        f"SELECT harness_proc, session_id, harness, at FROM bindings WHERE harness_proc IN ({marks})",
+        procs,
+    ).fetchall()
+    if not rows:
+        return None
+    rank = {key: i for i, key in enumerate(procs)}
+    best = min(rows, key=lambda r: (rank[r[0]], -float(r[3])))
+    return str(best[1]), best[2], str(best[0])
+
+
+class SessionTables(RecordTables):
+    # ------------------------------------------------------------------ sessions and turns
+    def touch_session(self, session_id: str, harness: str | None = None) -> float:
+        """Record a hook event for the session; returns its first_seen time.
+
+        In PostgreSQL the upsert also takes the session row's lock until the transaction
+        ends: every gate transaction starts here, so one session's decisions never overlap."""
+        now = self.clock()
+        self.conn.execute(
+            "INSERT INTO sessions (id, first_seen, last_seen, harness) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, "
+            "harness = COALESCE(excluded.harness, sessions.harness)",
+            (session_id, now, now, harness),
+        )
+        row = self.conn.execute("SELECT first_seen FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return float(row[0])
+
+    def current_turn(self, session_id: str) -> tuple[int, str | None, float | None]:
+        row = self.conn.execute(
+            "SELECT seq, turn_id, released_at FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return 0, None, None
+        return int(row[0]), row[1], row[2]
+
+    def begin_turn(self, session_id: str, turn_id: str | None = None) -> int:
+        """Start a new turn (a new budget); returns its sequence number."""
+        seq = self.current_turn(session_id)[0] + 1
+        self.conn.execute(
+            "INSERT INTO turns (session_id, seq, turn_id, started_at) VALUES (?, ?, ?, ?)",
+            (session_id, seq, turn_id, self.clock()),
+        )
+        return seq
+
+    def add_interception(
+        self, session_id: str, turn_seq: int, kind: str, run_id: str | None, message: str, harness: str | None
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO interceptions (session_id, turn_seq, at, kind, run_id, harness, message) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session_id, turn_seq, self.clock(), kind, run_id, harness, message),
+        )
+
+    def mark_released(self, session_id: str, turn_seq: int, run_id: str | None) -> None:
+        """The turn ended red after its budget: record the session unresolved."""
+        now = self.clock()
+        if turn_seq == 0:
+            # A stop with no turn seen: give it a turn row so the release is remembered.
+            self.conn.execute(
+                "INSERT INTO turns (session_id, seq, turn_id, started_at) VALUES (?, 0, NULL, ?) "
+                "ON CONFLICT DO NOTHING",
+                (session_id, now),
+            )
+        self.conn.execute(
+            "UPDATE turns SET released_at = ? WHERE session_id = ? AND seq = ?", (now, session_id, turn_seq)
+        )
+        self.conn.execute(
+            "INSERT INTO unresolved (session_id, turn_seq, run_id, at) VALUES (?, ?, ?, ?)",
+            (session_id, turn_seq, run_id, now),
+        )
+
+    def last_steer(self, session_id: str, turn_seq: int) -> str:
+        """The message of the turn's latest steer ("" when the turn has none)."""
+        row = self.conn.execute(
+            "SELECT message FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer' "
+            "ORDER BY id DESC LIMIT 1",
+            (session_id, turn_seq),
+        ).fetchone()
+        return "" if row is None else str(row[0])
+
+    def interceptions(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT turn_seq, at, kind, run_id, harness, message FROM interceptions "
+            "WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        keys = ("turn_seq", "at", "kind", "run_id", "harness", "message")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def unresolved_records(self, session_id: str, *, open_only: bool = True) -> list[dict[str, Any]]:
+        sql = "SELECT turn_seq, run_id, at, cleared_at, cleared_by FROM unresolved WHERE session_id = ?"
+        if open_only:
+            sql += " AND cleared_at IS NULL"
+        rows = self.conn.execute(sql + " ORDER BY id", (session_id,)).fetchall()
+        keys = ("turn_seq", "run_id", "at", "cleared_at", "cleared_by")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def state(self, session_id: str, *, first_seen: float | None = None) -> ClosureState:
+        """The closure state of a session as the gate sees it (no writes)."""
+        if first_seen is None:
+            row = self.conn.execute("SELECT first_seen FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            first_seen = None if row is None else float(row[0])
+        seq, turn_id, released_at = self.current_turn(session_id)
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer'",
+            (session_id, seq),
+        ).fetchone()
+        (open_unresolved,) = self.conn.execute(
+            "SELECT COUNT(*) FROM unresolved WHERE session_id = ? AND cleared_at IS NULL", (session_id,)
+        ).fetchone()
+        run = effective_run(
+            self.latest_run(session_id=session_id),
+            self.latest_run(session_id=None, since=first_seen) if first_seen is not None else None,
+            first_seen,
+        )
+        return ClosureState(
+            session_id=session_id,
+            turn_seq=seq,
+            turn_id=turn_id,
+            intercepts_this_turn=int(count),
+            released_this_turn=released_at is not None,
+            unresolved=bool(open_unresolved) and not (run is not None and run.ok),
+            last_run=run,
+            first_seen=first_seen,
+        )
+
+    # ------------------------------------------------------------------ process-tree bindings
+    def bind(
+        self, harness_proc: str, session_id: str, harness: str | None, workspace: str, chain: str
+    ) -> None:
+        """A hook of `session_id` ran under the harness process `harness_proc` (ptree.proc_key).
+
+        One row per (harness process, session), refreshed on every hook event; `chain` keeps
+        the hook's ancestors (JSON) for diagnosis. Callers run it inside their transaction or
+        alone (one statement is atomic by itself)."""
+        self.conn.execute(
+            "INSERT INTO bindings (harness_proc, session_id, harness, workspace, chain, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(harness_proc, session_id) DO UPDATE SET "
+            "harness = excluded.harness, workspace = excluded.workspace, chain = excluded.chain, "
+            "at = excluded.at",
+            (harness_proc, session_id, harness, workspace, chain, self.clock()),
+        )
+
+    def bound_session(self, procs: list[str]) -> tuple[str, str | None, str] | None:
+        """The session bound to the nearest of `procs` (ptree keys, nearest first) that any hook
+        recorded as its harness: (session_id, harness, harness_proc); the most recently
+        recorded session wins when one harness process served several. None: no binding."""
+        return bound_session_in(self.conn, procs)
+
+    def forget_bindings(self, before: float) -> None:
+        """Drop bindings not refreshed since `before` (their harness processes are long gone)."""
+        self.conn.execute("DELETE FROM bindings WHERE at < ?", (before,))

@@ -1,0 +1,127 @@
+"""The embedded backend: one SQLite file, `.greenloop/state.db` under the state root.
+
+Several hook processes, runs and jobs touch the database at once, so it runs in WAL mode
+with a busy timeout, and every transaction begins `IMMEDIATE` (the write lock up front). A
+missing database is created; a corrupt one is moved aside and rebuilt with a warning: state
+is a convenience for the gate, and losing it must never block an agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from greenloop.state import migrations
+from greenloop.state.backend import Cursor
+from greenloop.state.url import BackendKind
+
+__all__ = ["BUSY_TIMEOUT_MS", "SqliteBackend", "is_corruption", "move_aside"]
+
+BUSY_TIMEOUT_MS = 15_000
+
+
+def is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return False  # locked, busy, read-only: not corruption
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def move_aside(path: str, why: str, *, clock: Callable[[], float], warn: Callable[[str], None]) -> None:
+    """Move a corrupt database to `<path>.corrupt-<time>` (dropping its -wal/-shm/-journal) and warn."""
+    aside = f"{path}.corrupt-{int(clock())}"
+    with contextlib.suppress(OSError):
+        os.replace(path, aside)
+    for suffix in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            os.remove(path + suffix)
+    warn(f"the state database {path} was unreadable ({why}); moved it to {aside} and started afresh")
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] == migrations.LATEST:
+        return
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        for _ in range(50):  # switching modes needs a moment with no other writer
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError:
+                time.sleep(0.05)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # One statement at a time: executescript() would commit the IMMEDIATE transaction.
+        for migration in migrations.MIGRATIONS:
+            for statement in migration.statements:
+                conn.execute(migrations.for_backend(statement, "sqlite"))
+        conn.execute(f"PRAGMA user_version = {migrations.LATEST}")
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+class SqliteBackend:
+    """A connection to the SQLite state database at `path` (created, migrated or rebuilt)."""
+
+    kind: BackendKind = "sqlite"
+
+    def __init__(self, path: str, *, clock: Callable[[], float], warn: Callable[[str], None]) -> None:
+        self.path = self.where = path
+        self.clock = clock
+        self.warn = warn
+        self.conn = self._open()
+
+    def _connect(self) -> sqlite3.Connection:
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            from greenloop.layout import make_state_dir
+
+            make_state_dir(folder)
+        # connect()'s timeout is SQLite's busy timeout (PRAGMA busy_timeout reads 15000).
+        return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            _migrate(conn)
+            # No fsync: an application crash still never corrupts a WAL database; an OS crash may
+            # lose the last few writes (or, rarely, corrupt the file, which is then rebuilt).
+            # For the gate's bookkeeping that beats paying fsyncs on every agent turn.
+            conn.execute("PRAGMA synchronous = OFF")
+            return conn
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if not is_corruption(exc):
+                raise
+            move_aside(self.path, str(exc), clock=self.clock, warn=self.warn)
+            conn = self._connect()
+            _migrate(conn)
+            return conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        return self.conn.execute(sql, params)
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
