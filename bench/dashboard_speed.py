@@ -31,7 +31,8 @@ from greenloop.closure import store
 from greenloop.closure.gate import Gate
 from greenloop.config import Config
 from greenloop.dashboard import live
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 
 def build(ws: Path, runs: int, bugs: int) -> None:

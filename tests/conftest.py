@@ -36,6 +36,16 @@ NO_SKIP_VAR = "GREENLOOP_TEST_NO_SKIP"
 
 
 _SLOW_FOLDERS = ("e2e", "integration")
+# vitest keeps a results cache in node_modules/.vite and runs files that were slow or failing
+# first; every JS test workspace links tests/runners/node_modules, so one test's history would
+# reorder another's files. Each test starts as on a fresh install.
+_VITEST_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runners", "node_modules", ".vite",
+                             "vitest")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_vitest_results_cache() -> None:
+    shutil.rmtree(_VITEST_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,7 +17,8 @@ import pytest
 from greenloop.bugs import bridge, record
 from greenloop.bugs.log import BugLog
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 
 def project(tmp_path: Path, *units: str) -> Path:

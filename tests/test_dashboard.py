@@ -18,7 +18,8 @@ from greenloop.closure.gate import Gate
 from greenloop.config import Config
 from greenloop.dashboard import data, live, pages
 from greenloop.dashboard.app import COOKIE, create_app
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 # every page reads the closure state from either backend
 pytestmark = pytest.mark.usefixtures("state_backend")

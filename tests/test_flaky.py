@@ -6,7 +6,8 @@ import pytest
 
 from greenloop.config import Config
 from greenloop.errors import ConfigError
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 from greenloop.runner.flaky import RunEvidence, fold_reruns, from_history, passed_in
 
 

@@ -457,3 +457,23 @@ def test_with_the_workspace_files_the_hint_names_the_call_and_the_function(
         for name in (location, *((detail,) if detail else ()), *WITH_SOURCES.get(case["id"], ())):
             assert name in text, f"hint misses {name!r}: {text}"
         assert sentences(text) <= 2 and len(text) <= 450, text
+
+
+@pytest.mark.parametrize(
+    ("framework", "advice"),
+    [
+        ("go", "httptest.NewServer"),
+        ("cargo", "TcpListener"),
+        ("mocha", "sinon.stub"),
+        ("unittest", "unittest.mock.patch"),
+        ("bun", "mock.module"),
+    ],
+)
+def test_a_network_failure_names_the_runners_own_way_to_stub(framework: str, advice: str) -> None:
+    """Each runner greenloop speaks gets its own stub advice, never the generic 'a stub or fake'."""
+    message = "Error: connect ECONNREFUSED 203.0.113.7:443"
+    failure = Failure(test="t", message=message, file="src/pay.x", line=3)
+    for language in ("en", "zh"):
+        hint = hint_for(failure, framework=framework, language=language)
+        assert advice.split(" ")[0] in hint or advice in hint, (framework, language, hint)
+        assert "a stub or fake" not in hint and "stub 或伪实现" not in hint

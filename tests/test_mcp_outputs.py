@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from greenloop import api, model
+from greenloop import api, model, result
 from greenloop.bugs import record as bugs
 from greenloop.closure import gate, jobs, transitions
 from greenloop.devloop import timeline
@@ -56,15 +56,15 @@ def _failure() -> model.Failure:
     )
 
 
-def _run() -> model.RunResult:
-    return model.RunResult(
+def _run() -> result.RunResult:
+    return result.RunResult(
         run_id="r1", ok=False, outcome="red", framework="pytest", command="pytest", exit_code=1,
         crash_reason="c", summary=model.Summary(3, 1, 1, 0, flaky=1), failures=(_failure(),) * 7,
-        notes=("n",), duration_ms=5, sandbox=model.SandboxInfo("auto", "landlock ABI 7", "/w", "n"),
+        notes=("n",), duration_ms=5, sandbox=result.SandboxInfo("auto", "landlock ABI 7", "/w", "n"),
         result_ref="/w/result.json", workspace="/w", session_id="s1", started_at="2026",
         next_action="retry_coder", bugs_opened=("b1",), bugs_transitioned=({"id": "b2"},),
         selection="target", passed_tests=("u",),
-        retry=model.RetryInfo("r0", "r05", ("a",), ("b",), ("c",), True),
+        retry=result.RetryInfo("r0", "r05", ("a",), ("b",), ("c",), True),
         shard=model.ShardInfo(2, 4, "abc"), resume_token="tok",
     )
 
@@ -113,8 +113,8 @@ PINS: dict[str, Pin] = {
                    unlisted=frozenset({"flaky"})),
     "failure": Pin(outputs.FailureOutput, _failure().to_json(), _hints(model.Failure),
                    unlisted=frozenset({"flaky"})),
-    "sandbox": Pin(outputs.SandboxOutput, model.SandboxInfo("auto", "bubblewrap", "/w", "n").to_json(),
-                   _hints(model.SandboxInfo)),
+    "sandbox": Pin(outputs.SandboxOutput, result.SandboxInfo("auto", "bubblewrap", "/w", "n").to_json(),
+                   _hints(result.SandboxInfo)),
     "probe": Pin(
         outputs.ProbeOutput,
         model.Detection("pytest", "/w", "/w/pyproject.toml", ("t.py",), ("pytest",), "uv", ("n",),
@@ -125,7 +125,7 @@ PINS: dict[str, Pin] = {
     "run": Pin(
         outputs.RunOutput,
         api.bounded(_run()),
-        {**_hints(model.RunResult), "outcome": model.Outcome},
+        {**_hints(result.RunResult), "outcome": model.Outcome},
         added=frozenset({"session_source", "background", "job_id"}),
         unlisted=frozenset({"workspace", "started_at", "bugs_opened", "bugs_transitioned", "selection"}),
     ),

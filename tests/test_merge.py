@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, ShardInfo, Summary
+from greenloop.model import Failure, ShardInfo, Summary
+from greenloop.result import RunResult
 from greenloop.runner.merge import merge
 
 

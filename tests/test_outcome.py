@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.model import Failure, ParseResult, Plan, Progress, RawRun, RunResult, Summary
+from greenloop.model import Failure, ParseResult, Plan, Progress, RawRun, Summary
 from greenloop.render import LiveProgress, progress_line, run_text
+from greenloop.result import RunResult
 from greenloop.runner.results import output_tail
 from greenloop.runner.verdict import classify
 

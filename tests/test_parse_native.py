@@ -19,7 +19,8 @@ import greenloop.frameworks.go as go
 from greenloop.frameworks import parse_report, parse_text, progress_event
 from greenloop.frameworks.go_plan import run_pattern
 from greenloop.frameworks.go_workspace import workspace_env, workspace_patterns
-from greenloop.model import Failure, ParseResult, Plan, RawRun, RunResult
+from greenloop.model import Failure, ParseResult, Plan, RawRun
+from greenloop.result import RunResult
 from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe
 from greenloop.runner.verdict import classify

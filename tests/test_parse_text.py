@@ -177,6 +177,24 @@ def test_pytest_xdist_and_verbose_lines_count_without_closing_line() -> None:
     assert not res.recognized
 
 
+def test_pytest_xdist_letters_count_without_closing_line() -> None:
+    """xdist's default output: outcome letters with no file name, cut by a crashed worker's
+    message and (a run stopped at its deadline) by the stop itself."""
+    res = parse_text("pytest", [
+        "created: 2/2 workers",
+        "2 workers [9 items]",
+        "",
+        "s.F.F..[gw1] node down: Not properly terminated",
+        "F",
+        "replacing crashed worker gw1",
+        ".E",
+    ])
+    assert (res.summary.passed, res.summary.failed, res.summary.skipped) == (5, 4, 1)
+    # without xdist's header a line of letters is somebody's output, not outcomes
+    plain = parse_text("pytest", ["....F"])
+    assert plain.summary.total == 0
+
+
 def test_vitest_todo_counts_as_skipped_and_no_tests_is_zero() -> None:
     res = parse_text("vitest", ["      Tests  1 failed | 2 passed | 1 skipped | 3 todo (7)"])
     assert (res.summary.failed, res.summary.passed, res.summary.skipped) == (1, 2, 4)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Detection, Failure, Plan, RunResult
+from greenloop.model import Detection, Failure, Plan
+from greenloop.result import RunResult
 from greenloop.runner.dialects import NODE_REPORTER, PROGRESS_REPORTERS
 from greenloop.runner.dialects import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.runner.dialects import PYTEST_PLUGIN_NAME as PLUGIN_NAME

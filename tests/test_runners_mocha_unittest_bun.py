@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from greenloop.frameworks import parse_report, parse_text, progress_counts, progress_event
-from greenloop.model import Detection, Failure, ParseResult, RunResult
+from greenloop.model import Detection, Failure, ParseResult
+from greenloop.result import RunResult
 from greenloop.runner.dialects import UNITTEST_RUNNER_DIR
 from greenloop.runner.plan import RunOptions, plan
 from greenloop.runner.probe import probe

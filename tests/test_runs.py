@@ -11,7 +11,8 @@ import pytest
 
 from greenloop import api, layout
 from greenloop.errors import UsageError
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 
 def stored(ws: Path, run_id: str, age: int, **kw: object) -> RunResult:

@@ -14,7 +14,8 @@ import pytest
 from greenloop.cli import main
 from greenloop.closure.store import Store
 from greenloop.errors import ConfigError, UsageError
-from greenloop.model import Failure, Plan, SandboxInfo
+from greenloop.model import Failure, Plan
+from greenloop.result import SandboxInfo
 from greenloop.system import bwrap_command, denials, enforcers, launcher, sandbox
 from greenloop.system.env import child_env
 from greenloop.system.sandbox import Policy

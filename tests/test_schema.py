@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, ResumeInfo, RunResult, SandboxInfo, ShardInfo, Summary
+from greenloop.model import Failure, ShardInfo, Summary
+from greenloop.result import ResumeInfo, RunResult, SandboxInfo
 from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate_run_result
 
 # Keys the schema documents beyond RunResult.to_json(): written by DevLoop agents into result.json.

@@ -10,7 +10,8 @@ import pytest
 
 from greenloop.closure.store import Store, db_path, record_result, run_record, state_root
 from greenloop.closure.transitions import RunRecord
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 pytestmark = pytest.mark.usefixtures("state_backend")
 

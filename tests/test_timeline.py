@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from greenloop.devloop import timeline as tl
-from greenloop.model import Failure, RunResult, Summary
+from greenloop.model import Failure, Summary
+from greenloop.result import RunResult
 
 
 def test_append_and_read_back_skipping_a_torn_line(tmp_path: Path) -> None:

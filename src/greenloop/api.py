@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import FRAMEWORKS, Detection, Progress, RunResult, ShardInfo
+from greenloop.model import FRAMEWORKS, Detection, Progress, ShardInfo
+from greenloop.result import RunResult
 from greenloop.runner.after_run import after_run, announce, finalize, unit_status
 from greenloop.runner.preload import Preload, parser_modules
 from greenloop.runner.run_store import (

@@ -23,13 +23,11 @@ __all__ = [
     "Plan",
     "Progress",
     "RawRun",
-    "ResumeInfo",
-    "RetryInfo",
-    "RunResult",
-    "SandboxInfo",
     "ShardInfo",
     "Suite",
     "Summary",
+    "optional_int",
+    "optional_str",
 ]
 
 FrameworkId = Literal[
@@ -39,11 +37,13 @@ FRAMEWORKS: tuple[str, ...] = get_args(FrameworkId)
 Outcome = Literal["green", "red", "broken"]
 
 
-def _opt_str(v: Any) -> str | None:
+def optional_str(v: Any) -> str | None:
+    """A JSON value read back as an optional string (None stays None)."""
     return None if v is None else str(v)
 
 
-def _opt_int(v: Any) -> int | None:
+def optional_int(v: Any) -> int | None:
+    """A JSON value read back as an optional integer (None stays None)."""
     return None if v is None else int(v)
 
 
@@ -119,14 +119,14 @@ class Failure(NamedTuple):
         kind = d.get("kind", "test")
         return cls(
             test=str(d.get("test", "")),
-            file=_opt_str(d.get("file")),
-            line=_opt_int(d.get("line")),
+            file=optional_str(d.get("file")),
+            line=optional_int(d.get("line")),
             message=str(d.get("message") or ""),
-            expected=_opt_str(d.get("expected")),
-            got=_opt_str(d.get("got")),
+            expected=optional_str(d.get("expected")),
+            got=optional_str(d.get("got")),
             stack=str(d.get("stack") or ""),
             hint=str(d.get("hint") or ""),
-            bug_id=_opt_str(d.get("bug_id")),
+            bug_id=optional_str(d.get("bug_id")),
             kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
             flaky=bool(d.get("flaky", False)),
         )
@@ -247,7 +247,7 @@ class ShardInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ShardInfo":
         """A shard from its JSON form."""
-        return cls(index=int(d["index"]), total=int(d["total"]), commit=_opt_str(d.get("commit")))
+        return cls(index=int(d["index"]), total=int(d["total"]), commit=optional_str(d.get("commit")))
 
 
 class Plan(NamedTuple):
@@ -324,202 +324,3 @@ class RawRun(NamedTuple):
     signal: int | None = None
     spawn_error: str | None = None  # the command could not start (not found, permission)
     survivors: tuple[int, ...] = ()  # pids still alive after the sweep (should be empty)
-
-
-class SandboxInfo(NamedTuple):
-    """How a run was sandboxed: the mode asked for, who enforced it, and a note when nothing did."""
-    mode: str = "full-access"
-    enforced_by: str | None = None  # "bubblewrap 0.8.0" | "landlock ABI 7" | None: not enforced
-    workspace_root: str | None = None
-    note: str | None = None  # why a sandbox that was asked for is not enforced, and how to get one
-
-    def to_json(self) -> dict[str, Any]:
-        """The sandbox record as JSON."""
-        return {
-            "mode": self.mode,
-            "enforced_by": self.enforced_by,
-            "workspace_root": self.workspace_root,
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "SandboxInfo":
-        """A sandbox record from its JSON form."""
-        return cls(
-            mode=str(d.get("mode", "full-access")),
-            enforced_by=_opt_str(d.get("enforced_by")),
-            workspace_root=_opt_str(d.get("workspace_root")),
-            note=_opt_str(d.get("note")),
-        )
-
-
-class RetryInfo(NamedTuple):
-    """What a `retry` run found against the run it retried (`mode="retry"`)."""
-
-    previous_run: str
-    first_pass_run: str | None  # the run of the previous failures alone (None: there were none)
-    fixed: tuple[str, ...] = ()  # previous failures that passed
-    remain: tuple[str, ...] = ()  # previous failures that still fail
-    new: tuple[str, ...] = ()  # failures the previous run did not have
-    full_suite: bool = False  # the rest of the suite ran too (the previous failures passed)
-
-    def to_json(self) -> dict[str, Any]:
-        """The retry record as JSON."""
-        d = self._asdict()
-        for key in ("fixed", "remain", "new"):
-            d[key] = list(d[key])
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RetryInfo":
-        """A retry record from its JSON form."""
-        return cls(
-            previous_run=str(d.get("previous_run", "")),
-            first_pass_run=_opt_str(d.get("first_pass_run")),
-            fixed=tuple(str(x) for x in d.get("fixed") or ()),
-            remain=tuple(str(x) for x in d.get("remain") or ()),
-            new=tuple(str(x) for x in d.get("new") or ()),
-            full_suite=bool(d.get("full_suite", False)),
-        )
-
-
-class ResumeInfo(NamedTuple):
-    """How a `resume` run continued an interrupted one (`mode="resume"`): which test files'
-    results were kept from the interrupted attempt and which files ran again."""
-
-    from_run: str  # the interrupted run (the result keeps its run id when it is continued)
-    kept: int = 0  # tests kept from the interrupted attempt (their files had finished)
-    kept_files: tuple[str, ...] = ()
-    rerun_files: tuple[str, ...] = ()  # files that ran again: not started, or half done
-    dropped: int = 0  # finished tests of half-done files, dropped: their files ran again whole
-    rerun_run: str | None = None  # the attempt that ran them (its output: the run folder's resume-N/)
-    whole_suite: bool = False  # the run's files could not be known: the whole suite ran again
-
-    def to_json(self) -> dict[str, Any]:
-        d = self._asdict()
-        for key in ("kept_files", "rerun_files"):
-            d[key] = list(d[key])
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ResumeInfo":
-        return cls(
-            from_run=str(d.get("from_run", "")),
-            kept=int(d.get("kept") or 0),
-            kept_files=tuple(str(x) for x in d.get("kept_files") or ()),
-            rerun_files=tuple(str(x) for x in d.get("rerun_files") or ()),
-            dropped=int(d.get("dropped") or 0),
-            rerun_run=_opt_str(d.get("rerun_run")),
-            whole_suite=bool(d.get("whole_suite", False)),
-        )
-
-
-class RunResult(NamedTuple):
-    """The structured result of one run."""
-
-    run_id: str
-    ok: bool
-    outcome: Outcome
-    framework: str | None
-    command: str
-    exit_code: int | None
-    timed_out: bool = False
-    aborted: bool = False
-    crashed: bool = False
-    crash_reason: str | None = None
-    summary: Summary = Summary()
-    failures: tuple[Failure, ...] = ()
-    output_tail: str = ""
-    notes: tuple[str, ...] = ()
-    duration_ms: int = 0
-    sandbox: SandboxInfo = SandboxInfo()
-    result_ref: str | None = None
-    workspace: str | None = None
-    session_id: str | None = None
-    started_at: str | None = None
-    # "retry_coder" when tests failed, "retry_tester" when the suite could not load the code.
-    next_action: str | None = None
-    bugs_opened: tuple[str, ...] = ()
-    bugs_transitioned: tuple[dict[str, str], ...] = ()
-    # How the run was narrowed: None for the whole suite, else "target", "last_failed",
-    # "command" (a verbatim command may run anything) or "shard" (one part of a split suite).
-    # A narrowed run closes only the bugs whose own tests it names in `passed_tests`.
-    selection: str | None = None
-    passed_tests: tuple[str, ...] = ()
-    retry: RetryInfo | None = None
-    # Set on a run of one shard (`--shard I/N`); `greenloop merge` folds all N into one result.
-    shard: ShardInfo | None = None
-    resume_token: str | None = None  # continues this run if greenloop stops before it ends
-    resume: ResumeInfo | None = None  # set when this result continues an interrupted run
-
-    def to_json(self) -> dict[str, Any]:
-        """The result as JSON: exactly result.json's form (schemas/run-result.json)."""
-        return {
-            "run_id": self.run_id,
-            "ok": self.ok,
-            "outcome": self.outcome,
-            "framework": self.framework,
-            "command": self.command,
-            "exit_code": self.exit_code,
-            "timed_out": self.timed_out,
-            "aborted": self.aborted,
-            "crashed": self.crashed,
-            "crash_reason": self.crash_reason,
-            "summary": self.summary.to_json(),
-            "failures": [f.to_json() for f in self.failures],
-            "output_tail": self.output_tail,
-            "notes": list(self.notes),
-            "duration_ms": self.duration_ms,
-            "sandbox": self.sandbox.to_json(),
-            "result_ref": self.result_ref,
-            "workspace": self.workspace,
-            "session_id": self.session_id,
-            "started_at": self.started_at,
-            "next_action": self.next_action,
-            "bugs_opened": list(self.bugs_opened),
-            "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
-            "selection": self.selection,
-            "passed_tests": list(self.passed_tests),
-            "retry": self.retry.to_json() if self.retry is not None else None,
-            "shard": self.shard.to_json() if self.shard is not None else None,
-            "resume_token": self.resume_token,
-            "resume": self.resume.to_json() if self.resume is not None else None,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RunResult":
-        """A result from result.json's form."""
-        outcome = d.get("outcome", "broken")
-        return cls(
-            run_id=str(d["run_id"]),
-            ok=bool(d.get("ok", False)),
-            outcome=outcome if outcome in ("green", "red", "broken") else "broken",
-            framework=_opt_str(d.get("framework")),
-            command=str(d.get("command", "")),
-            exit_code=_opt_int(d.get("exit_code")),
-            timed_out=bool(d.get("timed_out", False)),
-            aborted=bool(d.get("aborted", False)),
-            crashed=bool(d.get("crashed", False)),
-            crash_reason=_opt_str(d.get("crash_reason")),
-            summary=Summary.from_json(d.get("summary") or {}),
-            failures=tuple(Failure.from_json(f) for f in d.get("failures") or ()),
-            output_tail=str(d.get("output_tail") or ""),
-            notes=tuple(str(n) for n in d.get("notes") or ()),
-            duration_ms=int(d.get("duration_ms") or 0),
-            sandbox=SandboxInfo.from_json(d.get("sandbox") or {}),
-            result_ref=_opt_str(d.get("result_ref")),
-            workspace=_opt_str(d.get("workspace")),
-            session_id=_opt_str(d.get("session_id")),
-            started_at=_opt_str(d.get("started_at")),
-            next_action=_opt_str(d.get("next_action")),
-            bugs_opened=tuple(str(b) for b in d.get("bugs_opened") or ()),
-            bugs_transitioned=tuple(
-                {str(k): str(v) for k, v in t.items()} for t in d.get("bugs_transitioned") or ()
-            ),
-            selection=_opt_str(d.get("selection")),
-            passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
-            retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
-            shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
-            resume_token=_opt_str(d.get("resume_token")),
-            resume=ResumeInfo.from_json(d["resume"]) if isinstance(d.get("resume"), dict) else None,
-        )

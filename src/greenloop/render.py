@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TextIO
 
-from greenloop.model import Detection, Failure, Progress, RunResult
+from greenloop.model import Detection, Failure, Progress
+from greenloop.result import RunResult
 
 if TYPE_CHECKING:
     from greenloop.doctor.report import Report

@@ -17,7 +17,7 @@ import pytest
 
 from greenloop import api
 from greenloop.bugs.log import BugLog, bug_log_path
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 from greenloop.schema import validate_run_result
 
 from .helpers import cli, js_workspace, node_workspace, py_workspace

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from greenloop import api
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 from greenloop.schema import validate_run_result
 
 from .helpers import cli, js_workspace, node_workspace, py_workspace

@@ -30,7 +30,7 @@ from greenloop.bugs.workspace import log_for, unit_id_of
 from greenloop.errors import GreenloopError, UsageError
 
 if TYPE_CHECKING:  # only annotations: importing the bridge does not import the run records
-    from greenloop.model import RunResult
+    from greenloop.result import RunResult
 
 __all__ = [
     "BridgeOutcome",

@@ -34,7 +34,8 @@ from greenloop.state.sqlite import move_aside as _move_aside
 from greenloop.state.url import StateUrl, configured
 
 if TYPE_CHECKING:
-    from greenloop.model import Failure, RunResult
+    from greenloop.model import Failure
+    from greenloop.result import RunResult
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -76,6 +77,7 @@ def state_root(workspace: str | os.PathLike[str]) -> str:
 
 
 def db_path(workspace: str | os.PathLike[str]) -> str:
+    """The SQLite state file of a workspace: `<state root>/.greenloop/state.db`."""
     return os.path.join(state_root(workspace), STATE_DIR, DB_NAME)
 
 
@@ -150,6 +152,7 @@ class Store(SessionTables):
         return self.conn.where
 
     def close(self) -> None:
+        """Close the backend connection (a `with Store(...)` block does it)."""
         self.conn.close()
 
     def __enter__(self) -> Store:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from greenloop.errors import ExitCode, UsageError
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 
 __all__ = ["exit_code", "probe", "run"]
 

@@ -188,7 +188,7 @@ def follow(path: str | os.PathLike[str], *, poll_s: float = 0.2, stop: Callable[
 
 
 def events_of_run(result: Any, unit_id: str, *, now: float | None = None) -> list[Event]:
-    """The events of one finished unit run (a greenloop.model.RunResult, bugs bridged)."""
+    """The events of one finished unit run (a greenloop.result.RunResult, bugs bridged)."""
     s = result.summary
     counts = f"{s.passed} passed, {s.failed} failed, {s.skipped} skipped ({s.total})"
     why = f": {result.crash_reason}" if result.crash_reason else ""

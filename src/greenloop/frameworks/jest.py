@@ -3,7 +3,8 @@ report (`--json --outputFile=…`).
 
 Counting: `Tests:       8 failed, 1 skipped, 1 todo, 3 passed, 13 total` gives the
 test counts (todo counts as skipped). A file that cannot run ("● Test suite failed to run") is
-left out of that line by jest; each is added as one failure named after the file. When a
+left out of that line by jest; each is added as one failure named after the file (of kind
+"load", or "test" when jest says the worker process running it died inside it). When a
 beforeAll throws, jest itself fails every test of that describe and counts each, so the
 count stays the runner's.
 """
@@ -43,6 +44,13 @@ _PART = re.compile(r"(\d+) (failed|passed|skipped|todo|pending|total)")
 _TREE = re.compile(r"^\s+([✓✕○✎√×])\s+(.+?)\s*$")
 _CODE = re.compile(r"^\s*>?\s*\d+ \|")
 _LOAD_HEADER = "Test suite failed to run"
+# jest-worker's words when the worker process running a file died inside it (a test that
+# killed its process, a native crash, the out-of-memory killer): the file loaded and its
+# tests ran, so it is a failing test file, not one that could not load
+_WORKER_DIED = re.compile(
+    r"jest worker process \(pid=\d+\) was terminated|Call retries were exceeded"
+    r"|child process exceptions, exceeding retry limit"
+)
 
 
 _HOOK_CALL = re.compile(r"\b(beforeAll|afterAll|beforeEach|afterEach)\s*\(")
@@ -117,7 +125,7 @@ class TextParser:
     draft: FailureDraft | None = None
     console: bool = False
     failures: list[Failure] = field(default_factory=list)
-    names: set[tuple[str, str]] = field(default_factory=set)
+    names: set[tuple[str, str, str | None]] = field(default_factory=set)
     tests_line: dict[str, int] | None = None
     duration_ms: int | None = None
     tree: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
@@ -131,8 +139,10 @@ class TextParser:
             # or a beforeAll/beforeEach that jest reports once per test it stopped.
             if _hook_in_frame(self.draft.body):
                 self.draft.kind = "hook"
+            elif self.draft.kind == "load" and any(_WORKER_DIED.search(ln) for ln in self.draft.body):
+                self.draft.kind = "test"
             f = _finish(self.draft, self.root)
-            key = (f.test, f.kind)
+            key = (f.test, f.kind, self.draft.file)  # the same test name in two files is two failures
             if key not in self.names:
                 self.names.add(key)
                 if self.draft_is_suite:
@@ -284,9 +294,11 @@ def _parse_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 msg.append(ln.strip())
             syntax = [ln.strip() for ln in lines if ln.strip().startswith("SyntaxError")][:2]
             msg = msg[:1] + [s for s in syntax if s not in msg[:1]]
-            tally.load_errors.append(f"{rel}: {msg[0] if msg else 'failed to run'}")
-            tally.failures.append(Failure(test=rel, file=rel, message=bounded_join(msg), kind="load",
-                                          stack=trim_stack(text, root)))
+            died = _WORKER_DIED.search(text) is not None
+            if not died:
+                tally.load_errors.append(f"{rel}: {msg[0] if msg else 'failed to run'}")
+            tally.failures.append(Failure(test=rel, file=rel, message=bounded_join(msg),
+                                          kind="test" if died else "load", stack=trim_stack(text, root)))
     return tally.result(data.get("startTime"))
 
 

@@ -11,7 +11,7 @@ from greenloop.frameworks.cargo import failure_of
 from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["parse_report"]
+__all__ = ["parse_report", "with_skipped_from_summary"]
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
@@ -53,3 +53,23 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         (passed, failed, skipped), failures, duration_ms=int(duration * 1000), passed_names=passed_names
     )
 
+
+
+def with_skipped_from_summary(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The report's counts plus the tests nextest skipped, read from its own `Summary` line.
+
+    nextest's JUnit report lists only the tests it ran: ignored tests (`#[ignore]`) and tests
+    its profile filters out appear only as "N skipped" in the closing line, which greenloop's
+    text parser reads (frameworks/cargo.py). Its counts must equal nextest's own, so the
+    skipped ones are added from there, with a note; nothing else is taken from the text.
+    """
+    extra = text.summary.skipped - report.summary.skipped if text.recognized else 0
+    if extra <= 0:
+        return report
+    s = report.summary
+    note = (f"{extra} test(s) nextest skipped (ignored, or filtered out by its profile) are counted "
+            "from its Summary line: its JUnit report lists only the tests it ran")
+    return report._replace(
+        summary=s._replace(total=s.total + extra, skipped=s.skipped + extra),
+        notes=(*report.notes, note),
+    )

@@ -19,7 +19,10 @@ Failures: one record per failing test; a suite whose hook failed is one record o
 "hook" named after the suite (node counts it nowhere: its tests are cancelled, or passed
 before a failing after-hook), and the tests cancelled under it get no record of their own;
 a test file that fails outside any test (import error, syntax error) is one load failure
-named after the file. Node's own `# tests`/`ℹ tests` line marks the output as recognised.
+named after the file; one whose process was killed by a signal while its tests ran (TAP's
+`signal:`, e.g. a test that killed its own process under `--test-concurrency`) is one
+failure of kind "test" named after the file, since it is no load failure. Node's own
+`# tests`/`ℹ tests` line marks the output as recognised.
 """
 
 from __future__ import annotations
@@ -157,6 +160,18 @@ class TextParser:
         is_file = not r.path and bool(_FILE_NAME.search(r.name)) and (
             "test failed" in error or "test failed" in body_text
         )
+        signal = unquote(y.get("signal", "")) if is_file else ""
+        if is_file and signal not in ("", "~", "null"):
+            # the file's process was killed while its tests ran (a test that killed it, the
+            # out-of-memory killer): node saw none of its results, and it is no load failure
+            name = relativize(r.name, self.root) if self.root else r.name
+            self.failures.append(Failure(
+                test=name, file=name, line=None, kind="test",
+                message=f"the test file's process was killed by {signal} while its tests ran; "
+                "node reports none of its tests (a test killed its own process, or the system did)",
+            ))
+            self.recent_errors = []
+            return
         if is_file:
             name = relativize(r.name, self.root) if self.root else r.name
             detail = relativize("\n".join(self.recent_errors[-3:]), self.root) or (

@@ -52,6 +52,10 @@ _PY_FILE_LINE = re.compile(r'^File "([^"]+)", line (\d+)')
 _V_LINE = re.compile(r"^(\S+::\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
 _XDIST = re.compile(r"^\[gw\d+\] \[\s*\d+%\] (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*)$")
 _DOTS = re.compile(r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$")
+# pytest-xdist's header ("2 workers [13 items]") and its outcome letters, which carry no file
+# name and may end in a worker's message ("s.F.[gw1] node down: Not properly terminated")
+_XDIST_HEADER = re.compile(r"^\d+ workers? \[\d+ items?\]")
+_XDIST_DOTS = re.compile(r"^([.FEsxX]+)(?:\s*\[\s*\d+%\]\s*$|\[gw\d+\] |$)")
 _STATUS: dict[str, Event] = {
     "PASSED": "pass", "XPASS": "pass", "FAILED": "fail", "ERROR": "fail", "SKIPPED": "skip", "XFAIL": "skip",
 }
@@ -144,6 +148,7 @@ class TextParser:
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     progress_failed: list[str] = field(default_factory=list)
     interrupted: str | None = None
+    xdist: bool = False  # pytest-xdist's header was seen: a line of bare letters is outcomes
 
     def _close(self) -> None:
         d = self.draft
@@ -212,6 +217,12 @@ class TextParser:
                 if k != -1:
                     self._progress(status, line[:k])
                     return
+        if self.xdist and c in ".FEsxX" and self.section in ("", "test session starts"):
+            x = _XDIST_DOTS.match(line)
+            if x:
+                for ch in x.group(1):
+                    self.progress[_DOT_EVENT[ch]] += 1
+                return
         if line.endswith("]") or c not in " \t":
             m = _DOTS.match(line)
             if m and self.section in ("", "test session starts"):
@@ -220,8 +231,8 @@ class TextParser:
                     if ev:
                         self.progress[ev] += 1
                 return
-        if c.isdigit() or c == "n":
-            self._closing(line)
+        if (c.isdigit() or c == "n") and not self._closing(line) and _XDIST_HEADER.match(line):
+            self.xdist = True
 
     def _progress(self, status: str, nodeid: str) -> None:
         ev = _STATUS[status]

@@ -45,17 +45,23 @@ class Partial(NamedTuple):
     """What the plugin's stream recorded before the run stopped."""
 
     failures: tuple[Failure, ...]
-    running: str | None  # the node id of the test started and not ended, if any
-    line: int | None  # where that test is defined
+    # the tests started and not ended (node id, line where defined), in the order they
+    # started: one, or one per pytest-xdist worker
+    running: tuple[tuple[str, int | None], ...]
     started: int  # tests started
+
+
+# the phase pytest-xdist gives the report of a test whose worker died while running it
+_CRASH_PHASE = "???"
 
 
 def read_stream(path: str, root: str | None = None) -> Partial | None:
     """The plugin's partial stream (GREENLOOP_PYTEST_STREAM); None when it is missing. A line
-    torn by the kill is skipped."""
+    torn by the kill is skipped. Under pytest-xdist the workers' starts and ends interleave,
+    and a test whose worker crashed has a failure but no end: its failure closes it."""
     failures: list[Failure] = []
-    running: str | None = None
-    line: int | None = None
+    running: dict[str, int | None] = {}
+    lines: dict[str, int | None] = {}
     started = 0
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -70,17 +76,24 @@ def read_stream(path: str, root: str | None = None) -> Partial | None:
             if not isinstance(item, dict):
                 continue
             if "start" in item:
-                running = str(item["start"])
+                nodeid = str(item["start"])
                 line = item["line"] if isinstance(item.get("line"), int) else None
+                running[nodeid] = lines[nodeid] = line
                 started += 1
             elif "end" in item:
-                if running == item["end"]:
-                    running = None
-            elif "failure" in item and len(failures) < MAX_DETAILED_FAILURES:
-                f = _failure(item["failure"], root)
-                if f is not None:
-                    failures.append(f)
-    return Partial(tuple(failures), running, line if running else None, started)
+                running.pop(str(item["end"]), None)
+            elif "failure" in item:
+                detail = item["failure"]
+                if isinstance(detail, dict) and detail.get("when") == _CRASH_PHASE:
+                    nodeid = str(detail.get("nodeid") or "")
+                    running.pop(nodeid, None)
+                    if detail.get("line") is None:
+                        detail = {**detail, "line": lines.get(nodeid)}
+                if len(failures) < MAX_DETAILED_FAILURES:
+                    f = _failure(detail, root)
+                    if f is not None:
+                        failures.append(f)
+    return Partial(tuple(failures), tuple(running.items()), started)
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:

@@ -125,7 +125,8 @@ class TextParser:
     drafts: list[FailureDraft] = field(default_factory=list)  # the current (grouped) block
     block_has_body: bool = False
     failures: list[Failure] = field(default_factory=list)
-    names: set[tuple[str, str]] = field(default_factory=set)
+    # (name, kind, file) of the failures kept: the same test name in two files is two failures
+    names: set[tuple[str, str, str | None]] = field(default_factory=set)
     in_console: bool = False
     tests_line: dict[str, int] | None = None
     duration_ms: int | None = None
@@ -147,7 +148,7 @@ class TextParser:
         self.block_has_body = False
 
     def _emit(self, f: Failure) -> None:
-        key = (f.test, f.kind)
+        key = (f.test, f.kind, f.file)
         if key in self.names:
             return
         self.names.add(key)
@@ -214,6 +215,8 @@ class TextParser:
             self._annotation(line)
             return
         m = _SECTION.match(line)
+        if m and self.section == "Unhandled" and _UNHANDLED_ONE.match(line):
+            m = None  # "⎯ Unhandled Error ⎯" inside "⎯ Unhandled Errors ⎯": one error's block
         if m:
             self._close_block()
             self.section = m.group(1)

@@ -67,11 +67,18 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 
 def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
     tally = ReportTally()
+    notes: list[str] = []
     for r, file, rel in tally.files(data, root):
         assertions = [a for a in r.get("assertionResults") or () if isinstance(a, dict)]
         status = r.get("status")
         message = relativize(strip_ansi(str(r.get("message") or "")), root)  # no temp paths
-        tally.count(assertions, _assertion_name, partial(_assertion_failure, file=file, root=root))
+        # "pending" never finished: the run stopped early (bail) or the worker running the file
+        # died; vitest's own Tests line counts such a test nowhere, and neither does this
+        finished = [a for a in assertions if a.get("status") != "pending"]
+        if len(finished) < len(assertions):
+            notes.append(f"{rel}: {len(assertions) - len(finished)} test(s) never reported a result (the run "
+                         "stopped early, or the worker running the file died)")
+        tally.count(finished, _assertion_name, partial(_assertion_failure, file=file, root=root))
         has_failed_test = any(a.get("status") == "failed" for a in assertions)
         if status == "failed" and not assertions:
             tally.failed += 1
@@ -96,7 +103,8 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                 message=message or "a beforeAll/afterAll hook failed; vitest's JSON report carries no "
                 "detail (the text output's 'Failed Suites' block has it)",
             ))
-    return tally.result(data.get("startTime"))
+    result = tally.result(data.get("startTime"))
+    return result._replace(notes=(*result.notes, *notes)) if notes else result
 
 
 def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:

@@ -33,6 +33,13 @@ _STUBS: Mapping[str, tuple[str, str]] = {
     "jest": ("jest.spyOn / jest.mock", "jest.spyOn / jest.mock"),
     "node:test": ("node:test's mock.method / mock.timers", "node:test 的 mock.method / mock.timers"),
     "pytest": ("monkeypatch (or a fake server fixture)", "monkeypatch(或伪服务 fixture)"),
+    "unittest": ("unittest.mock.patch (or a fake server in setUp)",
+                 "unittest.mock.patch(或在 setUp 里起伪服务)"),
+    "mocha": ("sinon.stub / sinon.useFakeTimers (or nock for HTTP)",
+              "sinon.stub / sinon.useFakeTimers(HTTP 用 nock)"),
+    "bun": ("bun:test's mock() / spyOn / mock.module", "bun:test 的 mock() / spyOn / mock.module"),
+    "go": ("an interface with a fake, or httptest.NewServer", "接口加伪实现,或 httptest.NewServer"),
+    "cargo": ("a trait with a fake impl (or a local TcpListener)", "trait 加伪实现(或本地 TcpListener)"),
 }
 _STUB_DEFAULT = ("a stub or fake", "stub 或伪实现")
 

@@ -78,7 +78,7 @@ class FailureOutput(_Output):
 
 
 class SandboxOutput(_Output):
-    """How a run was confined (model.SandboxInfo)."""
+    """How a run was confined (result.SandboxInfo)."""
 
     mode: str = Field(default="full-access", description="auto | read-only | workspace-write | full-access")
     enforced_by: str | None = Field(
@@ -383,7 +383,7 @@ def job_output(status: Any, session_id: str | None) -> JobOutput:
     if isinstance(result, Mapping):
         # The job stores the whole RunResult; a model reads the same bounded view as test_run's.
         from greenloop import api
-        from greenloop.model import RunResult
+        from greenloop.result import RunResult
 
         data["result"] = run_output(api.bounded(RunResult.from_json(dict(result))), data["session_id"])
     return JobOutput.model_validate(data)

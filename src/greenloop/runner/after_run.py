@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 
 __all__ = ["after_run", "announce", "finalize", "unit_status", "with_note"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 
 __all__ = ["FlakyTest", "RunEvidence", "fold_reruns", "from_history", "passed_in"]
 
@@ -79,6 +79,7 @@ class RunEvidence(NamedTuple):
 
 
 class FlakyTest(NamedTuple):
+    """A test whose outcome changed between runs of the same working tree, with the runs that show it."""
     test: str
     failed_in: tuple[str, ...]  # runs that failed it
     passed_in: tuple[str, ...]  # runs of the same working tree that passed it (or its own rerun)
@@ -88,6 +89,7 @@ class FlakyTest(NamedTuple):
     evidence: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The flaky test as JSON (`greenloop flaky --json`)."""
         return {
             "test": self.test,
             "failed_in": list(self.failed_in),

@@ -11,7 +11,8 @@ import os
 import re
 from collections.abc import Sequence
 
-from greenloop.model import Failure, RunResult
+from greenloop.model import Failure
+from greenloop.result import RunResult
 from greenloop.runner.dialects import DIALECTS
 
 __all__ = ["last_failed_args", "name_pattern", "native_last_failed_notes"]

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from greenloop.errors import UsageError
-from greenloop.model import RunResult, Summary
+from greenloop.model import Summary
+from greenloop.result import RunResult
 
 __all__ = ["check_shards", "merge", "missing_shards"]
 
@@ -66,6 +67,7 @@ def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
 
 
 def missing_shards(results: Sequence[RunResult], total: int) -> list[int]:
+    """Shard indexes 1..total that none of `results` ran."""
     present = {r.shard.index for r in results if r.shard is not None}
     return [i for i in range(1, total + 1) if i not in present]
 

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 from greenloop.errors import UsageError
 from greenloop.layout import PROGRESS_NAME, STREAM_NAME
-from greenloop.model import FRAMEWORKS, Detection, Plan, RunResult, ShardInfo
+from greenloop.model import FRAMEWORKS, Detection, Plan, ShardInfo
+from greenloop.result import RunResult
 from greenloop.runner.dialects import (
     DIALECTS,
     MOCHA_REPORTER,
@@ -112,7 +113,8 @@ def _native_plan(
     args, notes = cargo_plan.plan_args(root, targets, failures, nextest)
     if nextest:
         report_file = os.path.join(root, "target", "nextest", cargo_plan.NEXTEST_PROFILE, "junit.xml")
-        notes.append("cargo nextest runs the suite; its JUnit report is read")
+        notes.append("cargo nextest runs the suite; its JUnit report is read (nextest does not run doctests: "
+                     "`cargo test --doc` does)")
     else:
         notes.append("cargo test's libtest output is parsed as text (it has no stable machine report)")
     why = None if binary else CARGO_MISSING

@@ -29,7 +29,8 @@ from typing import Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import Plan, RawRun, RunResult, SandboxInfo
+from greenloop.model import Plan, RawRun
+from greenloop.result import RunResult, SandboxInfo
 
 __all__ = ["check", "from_report", "read_run_file", "resume_token", "write_run_file"]
 
@@ -40,6 +41,7 @@ def _tag(root: str | os.PathLike[str]) -> str:
 
 
 def resume_token(root: str | os.PathLike[str], run_id: str) -> str:
+    """The token that continues run `run_id` of the workspace at `root`: `<run_id>.<8 hex>`."""
     return f"{run_id}.{_tag(root)}"
 
 
@@ -71,6 +73,7 @@ def write_run_file(run_dir: str | os.PathLike[str], *, plan: Plan, options: dict
 
 
 def read_run_file(run_dir: Path) -> dict[str, Any]:
+    """The run.json greenloop wrote beside a run while it ran."""
     return dict(json.loads((run_dir / layout.RUN_RECORD_NAME).read_text(encoding="utf-8")))
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from greenloop import layout
-from greenloop.model import Detection, RunResult
+from greenloop.model import Detection
+from greenloop.result import RunResult
 
 __all__ = ["rerun_failing"]
 

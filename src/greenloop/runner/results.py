@@ -145,9 +145,7 @@ def _stopped_in(plan: Plan, root: str | None) -> tuple[_Running, list[Failure]]:
             part = read_stream(plan.stream_file, root)
             if part is None:
                 return [], []
-            running: _Running = []
-            if part.running:
-                running.append((part.running, part.running.split("::", 1)[0], part.line))
+            running: _Running = [(name, name.split("::", 1)[0], line) for name, line in part.running]
             return running, list(part.failures)
         if plan.framework == "node:test":
             from greenloop.frameworks.node_test_stream import running_tests
@@ -229,16 +227,29 @@ def read_results(
             parsed = text._replace(notes=(*parsed.notes, *text.notes))
             if text.recognized and plan.framework in _TEXT_IS_WHOLE:
                 report_ok = True  # the runner's own closing counts were read: not a crash
+        elif plan.report_format == "nextest-junit":
+            from greenloop.frameworks.nextest import with_skipped_from_summary
+
+            text = parse_text(plan.framework, stdout_path, stderr_path, root)
+            parsed = with_skipped_from_summary(parsed, text)
         elif plan.framework in _TEXT_IS_WHOLE and raw.exit_code not in (None, 0):
             from greenloop.frameworks.bun import with_text_errors
 
             parsed = with_text_errors(parsed, parse_text(plan.framework, stdout_path, stderr_path, root))
+        elif plan.framework == "vitest" and not (raw.timed_out or raw.aborted) and (
+            raw.exit_code not in (None, 0)
+            or any(_shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test")
+        ):
+            # vitest's JSON report leaves out its unhandled errors (a dead worker among them)
+            # and shortens values: the text output of the same run has both
+            from greenloop.frameworks.vitest_errors import with_unhandled_errors
+
+            text = parse_text(plan.framework, stdout_path, stderr_path, root)
+            parsed = with_unhandled_errors(parsed, text, plan.report_file, root)
+            silent = _silent_failure(raw, parsed)
+            parsed = _with_text_failures(parsed, text) if silent else with_text_values(parsed, text)
         elif _silent_failure(raw, parsed):
             parsed = _with_text_failures(parsed, parse_text(plan.framework, stdout_path, stderr_path, root))
-        elif plan.framework == "vitest" and any(
-            _shortened(f.expected) or _shortened(f.got) for f in parsed.failures if f.kind == "test"
-        ):
-            parsed = with_text_values(parsed, parse_text(plan.framework, stdout_path, stderr_path, root))
     elif raw.spawn_error is None:
         parsed = parse_text(plan.framework, stdout_path, stderr_path, root)
         if plan.shell:  # (npm-test's plan already says why it has no report)

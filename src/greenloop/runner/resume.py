@@ -28,17 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from greenloop.model import (
-    Failure,
-    ParseResult,
-    Plan,
-    Progress,
-    RawRun,
-    ResumeInfo,
-    RunResult,
-    SandboxInfo,
-    Summary,
-)
+from greenloop.model import Failure, ParseResult, Plan, Progress, RawRun, Summary
+from greenloop.result import ResumeInfo, RunResult, SandboxInfo
 from greenloop.runner.resume_records import FileTests, Finished, read
 
 __all__ = ["continue_run", "process_start", "still_running", "stop_runner"]

@@ -48,6 +48,7 @@ class FileTests(NamedTuple):
 
     @property
     def total(self) -> int:
+        """Tests kept from the finished files."""
         return self.passed + self.failed + self.skipped
 
 

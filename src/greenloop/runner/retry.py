@@ -14,7 +14,7 @@ from typing import Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import ResumeInfo, RetryInfo, RunResult
+from greenloop.result import ResumeInfo, RetryInfo, RunResult
 from greenloop.runner.after_run import after_run, finalize, unit_status
 from greenloop.runner.run_store import (
     RESULT_FILE,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from greenloop import layout
 from greenloop.config import Config
-from greenloop.model import ParseResult, Plan, RawRun, RunResult, SandboxInfo
+from greenloop.model import ParseResult, Plan, RawRun
+from greenloop.result import RunResult, SandboxInfo
 from greenloop.runner.progress import ProgressCallback, ProgressCounter
 from greenloop.runner.results import output_tail, read_results, with_hints
 from greenloop.runner.verdict import Verdict, classify

@@ -16,7 +16,7 @@ from typing import Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import RunResult
+from greenloop.result import RunResult
 
 __all__ = [
     "KEEP_RUNS",

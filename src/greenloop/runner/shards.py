@@ -10,7 +10,8 @@ from typing import Any
 
 from greenloop import layout
 from greenloop.errors import UsageError
-from greenloop.model import RunResult, ShardInfo
+from greenloop.model import ShardInfo
+from greenloop.result import RunResult
 
 __all__ = ["check_shard", "git_commit", "mark_shard"]
 

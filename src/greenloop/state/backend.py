@@ -41,14 +41,18 @@ class Cursor(Protocol):
     """The part of a DB-API cursor the store reads."""
 
     @property
-    def description(self) -> Any: ...
+    def description(self) -> Any:
+        """The columns of the last query (DB-API), or None when it returned no rows."""
 
     @property
-    def rowcount(self) -> int: ...
+    def rowcount(self) -> int:
+        """Rows the last statement changed (DB-API)."""
 
-    def fetchone(self) -> Any: ...
+    def fetchone(self) -> Any:
+        """The next row, or None."""
 
-    def fetchall(self) -> list[Any]: ...
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
 
     def __iter__(self) -> Iterator[Any]: ...
 
@@ -60,24 +64,31 @@ class Backend(Protocol):
     # what the database is, as it may be printed: a file path, or a URL without its password
     where: str
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement (`?` placeholders; the PostgreSQL backend translates them)."""
 
-    def begin(self) -> None: ...
+    def begin(self) -> None:
+        """Start a transaction (in SQLite BEGIN IMMEDIATE, which takes the write lock at once)."""
 
-    def commit(self) -> None: ...
+    def commit(self) -> None:
+        """Commit the open transaction."""
 
-    def rollback(self) -> None: ...
+    def rollback(self) -> None:
+        """Roll the open transaction back."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the connection (a pooled PostgreSQL one goes back to its process's pool)."""
 
-    def schema_version(self) -> int: ...
+    def schema_version(self) -> int:
+        """The highest migration applied to this database."""
 
 
 class Reader(Protocol):
     """A read-only connection whose rows read by position and by name: a sqlite3 connection
     with `row_factory = sqlite3.Row`, or greenloop.state.postgres.ReadOnlyView."""
 
-    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any:
+        """Run one read-only query."""
 
 
 def column_names(cursor: Cursor) -> list[str]:

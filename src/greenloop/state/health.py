@@ -13,6 +13,7 @@ __all__ = ["Finding", "check_postgres"]
 
 
 class Finding(NamedTuple):
+    """One doctor finding about the PostgreSQL state: status, detail, fix."""
     status: Literal["ok", "warn", "fail"]
     detail: str
     fix: str | None = None

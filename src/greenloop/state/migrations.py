@@ -23,6 +23,7 @@ __all__ = ["LATEST", "MIGRATIONS", "SCHEMA_TABLE", "TABLES", "Migration", "for_b
 
 
 class Migration(NamedTuple):
+    """One numbered schema step, written once for both databases."""
     version: int
     what: str
     statements: tuple[str, ...]

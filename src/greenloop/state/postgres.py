@@ -182,6 +182,7 @@ class PostgresBackend:
             raise
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement, `?` placeholders turned into psycopg's `%s`."""
         import psycopg
 
         try:
@@ -196,12 +197,15 @@ class PostgresBackend:
             raise
 
     def begin(self) -> None:
+        """Start a transaction."""
         self.execute("BEGIN")
 
     def commit(self) -> None:
+        """Commit the open transaction."""
         self.execute("COMMIT")
 
     def rollback(self) -> None:
+        """Roll the open transaction back."""
         import psycopg
 
         with contextlib.suppress(psycopg.Error, StateError):
@@ -220,6 +224,7 @@ class PostgresBackend:
             self.conn.close()
 
     def schema_version(self) -> int:
+        """The highest migration recorded in `greenloop_schema`."""
         return _installed_version(self.conn)
 
 

@@ -44,6 +44,7 @@ class JobRow(dict[str, Any]):
 
 
 def run_from_row(d: dict[str, Any]) -> RunRecord:
+    """A RunRecord from one `runs` row."""
     try:
         failing = tuple(str(x) for x in json.loads(d.get("failing") or "[]"))
     except ValueError:
@@ -72,6 +73,7 @@ def run_from_row(d: dict[str, Any]) -> RunRecord:
 
 
 class RecordTables(Tables):
+    """The queries of runs, jobs and sandbox events, written once for both backends."""
     # ------------------------------------------------------------------ runs
     def record_run(self, run: RunRecord) -> None:
         """Record a run; a passing run clears the unresolved records it answers."""
@@ -164,6 +166,7 @@ class RecordTables(Tables):
         return run_from_row(dict(zip(column_names(cur), row, strict=True)))
 
     def runs(self, *, session_id: str | None = None, limit: int = 50) -> list[RunRecord]:
+        """The newest runs first, of one session or of all."""
         if session_id is None:
             cur = self.conn.execute("SELECT * FROM runs ORDER BY at DESC, rowid DESC LIMIT ?", (limit,))
         else:
@@ -176,6 +179,7 @@ class RecordTables(Tables):
 
     # ------------------------------------------------------------------ jobs
     def add_job(self, job_id: str, workspace: str, session_id: str | None, kwargs: dict[str, Any]) -> None:
+        """Record a new background job as starting."""
         with self.transaction() as conn:
             conn.execute(
                 "INSERT INTO jobs (job_id, workspace, session_id, status, created_at, kwargs) "
@@ -184,6 +188,7 @@ class RecordTables(Tables):
             )
 
     def update_job(self, job_id: str, **fields: Any) -> None:
+        """Update a job's row with the given columns."""
         bad = set(fields) - _JOB_FIELDS
         if bad:
             raise ValueError(f"unknown job fields: {sorted(bad)}")
@@ -204,6 +209,7 @@ class RecordTables(Tables):
             return cur.rowcount > 0
 
     def job(self, job_id: str) -> JobRow | None:
+        """One job's row, or None."""
         cur = self.conn.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
         row = cur.fetchone()
         if row is None:
@@ -220,6 +226,7 @@ class RecordTables(Tables):
             )
 
     def latest_sandbox_mode(self, session_id: str) -> str | None:
+        """The sandbox mode the session asked for last, or None."""
         row = self.conn.execute(
             "SELECT mode FROM sandbox_modes WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)
         ).fetchone()

@@ -29,6 +29,7 @@ def bound_session_in(conn: Backend | Any, procs: list[str]) -> tuple[str, str | 
 
 
 class SessionTables(RecordTables):
+    """The queries of sessions, turns, interceptions, unresolved records and process-tree bindings."""
     # ------------------------------------------------------------------ sessions and turns
     def touch_session(self, session_id: str, harness: str | None = None) -> float:
         """Record a hook event for the session; returns its first_seen time.
@@ -46,6 +47,7 @@ class SessionTables(RecordTables):
         return float(row[0])
 
     def current_turn(self, session_id: str) -> tuple[int, str | None, float | None]:
+        """(turn number, turn id, started at) of the session's current turn."""
         row = self.conn.execute(
             "SELECT seq, turn_id, released_at FROM turns WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (session_id,),
@@ -66,6 +68,7 @@ class SessionTables(RecordTables):
     def add_interception(
         self, session_id: str, turn_seq: int, kind: str, run_id: str | None, message: str, harness: str | None
     ) -> None:
+        """Record that the gate sent the agent back in this turn."""
         self.conn.execute(
             "INSERT INTO interceptions (session_id, turn_seq, at, kind, run_id, harness, message) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -100,6 +103,7 @@ class SessionTables(RecordTables):
         return "" if row is None else str(row[0])
 
     def interceptions(self, session_id: str) -> list[dict[str, Any]]:
+        """Every interception of the session, oldest first."""
         rows = self.conn.execute(
             "SELECT turn_seq, at, kind, run_id, harness, message FROM interceptions "
             "WHERE session_id = ? ORDER BY id",
@@ -109,6 +113,7 @@ class SessionTables(RecordTables):
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def unresolved_records(self, session_id: str, *, open_only: bool = True) -> list[dict[str, Any]]:
+        """The session's unresolved records (open ones only, unless asked)."""
         sql = "SELECT turn_seq, run_id, at, cleared_at, cleared_by FROM unresolved WHERE session_id = ?"
         if open_only:
             sql += " AND cleared_at IS NULL"

@@ -25,6 +25,7 @@ BUSY_TIMEOUT_MS = 15_000
 
 
 def is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    """Whether a SQLite error means the file is corrupt (it is then moved aside and rebuilt)."""
     if isinstance(exc, sqlite3.OperationalError):
         return False  # locked, busy, read-only: not corruption
     code = getattr(exc, "sqlite_errorcode", None)
@@ -108,20 +109,26 @@ class SqliteBackend:
             return conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement."""
         return self.conn.execute(sql, params)
 
     def begin(self) -> None:
+        """Start a transaction that takes the write lock at once (BEGIN IMMEDIATE)."""
         self.conn.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
+        """Commit the open transaction."""
         self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
+        """Roll the open transaction back."""
         with contextlib.suppress(sqlite3.Error):
             self.conn.execute("ROLLBACK")
 
     def close(self) -> None:
+        """Close the connection."""
         self.conn.close()
 
     def schema_version(self) -> int:
+        """`PRAGMA user_version`: the highest migration applied."""
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from greenloop.layout import TMP_ROOT, is_under
-from greenloop.model import Failure, SandboxInfo
+from greenloop.model import Failure
+from greenloop.result import SandboxInfo
 
 __all__ = ["apply_denial_hints", "denial_hint"]
 

@@ -88,6 +88,7 @@ class Pending:
         self._tmp: str | None = None
 
     def start(self) -> Pending:
+        """Start hashing the working tree in the background (git, else a walk); returns itself."""
         if self._started:
             return self
         self._started = True
@@ -133,6 +134,7 @@ class Pending:
         return _walk(self.workspace) if os.path.isdir(self.workspace) else None
 
     def close(self) -> None:
+        """Stop a hash still running; nothing starts after this."""
         self._started = True  # nothing starts after a close
         child, self._child = self._child, None
         if child is not None:

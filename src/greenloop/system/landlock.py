@@ -150,14 +150,17 @@ class LandlockStatus(NamedTuple):
 
     @property
     def available(self) -> bool:
+        """Whether Landlock can confine a run here."""
         return self.abi >= 1
 
     @property
     def enforced_by(self) -> str:
+        """How a result names this enforcer."""
         return f"landlock ABI {self.abi}"
 
     @property
     def network_note(self) -> str:
+        """The note every Landlock run carries: the network is not confined, and why."""
         return (
             "the network was not confined (Landlock's TCP rules name ports, not addresses, so they "
             "cannot keep loopback open and close the outside; bubblewrap can)"
@@ -282,5 +285,6 @@ class Ruleset(NamedTuple):
         return confine
 
     def close(self) -> None:
+        """Close the ruleset's descriptors."""
         with contextlib.suppress(OSError):
             os.close(self.fd)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from greenloop.layout import cache_dir
-from greenloop.model import Plan, SandboxInfo
+from greenloop.model import Plan
+from greenloop.result import SandboxInfo
 from greenloop.system.bwrap_command import wrap_argv
 from greenloop.system.enforcers import BwrapStatus, enforce
 from greenloop.system.env import allowed_env, changes, child_env

@@ -97,9 +97,11 @@ class Child(NamedTuple):
 
     @property
     def pid(self) -> int:
+        """The child's process id."""
         return self.popen.pid
 
     def poll(self) -> int | None:
+        """The exit code once the child has ended, else None."""
         return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int | None:

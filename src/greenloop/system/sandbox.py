@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, get_args
 
 from greenloop.errors import ConfigError, ExitCode, GreenloopError, UsageError
-from greenloop.model import SandboxInfo
+from greenloop.result import SandboxInfo
 
 __all__ = [
     "DEFAULT_MODE",

@@ -20,6 +20,16 @@ greenloop (only the standard library and pytest) and keeps to Python 3.8+ syntax
                                      moment pytest reports it (live progress: greenloop tails
                                      the file; pytest prints a file's dots on one line)
 
+Under pytest-xdist (`-n N`) only the controller writes: the workers skip this plugin's
+setup (they carry `config.workerinput`) and xdist replays every worker's reports, test
+starts and test ends into the controller's hooks, so the report, the stream and progress
+see every worker's tests once, in the order the controller received them. A worker that
+dies inside a test (`os._exit`, a signal) never reports its end: xdist reports that test
+failed in a phase named "???" with "worker 'gwN' crashed while running …"; the report keeps
+it as a failure of its own (its line taken from its start, which the controller records only
+under xdist) and the stream closes it.
+Sharding deselects in each worker's collection, so every worker holds the same shard.
+
 Sharding hashes each item's node id (CRC-32 of its UTF-8 bytes, modulo N): node ids are
 relative to pytest's rootdir, so every machine puts a test in the same shard whatever the
 collection order, the N shards are disjoint, and together they are the whole suite.
@@ -71,13 +81,19 @@ _PROGRESS_STATUS = {
 CATEGORIES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
-def _detail(category: str, report: Any) -> dict[str, Any]:
+# the phase xdist gives the report of a test whose worker died while running it
+CRASH_PHASE = "???"
+
+
+def _detail(category: str, report: Any, lines: dict[str, int] | None = None) -> dict[str, Any]:
     location = getattr(report, "location", None)
     file = line = None
     if location:
         file = location[0]
         if location[1] is not None:
             line = location[1] + 1
+        elif lines:  # a crashed worker's report has no line: where the test started has it
+            line = lines.get(report.nodeid)
     elif getattr(report, "fspath", None):
         file = str(report.fspath)
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -154,12 +170,25 @@ class _Progress:
             os.close(self.fd)
 
 
+class _Starts:
+    """Where each test started (node id -> line), kept only when xdist distributes the tests:
+    a crashed worker's report has no line of its own."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if location and isinstance(location[1], int):
+            self.lines[nodeid] = location[1] + 1
+
+
 class _Report:
     def __init__(self, config: pytest.Config, path: str) -> None:
         self.config = config
         self.path = path
         self.started = time.time()
         self.tally: _Tally | None = None
+        self.starts: _Starts | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.config.pluginmanager.get_plugin("terminalreporter") is None:
@@ -193,7 +222,7 @@ class _Report:
                 if len(failures) >= MAX_FAILURES:
                     omitted += 1
                     continue
-                failures.append(_detail(category, report))
+                failures.append(_detail(category, report, self.starts.lines if self.starts else None))
         data = {
             "version": 1,
             "pytest": _pytest_version(),
@@ -244,10 +273,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> No
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
 class _Stream:
     """The partial record: a line written and flushed per test start and end and per failure,
     so a run killed at its deadline (no pytest_sessionfinish, no report) still says what it
-    saw and which test was running. Two short writes per test."""
+    saw and which tests were running (one per xdist worker). Two short writes per test."""
 
     def __init__(self, path: str) -> None:
         # open for the whole session, line-buffered: each line reaches the file when written
@@ -273,7 +304,9 @@ class _Stream:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
-            self._write({"failure": _detail("failed" if report.when == "call" else "error", report)})
+            phase = report.when
+            category = "failed" if phase in ("call", CRASH_PHASE) else "error"
+            self._write({"failure": _detail(category, report)})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -297,7 +330,11 @@ def pytest_configure(config: pytest.Config) -> None:
     xmlpath = getattr(config.option, "xmlpath", None)
     if junit and xmlpath and os.path.abspath(xmlpath) == os.path.abspath(junit):
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
-    config.pluginmanager.register(_Report(config, path), "_greenloop_pytest_report_writer")
+    report = _Report(config, path)
+    config.pluginmanager.register(report, "_greenloop_pytest_report_writer")
+    if getattr(config.option, "dist", "no") != "no":  # pytest-xdist's controller (-n, --dist)
+        report.starts = _Starts()
+        config.pluginmanager.register(report.starts, "_greenloop_pytest_starts")
     stream = os.environ.get(_STREAM_VAR)
     if stream:
         # without it (a folder it cannot write) a timed-out run has only its text output

@@ -10,9 +10,17 @@
 // {"file_done": path, "state": …} line when a file has finished (with its errors outside any
 // test: a file that could not load), so the files that finished are kept and only the others
 // run again. A failing test's line carries its first error's message and stack.
+//
+// vitest's unhandled errors fail the run and greenloop counts each as a failure, so each gets
+// one failing line at the end of the run; a worker that died inside a file (a test killed its
+// process) is one such error, named after that file when it is the only file with tests that
+// never reported.
 import fs from 'node:fs'
+import path from 'node:path'
 
 const STATUS = { passed: 'pass', failed: 'fail', skipped: 'skip' }
+// vitest's error for a worker that exited inside a test file
+const DEAD_WORKER = /Worker exited unexpectedly|Worker \w+ emitted error|\[vitest-pool\]/
 
 export default class GreenloopProgress {
   constructor() {
@@ -60,7 +68,25 @@ export default class GreenloopProgress {
     this.write({ file_done: testModule.moduleId, state: testModule.state?.() ?? null, errors })
   }
 
-  onTestRunEnd() {
+  onTestRunEnd(testModules, unhandledErrors, reason) {
+    if (this.fd !== null && reason !== 'interrupted') {
+      const unfinished = []
+      for (const mod of testModules || []) {
+        try {
+          if ([...mod.children.allTests()].some((t) => t.result().state === 'pending')) unfinished.push(mod.moduleId)
+        } catch {
+          // a vitest without this API: the error keeps its own name
+        }
+      }
+      const errors = unhandledErrors || []
+      const dead = errors.filter((e) => DEAD_WORKER.test(String(e?.message) + String(e?.cause?.message)))
+      for (const e of errors) {
+        const named = dead.length === 1 && e === dead[0] && unfinished.length === 1
+        const file = named ? unfinished[0] : null
+        const test = file ? path.relative(process.cwd(), file) || file : `unhandled error: ${e?.message ?? e}`
+        this.write({ status: 'fail', test, file })
+      }
+    }
     if (this.fd !== null) {
       try {
         fs.closeSync(this.fd)
