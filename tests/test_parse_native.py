@@ -528,3 +528,18 @@ def test_capture_script_against_installed_toolchains(tmp_path: Path) -> None:
         stored = _text(framework, suite, variant)
         assert fresh.summary == stored.summary, (framework, suite)
         assert _names(fresh) == _names(stored), (framework, suite)
+
+
+@pytest.mark.parametrize("suite", ["mixed", "green", "buildfail"])
+def test_go_report_read_whole_agrees_with_line_by_line(suite: str, tmp_path: Path) -> None:
+    """A report file of whole events is decoded in one call; with a text line among the events
+    it is read line by line. Both give what the line-by-line parse of the same lines gives."""
+    src = str(FIXTURES / "go" / suite / "src")
+    lines = (FIXTURES / "go" / suite / "json.txt").read_text(encoding="utf-8").replace(WORK, src).splitlines()
+    events = [line for line in lines if line.startswith("{")]
+    for kept in (events, [*events[:3], "some text a test printed", *events[3:]]):
+        (tmp_path / "stdout.txt").write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        (tmp_path / "stderr.txt").write_text("", encoding="utf-8")
+        whole = parse_report("go-json", str(tmp_path / "stdout.txt"), root=src)
+        assert whole == parse_text("go", kept, root=src)
+        assert whole.recognized and whole.summary.total > 0

@@ -28,7 +28,7 @@ from greenloop.errors import UsageError
 from greenloop.model import FRAMEWORKS, Detection, Progress, ShardInfo
 from greenloop.result import RunResult
 from greenloop.runner.after_run import after_run, announce, finalize, unit_status
-from greenloop.runner.preload import REPORT_MODULES, Preload
+from greenloop.runner.preload import Preload, parser_modules
 from greenloop.runner.run_store import (
     KEEP_RUNS,
     RESULT_FILE,
@@ -222,7 +222,7 @@ def test_run(
         announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
 
-    preload = Preload(REPORT_MODULES.get(the_plan.report_format or "", ()), then=while_running)
+    preload = Preload(parser_modules(the_plan.report_format, the_plan.framework), then=while_running)
     fingerprint = Pending(str(ws))
     unit = layout.unit_of(ws)
     if unit is not None:  # a DevLoop unit: the registry says it is being tested

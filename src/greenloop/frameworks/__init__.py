@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from greenloop.frameworks.base import CountsProgress, Framework, ReportReader
-from greenloop.frameworks.common import Event, capped
 from greenloop.model import ParseResult
+
+if TYPE_CHECKING:
+    # Names for the type checker only: importing a planning module of this package (go_plan,
+    # cargo_plan) before the runner starts must not pay for the parsers' shared code
+    # (common imports dataclasses, which imports inspect, ast and dis).
+    from greenloop.frameworks.base import CountsProgress, Framework, ReportReader
+    from greenloop.frameworks.common import Event
 
 __all__ = [
     "MODULES",
@@ -74,11 +79,15 @@ def parse_text(framework: str, lines: Iterable[Any], root: str | None = None) ->
     mod = module(framework)
     if mod is None:
         return ParseResult(notes=(f"unknown framework {framework!r}; known: {', '.join(MODULES)}",))
+    from greenloop.frameworks.common import capped
+
     return capped(mod.parse_text(lines, root=root))
 
 
 def parse_report(report_format: str, path: str, root: str | None = None) -> ParseResult:
     """Parse a runner's machine report. Missing or invalid: recognized=False with a note."""
+    from greenloop.frameworks.common import capped
+
     return capped(_parse_report(report_format, path, root))
 
 

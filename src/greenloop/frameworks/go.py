@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable
+from typing import Any
 
 from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
@@ -222,10 +223,7 @@ class GoParser:
     def feed(self, line: str) -> None:
         """Read one line of test2json event or go test text."""
         if line.startswith("{") and '"Action"' in line:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                ev = None
+            ev = _json_value(line)
             if isinstance(ev, dict):
                 self.events = True
                 self._event(ev)
@@ -328,14 +326,58 @@ def parse_text(lines: object, root: str | None = None) -> ParseResult:
     return run_parser(lambda: GoParser(root), lines, "go")  # type: ignore[arg-type]
 
 
-def _report_lines(paths: list[str]) -> Iterator[str]:
-    for p in paths:
-        try:
-            fh = open(p, encoding="utf-8", errors="replace")  # noqa: SIM115
-        except OSError:
-            continue
-        with fh:
-            yield from fh
+_DECODE = json.JSONDecoder().raw_decode
+_WHOLE_FILE_BYTES = 32 << 20  # larger reports are read a line at a time (memory stays flat)
+
+
+def _json_value(line: str) -> object:
+    """The JSON value `line` holds, or None: what `json.loads` accepts, without its wrapping
+    (a -json run has four events a test)."""
+    try:
+        value, end = _DECODE(line)
+    except ValueError:
+        return None
+    return value if end == len(line) or not line[end:].strip(" \t\n\r") else None
+
+
+def _whole_events(lines: list[str]) -> list[Any] | None:
+    """All `lines` decoded by one `json.loads` call when each line is one whole test2json event
+    (what `go test -json` writes), else None: then they are read one at a time."""
+    if not all(line.startswith("{") and line.endswith("}") and '"Action"' in line for line in lines):
+        return None
+    try:
+        values = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        return None
+    # an object split over two lines would decode as one: the counts then differ
+    return values if len(values) == len(lines) else None
+
+
+class _ReportParser(GoParser):
+    """GoParser over report files: a file of whole events is decoded at once, not line by line."""
+
+    def consume(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            try:
+                fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+            except OSError:
+                continue
+            with fh:
+                if os.fstat(fh.fileno()).st_size > _WHOLE_FILE_BYTES:
+                    for line in fh:
+                        self.feed(line.rstrip("\r\n"))
+                    continue
+                lines = fh.read().split("\n")
+            if lines and not lines[-1]:
+                lines.pop()  # the file's last newline ends a line, it starts none
+            events = _whole_events(lines)
+            if events is None:
+                for line in lines:
+                    self.feed(line.rstrip("\r"))
+                continue
+            self.events = self.events or bool(events)
+            for ev in events:
+                self._event(ev)
 
 
 def parse_report(path: str, root: str | None = None) -> ParseResult:
@@ -348,7 +390,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
     paths = [path]
     if os.path.basename(path) == "stdout.txt":
         paths.append(os.path.join(os.path.dirname(path), "stderr.txt"))
-    parsed = run_parser(lambda: GoParser(root), _report_lines(paths), "go")
+    parsed = run_parser(lambda: _ReportParser(root), paths, "go")
     if not parsed.recognized:
         return parsed._replace(notes=(*parsed.notes, f"report {path} holds no go test events"))
     return parsed

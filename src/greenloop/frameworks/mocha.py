@@ -11,7 +11,6 @@ where the error is (the module it imports, for a syntax error there).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,15 +37,10 @@ from greenloop.frameworks.results import (
 from greenloop.model import Failure, ParseResult
 
 __all__ = [
-    "REPORTER", "TextParser", "grep_pattern", "js_escape", "parse_report", "parse_text", "progress_event",
+    "TextParser", "grep_pattern", "js_escape", "parse_report", "parse_text", "progress_event",
 ]
 
 
-
-# greenloop's mocha reporter: spec on stdout and the JSON report (`--reporter <this file>`)
-REPORTER = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "mocha_reporter", "greenloop-mocha-reporter.cjs"
-)
 
 Kind = Literal["test", "load", "hook"]
 

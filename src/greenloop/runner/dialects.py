@@ -51,6 +51,7 @@ from greenloop.layout import package_file
 
 __all__ = [
     "DIALECTS",
+    "MOCHA_REPORTER",
     "NODE_REPORTER",
     "PROGRESS_REPORTERS",
     "PROGRESS_VAR",
@@ -98,6 +99,9 @@ PYTEST_PLUGIN_NAME = "_greenloop_pytest_report"
 # greenloop's node:test reporter: node's TAP reporter, plus a line per test started and
 # completed, as they happen, in the file named by GREENLOOP_NODE_STREAM
 NODE_REPORTER = package_file("frameworks", "node_reporter", "greenloop_tap.mjs")
+# greenloop's mocha reporter: spec on stdout and the JSON report (`--reporter <this file>`),
+# read by frameworks/mocha.py; named here so a plan need not import the parser
+MOCHA_REPORTER = package_file("frameworks", "mocha_reporter", "greenloop-mocha-reporter.cjs")
 # Python buffers its output to a file in 8 KB blocks: unbuffered, pytest's lines reach the
 # output file as tests finish (live progress, and what a run stopped at its deadline saw)
 PYTHON_STREAMING: tuple[tuple[str, str], ...] = (("PYTHONUNBUFFERED", "1"),)

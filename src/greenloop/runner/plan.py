@@ -22,6 +22,7 @@ from greenloop.model import FRAMEWORKS, Detection, Plan, ShardInfo
 from greenloop.result import RunResult
 from greenloop.runner.dialects import (
     DIALECTS,
+    MOCHA_REPORTER,
     NODE_REPORTER,
     PROGRESS_REPORTERS,
     PROGRESS_VAR,
@@ -204,19 +205,18 @@ def plan(
             *PYTHON_STREAMING,
         )
     elif framework == "mocha":
-        from greenloop.frameworks.mocha import REPORTER
-
-        argv = [*tool.argv, "--reporter", REPORTER]
+        argv = [*tool.argv, "--reporter", MOCHA_REPORTER]
         # mocha splits --reporter-option at commas; a path with one goes by the variable alone
         if "," not in (report_file or ","):
             argv += ["--reporter-option", f"output={report_file}"]
         stream_file = os.path.join(report_dir, STREAM_NAME)
         plan_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
     elif framework == "bun":
-        from greenloop.frameworks.bun import test_files
-
         argv = [*tool.argv, "--reporter=junit", f"--reporter-outfile={report_file}"]
-        targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
+        if targets:  # (the parser module is not imported before the runner starts without need)
+            from greenloop.frameworks.bun import test_files
+
+            targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
     elif framework == "unittest":
         stream_file = os.path.join(report_dir, STREAM_NAME)
         # greenloop's runner module in unittest's place: the same arguments and output

@@ -7,7 +7,7 @@ import importlib
 import threading
 from collections.abc import Callable
 
-__all__ = ["REPORT_MODULES", "Preload"]
+__all__ = ["REPORT_MODULES", "Preload", "parser_modules"]
 
 REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "pytest-json": ("greenloop.frameworks.pytest_report",),
@@ -15,7 +15,23 @@ REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "jest-json": ("greenloop.frameworks.jest",),
     "junit": ("greenloop.frameworks.junit",),
     "node-tap": ("greenloop.frameworks.node_test",),
+    "go-json": ("greenloop.frameworks.go",),
+    "nextest-junit": ("greenloop.frameworks.cargo",),
+    "mocha-json": ("greenloop.frameworks.mocha",),
+    "unittest-json": ("greenloop.frameworks.unittest",),
+    "bun-junit": ("greenloop.frameworks.bun",),
 }
+
+
+def parser_modules(report_format: str | None, framework: str | None) -> tuple[str, ...]:
+    """The modules that will parse a run's output: its report's reader, or, for a runner read
+    from its text output (cargo without nextest, a verbatim command), the runner's module.
+    Imported while the suite runs, they are not paid for after it has ended."""
+    if report_format:
+        return REPORT_MODULES.get(report_format, ())
+    if framework:
+        return (f"greenloop.frameworks.{framework.replace(':', '_').replace('-', '_')}",)
+    return ()
 
 
 class Preload:

@@ -24,7 +24,6 @@ The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "er
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -95,6 +94,11 @@ def _where_defined(test: unittest.TestCase) -> tuple[str | None, int | None]:
     return rel, code.co_firstlineno
 
 
+# what a passing test adds, encoded once: most tests' end line
+_ONE_PASSED_DELTA: dict[str, Any] = {"failed": 0, "skipped": 0, "passed": 1, "failures": []}
+_ONE_PASSED = json.dumps(_ONE_PASSED_DELTA)[1:]
+
+
 class _Collector(unittest.TextTestResult):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -147,8 +151,10 @@ class _Collector(unittest.TextTestResult):
 
     def _mark(self, text: str) -> None:
         if self.greenloop_stream is not None:
-            with contextlib.suppress(OSError):  # one write per line, unbuffered: it survives a kill
+            try:  # one write per line, unbuffered: it survives a kill  # noqa: SIM105
                 os.write(self.greenloop_stream, text.encode("utf-8"))
+            except OSError:  # (a plain try: two lines a test, `contextlib.suppress` costs more)
+                pass
 
     def startTest(self, test: unittest.TestCase) -> None:
         if self.greenloop_stream is not None:
@@ -162,7 +168,8 @@ class _Collector(unittest.TextTestResult):
     def stopTest(self, test: unittest.TestCase) -> None:
         super().stopTest(test)
         if self.greenloop_stream is not None:
-            added = json.dumps(self._since(self.greenloop_at))[1:]
+            since = self._since(self.greenloop_at)
+            added = _ONE_PASSED if since == _ONE_PASSED_DELTA else json.dumps(since)[1:]
             self._mark(f'{{"end": {self.greenloop_id}, {added}\n')
             self.greenloop_at = self._tally()
 
@@ -210,14 +217,19 @@ def _tests_of(suite: Any) -> Any:
             yield test
 
 
+_MODULE_FILES: dict[str, str | None] = {}  # a test module's file, worked out once per module
+
+
 def _module_file(test: Any) -> str | None:
     """The file of the test's module relative to the working folder (None outside it): what
     `python -m unittest FILE` takes to run that module again."""
-    path = getattr(sys.modules.get(type(test).__module__), "__file__", None)
-    if not path:
-        return None
-    rel = os.path.relpath(path, _CWD)
-    return None if rel.startswith("..") else rel
+    module = type(test).__module__
+    if module in _MODULE_FILES:
+        return _MODULE_FILES[module]
+    path = getattr(sys.modules.get(module), "__file__", None)
+    rel = os.path.relpath(path, _CWD) if path else None
+    found = _MODULE_FILES[module] = None if rel is None or rel.startswith("..") else rel
+    return found
 
 
 def _collected(suite: Any) -> None:
@@ -262,7 +274,8 @@ def _write(result: unittest.TestResult, duration: float) -> None:
     tmp = path + ".tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False)
+            # one string from the C encoder: json.dump would write it in thousands of pieces
+            fh.write(json.dumps(data, ensure_ascii=False))
         os.replace(tmp, path)
     except OSError:
         pass  # no report: greenloop says so and reads the text output
