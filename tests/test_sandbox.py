@@ -14,6 +14,7 @@ import pytest
 from greenloop.cli import main
 from greenloop.closure.store import Store
 from greenloop.errors import ConfigError, UsageError
+from greenloop.layout import PACKAGE_DIR
 from greenloop.model import Failure, Plan
 from greenloop.result import SandboxInfo
 from greenloop.system import bwrap_command, denials, enforcers, launcher, sandbox
@@ -202,7 +203,7 @@ def test_tmp_roots_find_interpreters_and_path_entries_under_tmp(tmp_path: Path) 
     assert str(prefix) in roots and str(nm) in roots
     assert "/tmp" not in roots and all(r.startswith("/tmp/") for r in roots)
     # greenloop's own package folder is shown too when it lives under /tmp (a checkout there)
-    package = os.path.dirname(os.path.abspath(sandbox.__file__))
+    package = PACKAGE_DIR
     own = [package] if package.startswith("/tmp/") else []
     assert bwrap_command.tmp_roots(str(py), {"PATH": "/usr/bin"}) == [str(prefix), *own]
     assert bwrap_command.tmp_roots("/usr/bin/env", {"PATH": "/usr/bin"}) == own
