@@ -28,6 +28,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from greenloop.closure.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 from greenloop.closure.transitions import ClosureState, RunRecord, iso
 from greenloop.config import Config
+from greenloop.state.url import configured
 
 __all__ = [
     "ClosureCheck",
@@ -203,15 +204,16 @@ class Gate:
 
     def _with_store(self, fn: Callable[[Store], T]) -> T:
         warn = self.warn or _stderr_warn
+        location = configured(self.workspace, config=self.config)  # the config is loaded already
         try:
-            with Store(self.workspace, clock=self.clock, warn=warn) as store:
+            with Store(self.workspace, clock=self.clock, warn=warn, location=location) as store:
                 return fn(store)
         except sqlite3.DatabaseError as exc:
             if not _is_corruption(exc):
                 raise
             # Corruption found past the header: move the database aside and try once more.
             move_aside(db_path(self.workspace), str(exc), clock=self.clock, warn=warn)
-            with Store(self.workspace, clock=self.clock, warn=warn) as store:
+            with Store(self.workspace, clock=self.clock, warn=warn, location=location) as store:
                 return fn(store)
 
     def on_turn_start(self, session_id: str, turn_id: str | None = None) -> int:
@@ -358,7 +360,7 @@ def closure_check(
 
         fingerprint = working_tree
     notes: list[str] = []
-    with Store(ws) as store:
+    with Store(ws, location=configured(ws, config=config)) as store:
         if session_id is None:
             run = store.latest_run(session_id=None)
             latest_any = store.runs(limit=1)

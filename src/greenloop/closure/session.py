@@ -167,16 +167,18 @@ def record_binding(
         if harness_proc is None:
             return ""
         from greenloop.closure import store
+        from greenloop.state.url import configured
 
-        if not store.has_state(workspace):
+        location = configured(workspace)  # once: has_state and Store both need it
+        if not store.has_state(workspace, location):
             # No state yet: create it only where greenloop is enabled (a disabled workspace
-            # gets no .greenloop folder); once it exists, the hot path skips the config.
+            # gets no .greenloop folder).
             from greenloop.config import load
 
             if not load(workspace).enabled:
                 return ""
         shown = json.dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
-        with store.Store(workspace, clock=clock) as st, st.transaction():
+        with store.Store(workspace, clock=clock, location=location) as st, st.transaction():
             st.bind(ptree.proc_key(harness_proc), session_id, harness, os.path.abspath(workspace), shown)
             if forget_old:
                 st.forget_bindings(clock() - BINDING_MAX_AGE_S)

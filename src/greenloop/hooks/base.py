@@ -177,12 +177,14 @@ def answer_shell_run(
 def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str, raw: str) -> str | None:
     """The greenloop mode recorded for `raw` now, or None (unmapped, unchanged or no state)."""
     from greenloop.closure import store as store_mod
+    from greenloop.state.url import configured
 
-    if not store_mod.has_state(workspace):
+    location = configured(workspace)
+    if not store_mod.has_state(workspace, location):
         return None
     marker = f"{harness}:{raw}"
     mode = PERMISSION_MODES.get(raw)
-    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn) as st:
+    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn, location=location) as st:
         row = st.conn.execute(
             "SELECT mode FROM sandbox_modes WHERE session_id = ? AND substr(mode, 1, ?) = ? "
             "ORDER BY id DESC LIMIT 1",
@@ -252,10 +254,12 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
     if not ids:
         return ""
     from greenloop.closure import store as store_mod
+    from greenloop.state.url import configured
 
-    if not store_mod.has_state(workspace):
+    location = configured(workspace)
+    if not store_mod.has_state(workspace, location):
         return ""
-    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn) as st:
+    with store_mod.Store(workspace, clock=ctx.clock, warn=store_mod._stderr_warn, location=location) as st:
         for run_id in reversed(ids):
             run = st.attach_run(run_id, session_id)
             if run is not None:

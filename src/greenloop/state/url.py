@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from greenloop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greenloop.config import Config
 
 __all__ = ["POSTGRES_SCHEMES", "STATE_URL_ENV", "StateUrl", "check", "configured", "parse", "redact"]
 
@@ -73,15 +76,20 @@ def redact(url: str) -> str:
     return _PASSWORD_IN_QUERY.sub(r"\g<head>***", shown)
 
 
-def configured(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> StateUrl:
+def configured(
+    workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None, *, config: Config | None = None
+) -> StateUrl:
     """The state URL for `workspace`: `$GREENLOOP_STATE_URL`, else the config's `state_url`.
 
     The environment is read first so the hot path (a hook with the variable set) skips the
-    config files; a config error surfaces here as it would anywhere else."""
+    config files; a caller that has loaded the config already passes it, so the files are not
+    read twice; a config error surfaces here as it would anywhere else."""
     env = os.environ if env is None else env
     raw = env.get(STATE_URL_ENV)
     if raw is not None:
         return parse(raw.strip(), STATE_URL_ENV)
-    from greenloop.config import load
+    if config is None:
+        from greenloop.config import load
 
-    return parse(load(os.fspath(workspace), env=env).state_url, "the config field state_url")
+        config = load(os.fspath(workspace), env=env)
+    return parse(config.state_url, "the config field state_url")

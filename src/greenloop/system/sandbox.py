@@ -172,8 +172,10 @@ def resolve_for(
 def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | None:
     """The session's latest sandbox mode event, or None (no state yet: nothing is created)."""
     from greenloop.closure import store
+    from greenloop.state.url import configured
 
-    if not store.has_state(workspace):
+    location = configured(workspace)
+    if not store.has_state(workspace, location):
         return None
-    with store.Store(workspace) as st:
+    with store.Store(workspace, location=location) as st:
         return st.latest_sandbox_mode(session_id)
