@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pathlib costs the Stop hook ~8 ms (urllib, ipaddress): imported where used
+    from pathlib import Path
 
 __all__ = [
     "NOT_CODE_DIRS",
@@ -89,6 +92,8 @@ NOT_CODE_DIRS = frozenset(
 
 def state_dir(workspace: str | os.PathLike[str]) -> Path:
     """The workspace's private state folder (`.greenloop/`)."""
+    from pathlib import Path
+
     return Path(workspace) / STATE_DIR
 
 
@@ -163,6 +168,8 @@ def git_root(start: str | os.PathLike[str]) -> str | None:
 
 def find_project_root(start: str | os.PathLike[str]) -> Path | None:
     """Walk up from `start` to the folder holding `units.json` or `bugs.ndjson` (a DevLoop project)."""
+    from pathlib import Path
+
     here = Path(start).resolve()
     for folder in (here, *here.parents):
         if (folder / "units.json").is_file() or (folder / "bugs.ndjson").is_file():
@@ -172,6 +179,8 @@ def find_project_root(start: str | os.PathLike[str]) -> Path | None:
 
 def unit_of(workspace: str | os.PathLike[str]) -> tuple[Path, str] | None:
     """If `workspace` is (inside) a DevLoop unit `units/<unit>/`, return (project root, unit id)."""
+    from pathlib import Path
+
     here = Path(workspace).resolve()
     for folder in (here, *here.parents):
         if folder.parent.name == "units" and (folder.parent.parent / "units.json").is_file():
