@@ -174,17 +174,17 @@ def test_run(
 
     ws = _workspace(workspace)
     sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
+    cfg = config_mod.load(ws)  # once: the session lookup and the sandbox policy read it too
     if session_id is None:
         # The caller's session, resolved before the run so that its sandbox mode applies and
         # the run is recorded under it (greenloop.closure.session: variables, then the process tree).
         from greenloop.closure import session as session_mod
 
-        session_id = session_mod.resolve(workspace=ws)
-    cfg = config_mod.load(ws)
+        session_id = session_mod.resolve(workspace=ws, config=cfg)
     # The sandbox policy: this call's mode > the session's latest mode event > config default.
     from greenloop.system.sandbox import resolve_for
 
-    policy = resolve_for(ws, explicit=sandbox_mode, session_id=session_id, default=cfg.sandbox)
+    policy = resolve_for(ws, explicit=sandbox_mode, session_id=session_id, config=cfg)
     detection = probe(str(ws), files=False)  # plan needs no test file list
     if detection.root != str(ws) and framework is not None:
         detection = Detection(framework=None, root=str(ws), package_manager=detection.package_manager)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pathlib costs the Stop hook ~8 ms (urllib, ipaddress): impo
     from pathlib import Path
 
 __all__ = [
+    "DB_NAME",
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
     "PRIVATE_TMP_CACHE",
@@ -27,6 +28,7 @@ __all__ = [
     "STREAM_NAME",
     "TMP_ROOT",
     "cache_dir",
+    "db_path",
     "find_project_root",
     "git_root",
     "is_under",
@@ -37,11 +39,13 @@ __all__ = [
     "run_dir",
     "runs_dir",
     "state_dir",
+    "state_root",
     "unit_of",
     "unit_run_dir",
 ]
 
 STATE_DIR = ".greenloop"
+DB_NAME = "state.db"  # the SQLite state database, in STATE_DIR of the state root
 # The files of one run folder: the stored result, and the runner's output as it ran.
 RESULT_NAME = "result.json"
 STDOUT_NAME = "stdout.txt"
@@ -88,6 +92,29 @@ NOT_CODE_DIRS = frozenset(
         "coverage",
     }
 )
+
+
+def state_root(workspace: str | os.PathLike[str]) -> str:
+    """Where the state database of a workspace lives: the nearest folder at or above it that
+    holds `.greenloop/state.db`, else the enclosing git root, else the workspace itself (so a
+    run in a package of a monorepo and a hook at the repository root share one state)."""
+    start = os.path.abspath(os.fspath(workspace))
+    folder = start
+    repo: str | None = None
+    while True:
+        if os.path.isfile(os.path.join(folder, STATE_DIR, DB_NAME)):
+            return folder
+        if repo is None and os.path.exists(os.path.join(folder, ".git")):
+            repo = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return repo or start
+        folder = parent
+
+
+def db_path(workspace: str | os.PathLike[str]) -> str:
+    """The SQLite state file of a workspace: `<state root>/.greenloop/state.db`."""
+    return os.path.join(state_root(workspace), STATE_DIR, DB_NAME)
 
 
 def state_dir(workspace: str | os.PathLike[str]) -> Path:

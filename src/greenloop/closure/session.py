@@ -23,7 +23,10 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from greenloop.config import Config
 
 __all__ = [
     "BINDING_MAX_AGE_S",
@@ -82,9 +85,11 @@ def resolve_with_source(
     env: Mapping[str, str] | None = None,
     mcp_context: str | None = None,
     workspace: str | os.PathLike[str] | None = None,
+    config: Config | None = None,
 ) -> Resolved:
     """The session id and its source (module docstring). The process tree is consulted only
-    when `workspace` is given (its state database holds the bindings)."""
+    when `workspace` is given (its state database holds the bindings); `config` is the
+    workspace's, when the caller has loaded it (`bound_session`)."""
     if cleaned := _clean(explicit):
         return Resolved(cleaned, "explicit")
     env = os.environ if env is None else env
@@ -94,7 +99,7 @@ def resolve_with_source(
     if cleaned := _clean(mcp_context):
         return Resolved(cleaned, "meta")
     if workspace is not None:
-        bound = bound_session(workspace)
+        bound = bound_session(workspace, config=config)
         if bound is not None:
             return Resolved(bound, "process-tree")
     return Resolved(None, "none")
@@ -106,38 +111,51 @@ def resolve(
     env: Mapping[str, str] | None = None,
     mcp_context: str | None = None,
     workspace: str | os.PathLike[str] | None = None,
+    config: Config | None = None,
 ) -> str | None:
     """The session id, or None for a workspace-level run (`resolve_with_source`)."""
-    return resolve_with_source(explicit, env=env, mcp_context=mcp_context, workspace=workspace).session_id
+    found = resolve_with_source(explicit, env=env, mcp_context=mcp_context, workspace=workspace,
+                                config=config)
+    return found.session_id
 
 
-def bound_session(workspace: str | os.PathLike[str], pid: int | None = None) -> str | None:
+def bound_session(
+    workspace: str | os.PathLike[str], pid: int | None = None, *, config: Config | None = None
+) -> str | None:
     """The session whose hooks ran under the nearest ancestor of `pid` (default: this process)
     that a hook recorded as its harness, in `workspace`'s state database; None when there is
-    no such ancestor, no database, or it cannot be read (a lookup never fails a run)."""
-    from greenloop.closure import store
+    no such ancestor, no database, or it cannot be read (a lookup never fails a run).
+
+    This runs before every run starts, so the SQLite case reads the bindings table through a
+    read-only connection with one query (greenloop.state.bindings), without the store, its
+    schema check or its backends; `config`, when the caller has loaded it, spares reading the
+    config files again for the state URL."""
+    from greenloop import layout
     from greenloop.state.url import configured
     from greenloop.system import ptree
 
     try:
-        location = configured(workspace)
-        path = store.db_path(workspace)
-        if not store.has_state(workspace, location):
-            return None
+        location = configured(workspace, config=config)
+        path = layout.db_path(workspace)
+        if location.kind == "sqlite" and not os.path.isfile(path):
+            return None  # no state yet: no hook has bound anything
         keys = [ptree.proc_key(p) for p in ptree.ancestors(pid)]
         if not keys:
             return None
         if location.kind != "sqlite":
+            from greenloop.closure import store
+
             with store.Store(workspace, location=location) as st:
                 found = st.bound_session(keys)
             return None if found is None else found[0]
-        # Read-only and without the Store's schema check: this runs before every run starts.
         import sqlite3
 
+        from greenloop.state.bindings import BUSY_TIMEOUT_S, bound_session_in
+
         uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=store.BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
         try:
-            found = store.Store.bound_session_in(conn, keys)
+            found = bound_session_in(conn, keys)
         finally:
             conn.close()
     except Exception:  # the binding is a convenience; without it the run is the workspace's

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from greenloop.closure.transitions import Counts, RunRecord
-from greenloop.layout import STATE_DIR
+from greenloop.layout import DB_NAME, db_path, state_root
 from greenloop.state import migrations
 from greenloop.state.backend import Backend, StateError
 from greenloop.state.records import MAX_FAILING_NAMES, JobRow
-from greenloop.state.sessions import SessionTables, bound_session_in
+from greenloop.state.sessions import SessionTables
 from greenloop.state.sqlite import BUSY_TIMEOUT_MS, SqliteBackend, is_corruption
 from greenloop.state.sqlite import move_aside as _move_aside
 from greenloop.state.url import StateUrl, configured
@@ -55,30 +55,8 @@ __all__ = [
     "state_root",
 ]
 
-DB_NAME = "state.db"
 SCHEMA_VERSION = migrations.LATEST  # 2: the bindings table
 TABLES = migrations.TABLES
-
-
-def state_root(workspace: str | os.PathLike[str]) -> str:
-    """Where the state database lives for a workspace (module docstring)."""
-    start = os.path.abspath(os.fspath(workspace))
-    folder = start
-    git_root: str | None = None
-    while True:
-        if os.path.isfile(os.path.join(folder, STATE_DIR, DB_NAME)):
-            return folder
-        if git_root is None and os.path.exists(os.path.join(folder, ".git")):
-            git_root = folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return git_root or start
-        folder = parent
-
-
-def db_path(workspace: str | os.PathLike[str]) -> str:
-    """The SQLite state file of a workspace: `<state root>/.greenloop/state.db`."""
-    return os.path.join(state_root(workspace), STATE_DIR, DB_NAME)
 
 
 def has_state(workspace: str | os.PathLike[str], location: StateUrl | None = None) -> bool:
@@ -160,13 +138,6 @@ class Store(SessionTables):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @staticmethod
-    def bound_session_in(
-        conn: Backend | sqlite3.Connection, procs: list[str]
-    ) -> tuple[str, str | None, str] | None:
-        """`bound_session` on any connection to a state database (a read-only one, say)."""
-        return bound_session_in(conn, procs)
 
 
 def failing_names(failures: Iterable[Failure]) -> tuple[str, ...]:

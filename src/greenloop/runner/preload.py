@@ -35,7 +35,7 @@ def parser_modules(report_format: str | None, framework: str | None) -> tuple[st
 
 
 class Preload:
-    """Imports what the after-steps need (report parser, bug log, store, hints, hashlib) in a
+    """Imports what the after-steps need (report parser, bug log, store, hints, hashlib, tempfile) in a
     thread once the suite has started, so they are ready when it ends, then does `then`
     (pruning old runs)."""
 
@@ -47,6 +47,7 @@ class Preload:
             "greenloop.closure.session",
             "greenloop.hints.hint",
             "hashlib",  # the fingerprint's digest (~5 ms: OpenSSL), which fingerprint imports late
+            "tempfile",  # the fingerprint's output folder and the result's atomic write
         )
         self._then = then
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +89,8 @@ def previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[Ru
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic write: a reader sees the old file or the new one, never half of one."""
+    import tempfile  # here, not at the top: it loads random and hashlib before every run starts
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".tmp", dir=path.parent)
     try:

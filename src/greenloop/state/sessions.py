@@ -6,26 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from greenloop.closure.transitions import ClosureState, effective_run
-from greenloop.state.backend import Backend
+from greenloop.state.bindings import bound_session_in
 from greenloop.state.records import RecordTables
 
-__all__ = ["SessionTables", "bound_session_in"]
-
-
-def bound_session_in(conn: Backend | Any, procs: list[str]) -> tuple[str, str | None, str] | None:
-    """`SessionTables.bound_session` on any connection with `execute` (a read-only sqlite3 one, say)."""
-    if not procs:
-        return None
-    marks = ", ".join("?" * len(procs))
-    rows = conn.execute(
-        f"SELECT harness_proc, session_id, harness, at FROM bindings WHERE harness_proc IN ({marks})",
-        procs,
-    ).fetchall()
-    if not rows:
-        return None
-    rank = {key: i for i, key in enumerate(procs)}
-    best = min(rows, key=lambda r: (rank[r[0]], -float(r[3])))
-    return str(best[1]), best[2], str(best[0])
+__all__ = ["SessionTables"]
 
 
 class SessionTables(RecordTables):

@@ -17,11 +17,12 @@ from typing import Any
 
 from greenloop.state import migrations
 from greenloop.state.backend import Cursor
+from greenloop.state.bindings import BUSY_TIMEOUT_S
 from greenloop.state.url import BackendKind
 
 __all__ = ["BUSY_TIMEOUT_MS", "SqliteBackend", "is_corruption", "move_aside"]
 
-BUSY_TIMEOUT_MS = 15_000
+BUSY_TIMEOUT_MS = int(BUSY_TIMEOUT_S * 1000)
 
 
 def is_corruption(exc: sqlite3.DatabaseError) -> bool:

@@ -14,7 +14,6 @@ import functools
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
 
@@ -246,6 +245,8 @@ def _probe(path: str, python: str) -> BwrapStatus:
             reason=f"{path} is not an executable file, so it cannot run",
             fix=f"make {path} the executable bwrap again, or re{_INSTALL_BWRAP}",
         )
+    import tempfile  # (loads random and hashlib: not before a full-access run starts)
+
     with tempfile.TemporaryDirectory(prefix="greenloop-bwrap-probe-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         raw = proc.run_to_completion(

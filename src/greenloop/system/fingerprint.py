@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 
 from greenloop.layout import NOT_CODE_DIRS, git_root
 from greenloop.system import proc
@@ -96,6 +95,8 @@ class Pending:
         git = shutil.which("git") if self._root is not None else None
         if git is None:
             return self
+        import tempfile  # (loads random and hashlib: not before a full-access run starts)
+
         self._tmp = tempfile.mkdtemp(prefix="greenloop-fp-")
         with contextlib.suppress(OSError):
             self._child = proc.spawn(

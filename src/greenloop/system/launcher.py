@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -100,6 +99,8 @@ def launch(
         note = changes(allowed_env(base_env, policy), env)
         info = policy.info(chosen.enforced_by)
         return Launch(tuple(wrapped), tuple(env.items()), False, info, env_note=note)
+    import tempfile  # (loads random and hashlib: not before a full-access run starts)
+
     tmpdir = tempfile.mkdtemp(prefix="greenloop-tmp-")
     env = child_env(base_env, policy, add=plan.env, tmp=tmpdir)
     note = changes(allowed_env(base_env, policy), env)

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from greenloop.errors import ConfigError, ExitCode, GreenloopError, UsageError
 from greenloop.result import SandboxInfo
+
+if TYPE_CHECKING:
+    from greenloop.config import Config
 
 __all__ = [
     "DEFAULT_MODE",
@@ -154,27 +157,31 @@ def resolve_for(
     session_id: str | None = None,
     default: str | None = None,
     env: Mapping[str, str] | None = None,
+    config: Config | None = None,
 ) -> Policy:
     """`resolve` fed from the real sources: the session's recorded events in the workspace's
-    store and the workspace's config (`greenloop.config.load(workspace, env=env).sandbox`)."""
+    store and the workspace's config (`greenloop.config.load(workspace, env=env).sandbox`, or
+    `config` when the caller has loaded it)."""
     if explicit:
         return resolve(workspace, explicit=explicit)  # nothing else is read when the call decides
     session_mode: str | None = None
     if session_id:
-        session_mode = _recorded_mode(workspace, session_id)
+        session_mode = _recorded_mode(workspace, session_id, config)
     if default is None:
-        from greenloop import config
+        if config is None:
+            from greenloop import config as config_mod
 
-        default = config.load(workspace, env=env).sandbox
+            config = config_mod.load(workspace, env=env)
+        default = config.sandbox
     return resolve(workspace, session_mode=session_mode, default=default)
 
 
-def _recorded_mode(workspace: str | os.PathLike[str], session_id: str) -> str | None:
+def _recorded_mode(workspace: str | os.PathLike[str], session_id: str, config: Config | None) -> str | None:
     """The session's latest sandbox mode event, or None (no state yet: nothing is created)."""
     from greenloop.closure import store
     from greenloop.state.url import configured
 
-    location = configured(workspace)
+    location = configured(workspace, config=config)
     if not store.has_state(workspace, location):
         return None
     with store.Store(workspace, location=location) as st:
