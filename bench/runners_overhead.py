@@ -10,7 +10,8 @@ their ratios, like bench/run_overhead.py (`--sandbox full-access` by default: gr
 overhead; pass `--sandbox workspace-write` to include bubblewrap).
 
 `--warm` also times `greenloop.api.test_run` in an already-running process (the MCP server's
-way).
+way), and the runner run as greenloop plans it (its machine report) without greenloop
+(`runner+report`): the share of the overhead that is the runner's own reporting.
 
     python bench/runners_overhead.py [--reps 5] [--only go|cargo] [--sandbox MODE] [--warm]
 """

@@ -14,7 +14,8 @@ overhead (bench/sandbox_cost.py measures the sandbox); pass `--sandbox workspace
 measure both together.
 
 `--warm` also times `greenloop.api.test_run` in an already-running process (the MCP server's
-way).
+way), and the runner run as greenloop plans it (its machine report) without greenloop
+(`runner+report`): the share of the overhead that is the runner's own reporting.
 
     python bench/runners_overhead_js.py [--reps 5] [--only mocha|unittest|bun] [--sandbox MODE] [--warm]
 """

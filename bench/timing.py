@@ -7,7 +7,10 @@ own caches) and then run in alternating order, so a load that comes and goes fal
 
 `warm_compare` measures the other way greenloop is used: `greenloop.api.test_run` called in an
 already-running Python process (what the MCP server's `test_run` tool does), where the
-interpreter's start and greenloop's imports are paid once, not per run.
+interpreter's start and greenloop's imports are paid once, not per run. With it,
+`report_compare` times the runner run exactly as greenloop plans it (its machine report) but
+without greenloop: the part of the overhead that is the runner's own reporting, which no code
+in greenloop's process can take back.
 """
 
 from __future__ import annotations
@@ -163,12 +166,38 @@ def warm_compare(
         return alternate(lambda: _in_process(bare_run), lambda: _in_process(ours), reps)
 
 
-def compare_line(name: str, width: int, what: str, c: Comparison, sandbox: str) -> str:
+def planned_runner(ws: Path, report_dir: Path, target: str | None) -> tuple[list[str], dict[str, str]]:
+    """The runner's command and added variables exactly as greenloop plans them (its machine
+    report, progress stream and, for unittest, greenloop's result collector), for running
+    without greenloop: the part of the overhead that happens inside the runner."""
+    sys.path.insert(0, str(REPO / "src"))
+    from greenloop.runner.plan import RunOptions, plan
+    from greenloop.runner.probe import probe
+
+    planned = plan(probe(str(ws), files=False), RunOptions(target=target), report_dir=str(report_dir),
+                   default_timeout_ms=600_000)
+    return list(planned.argv), dict(planned.env)
+
+
+def report_compare(
+    bare: list[str], ws: Path, env: dict[str, str], reps: int, target: str | None = None
+) -> Comparison:
+    """The bare runner against the same runner writing greenloop's machine report (no greenloop
+    process): how much of greenloop's overhead is the runner's own reporting."""
+    with tempfile.TemporaryDirectory(prefix="greenloop-bench-report-") as tmp:
+        argv, extra = planned_runner(ws, Path(tmp), target)
+        with_report = {**env, **extra}
+        return alternate(lambda: timed(bare, ws, env), lambda: timed(argv, ws, with_report), reps)
+
+
+def compare_line(
+    name: str, width: int, what: str, c: Comparison, sandbox: str, side: str = "greenloop"
+) -> str:
     """One suite's figures: both sides' median wall and CPU time and their ratios."""
     return (
         f"{name:{width}s} 2,000 tests  bare {c.bare.wall:6.3f}s  {what} {c.ours.wall:6.3f}s  "
         f"ratio {c.ratio:5.3f}  (+{c.ours.wall - c.bare.wall:.3f}s; median of {c.reps}, sandbox {sandbox}; "
-        f"CPU bare {c.bare.cpu:.3f}s, greenloop {c.ours.cpu:.3f}s, ratio {c.cpu_ratio:5.3f})"
+        f"CPU bare {c.bare.cpu:.3f}s, {side} {c.ours.cpu:.3f}s, ratio {c.cpu_ratio:5.3f})"
     )
 
 
@@ -229,6 +258,8 @@ def run_suites(
             if args.warm:
                 warm = warm_compare(bare, ws, env, args.reps, args.sandbox, target)
                 print(compare_line(name, width, "api.test_run ", warm, args.sandbox), flush=True)
+                inside = report_compare(bare, ws, env, args.reps, target)
+                print(compare_line(name, width, "runner+report", inside, "none", "with report"), flush=True)
     print(interpreter_start_line(env))
     print(load_line())
     return worst
