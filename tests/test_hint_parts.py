@@ -245,3 +245,37 @@ def test_hints_are_total_on_odd_input(tmp_path: Path) -> None:
         for language in ("en", "zh"):
             hint = hint_for(failure, language=language, sources=sources if i % 2 else None)
             assert hint.strip(), failure
+
+
+# expected, got (as each runner renders them), the key the hint names first
+DIFF_KEYS = [
+    # mocha's rendering of assert.deepStrictEqual({a: 1, b: [1, 2]}, {a: 1, b: [1, 3]}): no commas
+    ('{\n  "a": 1\n  "b": [\n    1\n    3\n  ]\n}', '{\n  "a": 1\n  "b": [\n    1\n    2\n  ]\n}', "b"),
+    ('{"a": 1, "b": 2}', '{"a": 1, "b": 3}', "b"),  # JSON
+    ("{'name': 'x', 'age': 3}", "{'name': 'y', 'age': 3}", "name"),  # Python
+    ('{ id: 1, url: "http://a/b" }', '{ id: 1, url: "http://a/c" }', "url"),  # JS; a URL is no key
+    ('{"user": {"id": 1, "roles": ["a"]}}', '{"user": {"id": 1, "roles": ["b"]}}', "roles"),  # nested
+    ('{"a": 1}', '{"a": 1, "extra": 2}', "extra"),  # a key only one side has
+]
+
+
+@pytest.mark.parametrize(("expected", "got", "key"), DIFF_KEYS)
+def test_the_first_differing_key_in_every_notation(expected: str, got: str, key: str) -> None:
+    from greenloop.hints.hint import _diff_key
+    from greenloop.model import Failure
+
+    message = "AssertionError [ERR_ASSERTION]: Expected values to be strictly deep-equal:"
+    failure = Failure(test="t", file=None, line=None, message=message, expected=expected, got=got)
+    assert _diff_key(failure) == key
+
+
+def test_a_mocha_object_diff_names_the_key_that_differs() -> None:
+    """mocha renders objects without commas, which no value reader parses: the hint names the
+    first key that differs (it named the first key of all before)."""
+    from greenloop.hints.hint import hint_for
+    from greenloop.model import Failure
+
+    expected, got, _ = DIFF_KEYS[0]
+    message = "AssertionError [ERR_ASSERTION]: Expected values to be strictly deep-equal:"
+    hint = hint_for(Failure(test="t", file=None, line=None, message=message, expected=expected, got=got))
+    assert "(first difference: 'b')" in hint, hint

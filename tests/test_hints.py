@@ -245,6 +245,12 @@ def test_the_seed_patterns_are_in_the_table() -> None:
         ),
         ("requests.exceptions.ConnectionError: Max retries exceeded with url: /v1/charge", "", "network"),
         ("Unhandled Rejection: boom", "", "unhandled-rejection"),
+        (  # mocha's own words, as its JSON report gives them
+            'Error: Timeout of 50ms exceeded. For async tests and hooks, ensure "done()" is called; '
+            "if returning a Promise, ensure it resolves. (test/a.spec.js)",
+            "",
+            "timeout",
+        ),
     ],
 )
 def test_more_shapes_of_the_same_causes(message: str, stack: str, rule: str) -> None:

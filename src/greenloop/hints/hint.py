@@ -44,17 +44,31 @@ _STUBS: Mapping[str, tuple[str, str]] = {
 _STUB_DEFAULT = ("a stub or fake", "stub 或伪实现")
 
 
-_PAIR = re.compile(r"['\"]?([\w$]{1,60})['\"]?\s*:\s*('[^']{0,200}'|\"[^\"]{0,200}\"|[^,}\]]{1,200})")
+# A key of an object literal in JSON, JS, Python or mocha's diff notation (which has no commas).
+_KEY = re.compile(r"""(?:^|[{,\s])['"]?([\w$]{1,60})['"]?\s*:(?!//)""")
 _DIFF_KEYS = (
     re.compile(r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{", re.M),  # pytest "Differing items"
     re.compile(r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ", re.M),  # jest / node diff lines
 )
 
 
+def _segments(text: str) -> dict[str, str]:
+    """Each key of an object rendering and the text after it up to the next key (its value,
+    or the start of a nested object's): compared key by key, the first that differs is where
+    two renderings part, whether entries end with commas, newlines or both."""
+    found = list(_KEY.finditer(text[:2000]))
+    out: dict[str, str] = {}
+    for i, m in enumerate(found):
+        end = found[i + 1].start(1) if i + 1 < len(found) else min(len(text), 2000)
+        value = text[m.end() : end]
+        out.setdefault(m.group(1), " ".join(value.lstrip(" \t\n'\"").rstrip(" \t\n,'\"}])").split()))
+    return out
+
+
 def _diff_key(failure: Failure) -> str | None:
     """The first key whose value differs between expected and got (JSON, JS or Python notation)."""
-    exp: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.expected or "")[:2000])}
-    got: dict[str, str] = {str(k): str(v).strip() for k, v in _PAIR.findall((failure.got or "")[:2000])}
+    exp = _segments(failure.expected or "")
+    got = _segments(failure.got or "")
     if exp and got:
         for key in [*exp, *(k for k in got if k not in exp)]:
             if exp.get(key) != got.get(key):

@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = (
         (
             r"\A(?!\s*(?:\w+\.)*(?:KeyError|AttributeError|NameError|TypeError|ValueError|IndexError)\b)"
             r"(?:.*?)(?:\btimed out\b|Exceeded timeout|STACK_TRACE_ERROR|Timeout \(>[\d.]+s\)"
-            r"|Test timeout of|async callback was not invoked)",
+            r"|Test timeout of|async callback was not invoked|Timeout of [\d.]+ ?ms exceeded)",
         ),
         "{test} never finished ({where}): look for a missing await or return on a promise, a"
         " callback that is never called, or a real dependency "
@@ -141,6 +141,7 @@ RULES: tuple[Rule, ...] = (
             "timeout (",
             "test timeout of",
             "async callback",
+            "ms exceeded",  # mocha: "Timeout of 2000ms exceeded"
         ),
     ),
     *STATUS_RULES,
