@@ -156,6 +156,34 @@ def test_sources_read_nothing_outside_the_root(tmp_path: Path) -> None:
     assert Sources(None).line("a.py", 1) is None
 
 
+def test_go_reports_after_the_check_so_the_call_is_on_the_line_above() -> None:
+    """Go tests fail with t.Errorf/t.Fatalf after an `if`: the value came from the line above,
+    and the `{` that opens the if block does not make it one statement with the test's head."""
+    lines = ["func TestAdd(t *testing.T) {", "\tif got := Add(1, 2); got != 3 {",
+             '\t\tt.Errorf("Add(1, 2) = %d, want %d", got, 3)', "\t}", "}"]
+    assert failing_call(lines, 3) == Call("", "Add", "Add(1, 2)")
+    lines = ["func TestSub(t *testing.T) {", "\tif 1+1 != 3 {", '\t\tt.Fatalf("got %d, want %d", 2, 3)']
+    assert failing_call(lines, 3) is None  # no call computed the value: none is named
+    assert call_in('t.Errorf("got %v", Total(items))') == Call("", "Total", "Total(items)")
+
+
+def test_go_and_rust_definitions_are_found_without_imports(tmp_path: Path) -> None:
+    """A Go test sees its package's other files; a Rust unit test sits beside its code."""
+    _write(
+        tmp_path,
+        {
+            "calc/calc.go": "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a + b + 1 }\n",
+            "calc/cart.go": "package calc\n\ntype Cart struct{}\n\nfunc (c *Cart) Total() int { return 1 }\n",
+            "calc/calc_test.go": "package calc\n",
+            "src/lib.rs": "pub fn inc(i: i32) -> i32 {\n    i + 2\n}\n#[cfg(test)]\nmod tests {}\n",
+        },
+    )
+    src = Sources(str(tmp_path))
+    assert src.definition("calc/calc_test.go", Call("", "Add", "Add(1, 2)")) == ("calc/calc.go", 4)
+    assert src.definition("calc/calc_test.go", Call("c", "Total", "c.Total()")) == ("calc/cart.go", 5)
+    assert src.definition("src/lib.rs", Call("super::", "inc", "super::inc(1)")) == ("src/lib.rs", 1)
+
+
 def test_unittest_assertions_are_not_the_call_under_test() -> None:
     assert call_in("self.assertEqual(invoice([1]), {'a': 1})") == Call("", "invoice", "invoice([1])")
 

@@ -245,6 +245,8 @@ def test_the_seed_patterns_are_in_the_table() -> None:
         ),
         ("requests.exceptions.ConnectionError: Max retries exceeded with url: /v1/charge", "", "network"),
         ("Unhandled Rejection: boom", "", "unhandled-rejection"),
+        ("unexpected success: the test is marked expectedFailure but passed", "", "unexpected-success"),
+        ("[XPASS(strict)] the parser drops the last byte", "", "unexpected-success"),
         (  # mocha's own words, as its JSON report gives them
             'Error: Timeout of 50ms exceeded. For async tests and hooks, ensure "done()" is called; '
             "if returning a Promise, ensure it resolves. (test/a.spec.js)",

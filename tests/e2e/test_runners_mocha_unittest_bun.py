@@ -345,3 +345,41 @@ def test_the_closure_gate_holds_on_red_and_lets_go_on_green(framework: str, tmp_
     assert (code, r["outcome"]) == (0, "green"), r
     freed = cli("check", str(ws), "--session", session, "--json")
     assert freed.code == 0 and freed.json["satisfied"] is True, freed.stdout
+
+
+# Failures these runners report with no line (nothing in the stack points into the test):
+# each is placed at its test's declaration, with the hint for what it is.
+UNPLACED = {
+    "mocha": (
+        {"test/slow.spec.js": (
+            "describe('slow', () => {\n"
+            "  it('waits', function (done) {\n"
+            "    this.timeout(50)\n"
+            "    setTimeout(done, 2000)\n"
+            "  })\n"
+            "})\n"
+        )},
+        "slow > waits", "test/slow.spec.js", 2, "never finished",
+    ),
+    "unittest": (
+        {"test_fixed.py": (
+            "import unittest\n\n\nclass TestFixed(unittest.TestCase):\n"
+            "    @unittest.expectedFailure\n"
+            "    def test_was_broken(self):\n"
+            "        self.assertEqual(1 + 1, 2)\n"
+        )},
+        "test_fixed.TestFixed.test_was_broken", "test_fixed.py", 6, "remove the expectedFailure",
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", list(UNPLACED))
+def test_a_failure_the_runner_places_nowhere_is_placed_at_its_test(framework: str, tmp_path: Path) -> None:
+    files, test, file, line, says = UNPLACED[framework]
+    ws = build(framework, "green", tmp_path / "ws")
+    write_files(ws, files)
+    code, r = run_json(ws)
+    assert (code, r["outcome"]) == (1, "red"), r
+    [f] = [f for f in r["failures"] if f["test"] == test]
+    assert (f["file"], f["line"]) == (file, line), f
+    assert says in f["hint"] and f"{file}:{line}" in f["hint"], f["hint"]

@@ -244,6 +244,17 @@ RULES: tuple[Rule, ...] = (
     ),
     # --- assertion shapes
     Rule(
+        "unexpected-success",
+        MESSAGE,
+        (r"unexpected success|\[XPASS\(strict\)\]",),  # unittest's expectedFailure, pytest's strict xfail
+        "{test} is marked as a failure to expect but passed ({test_where}): what it documented is"
+        " fixed, so remove the expectedFailure / xfail mark; if it should still fail, find what"
+        " changed.",
+        "{test} 被标记为预期失败却通过了({test_where}):它记录的问题已修复,"
+        "去掉 expectedFailure / xfail 标记;若它本应仍然失败,找出是什么改变了。",
+        words=("unexpected success", "xpass"),
+    ),
+    Rule(
         "snapshot-mismatch",
         MESSAGE,
         (

@@ -36,6 +36,11 @@ _SKIP_DIRS = {
 }
 
 _PY_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
+# Go functions and methods (`func Add(`, `func (c *Cart) Total(`), Rust functions (`pub fn inc(`)
+_GO_DEF = re.compile(r"^func\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)\s*[\[(]")
+_RUST_DEF = re.compile(
+    r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+([A-Za-z_]\w*)\s*[<(]"
+)
 _JS_DEF = re.compile(
     r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\("
     r"|^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)"
@@ -95,6 +100,10 @@ _NOT_CALLED_WORDS = (
 )
 _NOT_CALLED = frozenset(_NOT_CALLED_WORDS.split())
 _NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console", "Promise"))
+_GO_TESTING = frozenset(("t", "b", "f", "tb"))  # Go's *testing.T, B, F and testing.TB receivers
+# Go reports a failure with t.Errorf/t.Fatalf after the check: the value came from the line above
+# (`if got := Add(1, 2); got != 3 {`, `got := Add(1, 2)`).
+_GO_REPORT = re.compile(r"\b(?:t|b|f|tb)\.(?:Error|Errorf|Fatal|Fatalf)\(")
 
 
 def _balanced(text: str, start: int) -> int:
@@ -126,7 +135,8 @@ def call_in(line: str) -> Call | None:
         # a matcher is chained on a call's result: `expect(x).toBe(`, `expect(p).resolves.toEqual(`
         chained = m.start() > 0 and line[m.start() - 1] == "."
         unittest = qual == "self" and name.startswith("assert")  # self.assertEqual(…)
-        if name in _NOT_CALLED or chained or unittest or qual.split(".")[0] in _NOT_RECEIVERS:
+        go_report = qual in _GO_TESTING and name[:1].isupper()  # t.Errorf(…), b.Fatal(…)
+        if name in _NOT_CALLED or chained or unittest or go_report or qual.split(".")[0] in _NOT_RECEIVERS:
             continue
         end = _balanced(line, m.end() - 1)
         for _ in range(6):  # a chain on the result: request(app).post('/login').send({…})
@@ -158,6 +168,14 @@ def failing_call(lines: list[str], lineno: int) -> Call | None:
         return found
     if re.search(r"\braises\(.*:\s*$", line) and lineno < len(lines):
         return call_in(lines[lineno])  # `with pytest.raises(…):` points at itself; the call is inside
+    if _GO_REPORT.search(line):
+        for i in range(lineno - 2, max(-1, lineno - 5), -1):
+            if lines[i].lstrip().startswith("func "):
+                break  # the start of the test: the value comes from elsewhere
+            found = call_in(lines[i])
+            if found is not None:
+                return found
+        return None  # (a Go block's `{` is not a statement going on)
     joined = line
     for back in range(1, 4):  # a statement broken over lines: the stack points at its last line
         if lineno - 1 - back < 0:
@@ -279,7 +297,9 @@ class Sources:
         base = call.qualifier.split(".")[-1] if call.qualifier else ""
         module: str | None = None
         imported: list[str] = []  # every workspace module the test imports, in order
-        if test_file.endswith(".py"):
+        if test_file.endswith((".go", ".rs")):
+            imported = self._same_package(test_file)
+        elif test_file.endswith(".py"):
             module = self._py_module_for(text, base, call.name)
             if module is None:
                 imported = [f for f in (self._py_file(d) for d in self._py_imports(text)) if f]
@@ -304,11 +324,29 @@ class Sources:
         mod_lines = self.lines(module)
         if mod_lines is None:
             return None
+        by_language = {".go": (_GO_DEF,), ".rs": (_RUST_DEF,)}
+        patterns = by_language.get(os.path.splitext(module)[1], (_PY_DEF, _JS_DEF))
         for i, line in enumerate(mod_lines):
-            found = _PY_DEF.match(line) or _JS_DEF.match(line)
-            if found and name in found.groups():
-                return module, i + 1
+            for pattern in patterns:
+                found = pattern.match(line)
+                if found and name in found.groups():
+                    return module, i + 1
         return None
+
+    def _same_package(self, test_file: str) -> list[str]:
+        """Where a Go or Rust test's functions come from without an import: a Go test sees its
+        package's other files (the folder's .go files that are not tests); a Rust unit test
+        sits in the file it tests (`super::inc`), and a crate's code starts at src/lib.rs."""
+        if test_file.endswith(".rs"):
+            return list(dict.fromkeys((test_file, "src/lib.rs", "src/main.rs")))
+        if self.root is None:
+            return []
+        folder = os.path.dirname(test_file)
+        try:
+            names = sorted(os.listdir(os.path.join(self.root, folder)))
+        except OSError:
+            return []
+        return [os.path.join(folder, n) for n in names if n.endswith(".go") and not n.endswith("_test.go")]
 
     @staticmethod
     def _py_imports(text: str) -> list[str]:
