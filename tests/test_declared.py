@@ -67,6 +67,10 @@ CASES = [
     ("cargo", "src/lib.rs", RUST, "tests::inc_works", "src/lib.rs", ("src/lib.rs", 6)),
     ("cargo", "src/lib.rs", RUST, "tests::inc_async", "src/lib.rs", ("src/lib.rs", 9)),
     ("cargo", "src/lib.rs", RUST, "src/lib.rs - inc (line 3)", "src/lib.rs", None),  # a doctest
+    # a test that returned Err names no file: its module path does
+    ("cargo", "src/lib.rs", RUST, "tests::inc_works", None, ("src/lib.rs", 6)),
+    ("cargo", "src/calc/tests.rs", RUST, "calc::tests::inc_async", None, ("src/calc/tests.rs", 9)),
+    ("cargo", "tests/integration.rs", RUST, "inc_works", None, ("tests/integration.rs", 6)),
     # unittest names no file for an unexpected success: the dotted id names the module
     ("unittest", "tests/test_calc.py", UNITTEST, "tests.test_calc.TestCalc.test_xpass", None,
      ("tests/test_calc.py", 6)),

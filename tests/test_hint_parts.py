@@ -167,6 +167,12 @@ def test_go_reports_after_the_check_so_the_call_is_on_the_line_above() -> None:
     assert call_in('t.Errorf("got %v", Total(items))') == Call("", "Total", "Total(items)")
 
 
+def test_a_place_at_the_test_itself_means_the_first_call_in_its_body() -> None:
+    """libtest places a #[should_panic] test that did not panic at its fn line."""
+    lines = ["    #[should_panic]", "    fn div_zero_panics() {", "        super::div(1, 0);", "    }"]
+    assert failing_call(lines, 2) == Call("", "div", "div(1, 0)")
+
+
 def test_go_and_rust_definitions_are_found_without_imports(tmp_path: Path) -> None:
     """A Go test sees its package's other files; a Rust unit test sits beside its code."""
     _write(

@@ -247,6 +247,10 @@ def test_the_seed_patterns_are_in_the_table() -> None:
         ("Unhandled Rejection: boom", "", "unhandled-rejection"),
         ("unexpected success: the test is marked expectedFailure but passed", "", "unexpected-success"),
         ("[XPASS(strict)] the parser drops the last byte", "", "unexpected-success"),
+        ("called `Option::unwrap()` on a `None` value", "src/lib.rs:30", "rust-unwrap"),
+        ("called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }", "",
+         "rust-unwrap"),
+        ("test did not panic as expected", "", "did-not-raise"),
         (  # mocha's own words, as its JSON report gives them
             'Error: Timeout of 50ms exceeded. For async tests and hooks, ensure "done()" is called; '
             "if returning a Promise, ensure it resolves. (test/a.spec.js)",

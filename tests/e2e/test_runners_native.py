@@ -193,6 +193,38 @@ def test_cargo_compile_error_is_broken_for_the_tester(tmp_path: Path) -> None:
 
 
 @needs_cargo
+def test_cargo_failures_without_a_place_or_a_plain_assertion(tmp_path: Path) -> None:
+    """A test that returns Err has no stack (libtest prints `Error: …`): it is placed at its fn
+    through its module path. #[should_panic] points at the test fn: the hint names the call in
+    its body. An unwrap on None gets its own hint."""
+    lib = (
+        "pub fn div(a: i32, b: i32) -> i32 {\n    if b == 0 {\n        return 0;\n    }\n    a / b\n}\n\n"
+        "#[cfg(test)]\nmod tests {\n"
+        "    #[test]\n    #[should_panic(expected = \"divide by zero\")]\n"
+        "    fn div_zero_panics() {\n        super::div(1, 0);\n    }\n\n"
+        "    #[test]\n    fn returns_err() -> Result<(), String> {\n"
+        "        Err(format!(\"bad value {}\", super::div(4, 2)))\n    }\n\n"
+        "    #[test]\n    fn unwraps() {\n        let v: Option<i32> = None;\n        v.unwrap();\n    }\n}\n"
+    )
+    ws = write_files(tmp_path / "ws", {
+        "Cargo.toml": '[package]\nname = "places"\nversion = "0.1.0"\nedition = "2021"\n',
+        "src/lib.rs": lib,
+    })
+    (ws / ".git").mkdir()
+    code, r, _ = _run(ws)
+    assert (code, r["outcome"]) == (1, "red"), r
+    failures = _by_test(r)
+    err = failures["tests::returns_err"]
+    assert (err["file"], err["line"]) == ("src/lib.rs", 17), err
+    panics = failures["tests::div_zero_panics"]
+    assert (panics["file"], panics["line"]) == ("src/lib.rs", 12), panics
+    assert "`div(1, 0)`" in str(panics["hint"]) and "div (src/lib.rs:1)" in str(panics["hint"]), panics
+    unwrap = failures["tests::unwraps"]
+    assert (unwrap["file"], unwrap["line"]) == ("src/lib.rs", 24), unwrap
+    assert "unwrap() on None" in str(unwrap["hint"]), unwrap
+
+
+@needs_cargo
 def test_cargo_hung_test_dies_at_its_timeout_with_no_process_left(tmp_path: Path) -> None:
     ws = write_files(
         tmp_path / "ws",

@@ -2,7 +2,8 @@
 
 Runners leave the line out when nothing in the stack points into the test: mocha's and bun's
 timeouts ("Timeout of 2000ms exceeded" has no frame), a test greenloop's deadline stopped, a
-unittest test marked expectedFailure that passed (no traceback at all, and no file either).
+unittest test marked expectedFailure that passed, a Rust test that returned Err (no traceback
+at all, and no file either: the module path or the dotted id names the file).
 An agent told only "test/a.spec.js" has to search; told "test/a.spec.js:4" it opens the test.
 
 The test's own name says what to look for, in its runner's words: the last title of a JS test
@@ -15,6 +16,7 @@ never guesses a place).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -27,6 +29,7 @@ __all__ = ["with_declarations"]
 _KINDS = ("test", "timeout")  # a hook or a file that failed to load is not a declared test
 _JS = ("vitest", "jest", "npm-test", "node:test", "mocha", "bun")
 _JS_CALL = r"\b(?:it|test|specify)(?:\.[\w$]+)*\s*\(\s*"
+_MAX_READ = 256 * 1024  # as the hints' source reads: a bigger file is not searched
 _SUBTEST_SUFFIX = re.compile(r" \([^()]*\)\Z")  # unittest's subTest parameters: "test_x (a=1)"
 
 
@@ -90,6 +93,30 @@ def _unittest_file(test: str, root: str) -> str | None:
     return None
 
 
+def _cargo_file(test: str, root: str) -> str | None:
+    """A Rust test's file from its module path (`a::tests::x`: src/a/tests.rs, src/a.rs … then
+    the crate roots and tests/*.rs): the first that declares the test exactly once."""
+    modules = test.split("::")[:-1]
+    candidates: list[str] = []
+    for cut in range(len(modules), 0, -1):
+        folder = "/".join(["src", *modules[:cut]])
+        candidates += [folder + ".rs", folder + "/mod.rs"]
+    candidates += ["src/lib.rs", "src/main.rs"]
+    with contextlib.suppress(OSError):
+        names = os.listdir(os.path.join(root, "tests"))  # integration tests: one crate per file
+        candidates += sorted(f"tests/{n}" for n in names if n.endswith(".rs"))
+    pattern = _rust_pattern(test)
+    if pattern is None:
+        return None
+    for candidate in candidates[:64]:
+        path = os.path.join(root, candidate)
+        if os.path.isfile(path) and os.path.getsize(path) <= _MAX_READ:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                if _declared_line(fh.read().splitlines(), pattern) is not None:
+                    return candidate
+    return None
+
+
 def _declared_line(lines: list[str], pattern: re.Pattern[str]) -> int | None:
     found = [i for i, text in enumerate(lines, 1) if pattern.search(text)]
     return found[0] if len(found) == 1 else None
@@ -110,6 +137,8 @@ def with_declarations(
             file = failure.file
             if file is None and framework == "unittest":
                 file = _unittest_file(failure.test, root)
+            elif file is None and framework == "cargo":  # a test that returned Err has no place
+                file = _cargo_file(failure.test, root)
             pattern = make(failure.test) if file else None
             lines = sources.lines(file) if pattern is not None else None
             line = _declared_line(lines, pattern) if lines and pattern is not None else None

@@ -166,6 +166,17 @@ RULES: tuple[Rule, ...] = (
         "先处理这种情况。",
     ),
     Rule(
+        "rust-unwrap",
+        MESSAGE,
+        (r"called `(?P<typ>Option|Result)::(?P<how>unwrap|expect)\(\)` on an? `(?P<what>None|Err)` value",),
+        "In {where} the code calls {how}() on {what}{code}: the value it relied on is missing (a"
+        " lookup that found nothing, a parse or call that failed); handle the {what} case or find"
+        " why it is there.",
+        "{where} 处对 {what} 调用了 {how}(){code}:它依赖的值不存在(查询没找到、解析或调用失败);"
+        "处理 {what} 的情况,或找出它为何出现。",
+        words=("::unwrap()", "::expect()"),
+    ),
+    Rule(
         "py-attribute",
         MESSAGE,
         (r"AttributeError: '(?P<typ>\w+)' object has no attribute '(?P<attr>\w+)'",),
@@ -272,7 +283,8 @@ RULES: tuple[Rule, ...] = (
         MESSAGE,
         (
             r"DID NOT RAISE|instead of rejecting|did not throw|Missing expected (?:exception|rejection)"
-            r"|Expected the function to throw|expected \[Function[^\]]*\] to throw",
+            r"|Expected the function to throw|expected \[Function[^\]]*\] to throw"
+            r"|did not panic as expected",  # a Rust #[should_panic] test
         ),
         "{test} expects an error for this input{test_call} but the code accepts it ({test_where});"
         " the validation that should raise or reject is missing in the function under test{defined}.",

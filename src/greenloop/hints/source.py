@@ -100,6 +100,8 @@ _NOT_CALLED_WORDS = (
 )
 _NOT_CALLED = frozenset(_NOT_CALLED_WORDS.split())
 _NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console", "Promise"))
+# A test function's own first line: a place some runners give for a failure of the whole test
+_TEST_HEAD = re.compile(r"^\s*(?:pub\s+)?(?:async\s+)?(?:fn|def|func)\s+\w+\s*\(.*[{:]\s*$")
 _GO_TESTING = frozenset(("t", "b", "f", "tb"))  # Go's *testing.T, B, F and testing.TB receivers
 # Go reports a failure with t.Errorf/t.Fatalf after the check: the value came from the line above
 # (`if got := Add(1, 2); got != 3 {`, `got := Add(1, 2)`).
@@ -163,6 +165,12 @@ def failing_call(lines: list[str], lineno: int) -> Call | None:
     if not 0 < lineno <= len(lines):
         return None
     line = lines[lineno - 1]
+    if _TEST_HEAD.match(line):  # the runner points at the test itself (Rust's #[should_panic]):
+        for below in lines[lineno : lineno + 6]:  # the call is the first one in its body
+            found = call_in(below)
+            if found is not None:
+                return found
+        return None
     found = call_in(line)
     if found is not None:
         return found
