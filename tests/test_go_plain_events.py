@@ -1,7 +1,8 @@
 """go's parser reads the test events `go test -json` writes without json when no string in
-them holds an escape (frameworks/go.py, _TEST_EVENT), and sifts a test's output only when its
-body is read. These tests hold that path to the straightforward one: every line decoded by
-json (`GoParser._decoded`), on the captured fixtures and on lines made to sit at the edge
+them holds an escape (frameworks/go.py, _TEST_EVENT), a report's passed test in one match of
+its four lines (_PASSED_TEST), and sifts a test's output only when its body is read. These
+tests hold those paths to the straightforward one, every line decoded by json
+(`GoParser._decoded`), on the captured fixtures and on lines made to sit at the edge
 (escapes, control characters, odd numbers, repeated keys, text between events).
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import greenloop.frameworks.go as go
+import greenloop.frameworks.go_report as go_report
 from greenloop.frameworks.common import run_parser
 from greenloop.model import ParseResult
 
@@ -79,6 +81,7 @@ EDGE = [
     '{"Time":"x","Action":"run","Package":"p","Test":"TD","Test":"TE"}',  # the last key wins
     '{"Time":"x","Action":"fail","Package":"p","Test":"TE","Elapsed":01}',  # not a JSON number
     '{"Time":"x","Action":"fail","Package":"p","Test":"TE","Elapsed":-1.5E+3}',
+    '{"Time":"x","Action":"pass","Package":"p","Test":"TE","Elapsed":1٣}',  # an Arabic-Indic digit
     '{"Time":"x","Action":"run","Package":"p","Test":"TF"} ',  # trailing space: still JSON
     '{"Time":"x","Action":"pass","Package":"p","Test":"TF","Output":"x\\n"}',
     '{"Time":"x","Action":"output","Package":"p","Test":"TF"}',
@@ -162,9 +165,89 @@ def test_a_long_output_is_sifted_as_it_comes(tmp_path: Path) -> None:
     report = tmp_path / "stdout.txt"
     report.write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "stderr.txt").write_text("", encoding="utf-8")
-    from_file = go.parse_report(str(report))
+    from_file = go_report.parse_report(str(report))
     fast, slow = _both(lines, None)
     assert from_file == fast == slow
     (failure,) = fast.failures
     assert failure.stack is not None and "line 1\nline 2\nline 4" in failure.stack
     assert "=== RUN" not in failure.stack
+
+
+def _passed(name: str, pkg: str = "example.com/p", took: str = "0.00s", elapsed: str = "0") -> list[str]:
+    """The four lines `go test -json` writes for a test that passes alone."""
+    head = f'{{"Time":"2026-01-02T03:04:05.1Z","Action":"%s","Package":"{pkg}","Test":"{name}"'
+    return [
+        head % "run" + "}",
+        head % "output" + f',"Output":"=== RUN   {name}\\n"}}',
+        head % "output" + f',"Output":"--- PASS: {name} ({took})\\n"}}',
+        head % "pass" + f',"Elapsed":{elapsed}}}',
+    ]
+
+
+def _report(tmp_path: Path, lines: list[str], end: str = "\n") -> ParseResult:
+    report = _write(tmp_path, lines, end)
+    (tmp_path / "stderr.txt").write_text("", encoding="utf-8")
+    return go_report.parse_report(str(report))
+
+
+def test_a_report_of_passed_tests_reads_as_json_reads_it(tmp_path: Path) -> None:
+    """A passed test's four lines read as one match, and the lines that only look like them."""
+
+    def fail_again(name: str) -> list[str]:  # -count=2: the second run fails, the first run's lines show
+        return [_event("run", name), _event("output", name, "    t_test.go:3: second run\n"),
+                _event("fail", name, Elapsed=0)]
+
+    cases = [
+        _passed("TestA"),
+        _passed("TestA/sub_case") + _passed("TestA"),
+        _passed(" TestSpace") + fail_again(" TestSpace"),  # Go's own line is then kept
+        _passed("\u3000TestIdeographicSpace") + fail_again("\u3000TestIdeographicSpace"),
+        _passed("TestSlow", took="1.5s", elapsed="1.5"),
+        _passed("TestOdd", took="1s", elapsed="1e-3"),
+        _passed("TestDigits", took="\u0663.00s"),
+        _passed("TestBadElapsed", elapsed="01"),
+        _passed("TestTwice") + fail_again("TestTwice"),
+        _passed("TestA")[:3] + _passed("TestB"),  # a run cut short: TestA never passed
+        [*_passed("TestA")[:2], _event("output", "TestA", "a log line\n"), *_passed("TestA")[2:]],
+        [_passed("TestA")[0], _passed("TestB")[1], *_passed("TestA")[2:]],  # another test's line
+        [*_passed("TestA"), "some text", *_passed("TestB"), "", *_passed("TestC")],
+        [_passed("TestA", pkg="p\\q")[0], *_passed("TestA")],
+    ]
+    for lines in cases:
+        for end in ("\n", "", "\n\n"):
+            from_file = _report(tmp_path, lines, end)
+            text_lines = [*lines, ""] if end == "\n\n" else lines
+            assert from_file == run_parser(lambda: _Reference(None), text_lines, "go"), (lines, end)
+
+
+def test_passed_tests_are_read_a_test_at_a_time(tmp_path: Path) -> None:
+    """A passed test that ran alone is one match: json and the line pattern see only the rest
+    (subtests, whose lines interleave with their parent's, and the package's own lines)."""
+    read: list[str] = []
+
+    class _Watching(go_report.ReportParser):
+        def _read(self, lines: Iterable[str]) -> None:
+            lines = list(lines)
+            read.extend(lines)
+            super()._read(lines)
+
+    package = [_event("output", "", "PASS\n"), _event("output", "", "ok  \texample.com/p\t0.1s\n"),
+               _event("pass", "", Elapsed=0.1)]
+    synthetic = [line for i in range(50) for line in _passed(f"TestN{i}")] + package
+    green, src = _fixture_lines("green", "json")
+    for lines, root in ((synthetic, None), (green, src)):
+        read.clear()
+        report = _write(tmp_path, lines)
+        whole = run_parser(lambda: _Watching(root), [str(report)], "go")  # noqa: B023
+        assert whole == _both(lines, root)[1]
+        assert 0 < len(read) < len(lines)
+    assert read[-3:] == green[-3:]
+    read.clear()
+    run_parser(lambda: _Watching(None), [str(_write(tmp_path, synthetic))], "go")
+    assert read == package
+
+
+def _write(tmp_path: Path, lines: list[str], end: str = "\n") -> Path:
+    report = tmp_path / "stdout.txt"
+    report.write_text("\n".join(lines) + end, encoding="utf-8")
+    return report

@@ -2,9 +2,9 @@
 `go test` / `go test -v` (the fallback for a verbatim command), in one streaming parser.
 
 `go test -json` writes its events to stdout; greenloop plans stdout.txt itself as the report
-(format "go-json"). Lines that are not events are read as plain text, so a build failure
-(which Go prints as text on stderr, `# pkg` then `file.go:L:C: message`) and a verbatim
-`go test ./...` are parsed by the same code.
+(format "go-json", read by frameworks/go_report.py). Lines that are not events are read as
+plain text, so a build failure (which Go prints as text on stderr, `# pkg` then
+`file.go:L:C: message`) and a verbatim `go test ./...` are parsed by the same code.
 
 Counting: leaf tests are counted, the way the other runners count. A test whose subtests ran
 is a group: it is not counted itself, unless it failed while none of its subtests did (a
@@ -26,7 +26,6 @@ frameworks/go_failures.py reads where each failure happened.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable
 
@@ -44,7 +43,7 @@ from greenloop.frameworks.go_workspace import module_dirs
 from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["GoParser", "parse_report", "parse_text", "progress_event"]
+__all__ = ["JSON_NUMBER", "PLAIN_CHAR", "GoParser", "parse_text", "progress_event"]
 
 _RESULT = re.compile(r"^(\s*)--- (PASS|FAIL|SKIP): (\S.*?) \((\d+(?:\.\d+)?)s\)$")
 _RUN = re.compile(r"^=== (?:RUN|PAUSE|CONT|NAME)\s+(\S.*)$")
@@ -58,11 +57,11 @@ _TIMEOUT = re.compile(r"^panic: test timed out after (\S+)")
 # Output's closing \n) or a control character: such a line is valid JSON and these groups are
 # its decoded values (Output without its \n, None when absent), so it is read without json
 # (a 2,000-test run writes 8,000 such lines). Any other line is decoded by json.
-_PLAIN = r'[^"\\\x00-\x1f]'
-_NUMBER = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?"
+PLAIN_CHAR = r'[^"\\\x00-\x1f]'
+JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # JSON's digits: ASCII only
 _TEST_EVENT = re.compile(
-    rf'\{{"Time":"{_PLAIN}*","Action":"([a-z]+)","Package":"({_PLAIN}*)","Test":"({_PLAIN}+)"'
-    rf'(?:,"Elapsed":{_NUMBER}|,"Output":"({_PLAIN}*)\\n")?\}}'
+    rf'\{{"Time":"{PLAIN_CHAR}*","Action":"([a-z]+)","Package":"({PLAIN_CHAR}*)","Test":"({PLAIN_CHAR}+)"'
+    rf'(?:,"Elapsed":{JSON_NUMBER}|,"Output":"({PLAIN_CHAR}*)\\n")?\}}'
 )
 _SIFT_EVERY = 256  # pending output lines a test holds before they are sifted into its body
 
@@ -395,7 +394,6 @@ def parse_text(lines: object, root: str | None = None) -> ParseResult:
 
 
 _DECODE = json.JSONDecoder().raw_decode
-_WHOLE_FILE_BYTES = 32 << 20  # larger reports are read a line at a time (memory stays flat)
 
 
 def _json_value(line: str) -> object:
@@ -405,42 +403,6 @@ def _json_value(line: str) -> object:
     except ValueError:
         return None
     return value if end == len(line) or not line[end:].strip(" \t\n\r") else None
-
-
-class _ReportParser(GoParser):
-    """GoParser over report files: a file up to _WHOLE_FILE_BYTES is read in one call."""
-
-    def consume(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            try:
-                fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-            except OSError:
-                continue
-            with fh:
-                # text mode turns \r\n and a lone \r into \n: no line keeps a \r
-                if os.fstat(fh.fileno()).st_size > _WHOLE_FILE_BYTES:
-                    self._read(line.rstrip("\n") for line in fh)
-                    continue
-                lines = fh.read().split("\n")
-            if lines and not lines[-1]:
-                lines.pop()  # the file's last newline ends a line, it starts none
-            self._read(lines)
-
-
-def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """Read a file of `go test -json` events (greenloop stores them as the run's stdout.txt).
-
-    Go prints build errors as text on stderr, beside the events: a run's stderr.txt next to
-    its stdout.txt is read after it."""
-    if not os.path.exists(path):
-        return ParseResult(notes=(f"report {path} is missing: go test never wrote it",))
-    paths = [path]
-    if os.path.basename(path) == "stdout.txt":
-        paths.append(os.path.join(os.path.dirname(path), "stderr.txt"))
-    parsed = run_parser(lambda: _ReportParser(root), paths, "go")
-    if not parsed.recognized:
-        return parsed._replace(notes=(*parsed.notes, f"report {path} holds no go test events"))
-    return parsed
 
 
 def progress_event(line: str) -> Event | None:
