@@ -251,3 +251,16 @@ def _write(tmp_path: Path, lines: list[str], end: str = "\n") -> Path:
     report = tmp_path / "stdout.txt"
     report.write_text("\n".join(lines) + end, encoding="utf-8")
     return report
+
+
+@pytest.mark.parametrize("suite", ["mixed", "green", "buildfail"])
+def test_a_report_too_large_to_read_whole_is_read_the_same(
+    suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the whole-file size a report is read a line at a time, without the passed-test
+    match: the result is the same."""
+    lines, src = _fixture_lines(suite, "json")
+    report = _write(tmp_path, lines)
+    whole = go_report.parse_report(str(report), src)
+    monkeypatch.setattr(go_report, "_WHOLE_FILE_BYTES", 0)
+    assert go_report.parse_report(str(report), src) == whole
