@@ -532,8 +532,8 @@ def test_capture_script_against_installed_toolchains(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("suite", ["mixed", "green", "buildfail"])
 def test_go_report_read_whole_agrees_with_line_by_line(suite: str, tmp_path: Path) -> None:
-    """A report file of whole events is decoded in one call; with a text line among the events
-    it is read line by line. Both give what the line-by-line parse of the same lines gives."""
+    """A report file read whole, with or without a text line among the events, gives what the
+    line-by-line parse of the same lines gives."""
     src = str(FIXTURES / "go" / suite / "src")
     lines = (FIXTURES / "go" / suite / "json.txt").read_text(encoding="utf-8").replace(WORK, src).splitlines()
     events = [line for line in lines if line.startswith("{")]

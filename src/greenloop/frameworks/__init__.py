@@ -63,7 +63,7 @@ REPORT_READERS: dict[str, str] = {
     "junit": "greenloop.frameworks.junit",
     "node-tap": "greenloop.frameworks.node_test",
     "pytest-json": "greenloop.frameworks.pytest_report",
-    "go-json": "greenloop.frameworks.go",
+    "go-json": "greenloop.frameworks.go_report",
     "nextest-junit": "greenloop.frameworks.nextest",
     "mocha-json": "greenloop.frameworks.mocha",
     "unittest-json": "greenloop.frameworks.unittest",

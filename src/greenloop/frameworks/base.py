@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # a static check only: mypy proves each module fits its Proto
         bun,
         cargo,
         go,
+        go_report,
         jest,
         junit,
         mocha,
@@ -72,5 +73,5 @@ if TYPE_CHECKING:  # a static check only: mypy proves each module fits its Proto
     )
     _CHECKED_COUNTS: tuple[CountsProgress, ...] = (pytest, vitest, unittest)
     _CHECKED_REPORTS: tuple[ReportReader, ...] = (
-        vitest_report, jest, junit, node_test, pytest_report, go, nextest, mocha, unittest, bun,
+        vitest_report, jest, junit, node_test, pytest_report, go_report, nextest, mocha, unittest, bun,
     )

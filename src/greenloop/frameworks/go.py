@@ -2,9 +2,9 @@
 `go test` / `go test -v` (the fallback for a verbatim command), in one streaming parser.
 
 `go test -json` writes its events to stdout; greenloop plans stdout.txt itself as the report
-(format "go-json"). Lines that are not events are read as plain text, so a build failure
-(which Go prints as text on stderr, `# pkg` then `file.go:L:C: message`) and a verbatim
-`go test ./...` are parsed by the same code.
+(format "go-json", read by frameworks/go_report.py). Lines that are not events are read as
+plain text, so a build failure (which Go prints as text on stderr, `# pkg` then
+`file.go:L:C: message`) and a verbatim `go test ./...` are parsed by the same code.
 
 Counting: leaf tests are counted, the way the other runners count. A test whose subtests ran
 is a group: it is not counted itself, unless it failed while none of its subtests did (a
@@ -26,10 +26,8 @@ frameworks/go_failures.py reads where each failure happened.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from greenloop.frameworks.common import (
     MAX_DETAILED_FAILURES,
@@ -45,7 +43,7 @@ from greenloop.frameworks.go_workspace import module_dirs
 from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
 
-__all__ = ["GoParser", "parse_report", "parse_text", "progress_event"]
+__all__ = ["JSON_NUMBER", "PLAIN_CHAR", "GoParser", "parse_text", "progress_event"]
 
 _RESULT = re.compile(r"^(\s*)--- (PASS|FAIL|SKIP): (\S.*?) \((\d+(?:\.\d+)?)s\)$")
 _RUN = re.compile(r"^=== (?:RUN|PAUSE|CONT|NAME)\s+(\S.*)$")
@@ -54,6 +52,18 @@ _PKG_FAIL = re.compile(r"^FAIL\s+(\S+)\s+(?:(\d+(?:\.\d+)?)s|\[(build failed|set
 _PKG_NOTESTS = re.compile(r"^\?\s+(\S+)\s+\[no test files\]")
 _BUILD_HEAD = re.compile(r"^# (\S+)(?: \[(\S+)\])?$")
 _TIMEOUT = re.compile(r"^panic: test timed out after (\S+)")
+
+# A test's event as `go test -json` writes it, when no string in it holds an escape (but the
+# Output's closing \n) or a control character: such a line is valid JSON and these groups are
+# its decoded values (Output without its \n, None when absent), so it is read without json
+# (a 2,000-test run writes 8,000 such lines). Any other line is decoded by json.
+PLAIN_CHAR = r'[^"\\\x00-\x1f]'
+JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # JSON's digits: ASCII only
+_TEST_EVENT = re.compile(
+    rf'\{{"Time":"{PLAIN_CHAR}*","Action":"([a-z]+)","Package":"({PLAIN_CHAR}*)","Test":"({PLAIN_CHAR}+)"'
+    rf'(?:,"Elapsed":{JSON_NUMBER}|,"Output":"({PLAIN_CHAR}*)\\n")?\}}'
+)
+_SIFT_EVERY = 256  # pending output lines a test holds before they are sifted into its body
 
 
 class GoParser:
@@ -138,12 +148,50 @@ class GoParser:
             self.elapsed += float(elapsed)
 
     def _test_output(self, t: GoTest, line: str) -> None:
-        if _RUN.match(line) or _RESULT.match(line):
-            return
-        if _TIMEOUT.match(line):
+        if line.startswith("panic: test timed out") and _TIMEOUT.match(line):
             self.timeout = line
-        if len(t.body) < MAX_FAILURE_LINES:
-            t.body.append(line)
+        t.pending.append(line)
+        if len(t.pending) >= _SIFT_EVERY:
+            _sift(t)
+
+    def _read(self, lines: Iterable[str]) -> None:
+        """Read lines of events or text. A test's event with no escape in it (see _TEST_EVENT)
+        is read here, doing what `_event` does with its decoded dict; any other line is
+        decoded by json (`_decoded`). One loop, no call per line, as a report has thousands."""
+        tests = self.tests
+        plain = _TEST_EVENT.fullmatch
+        for line in lines:
+            m = plain(line)
+            if m is None:
+                self._decoded(line)
+                continue
+            self.events = True
+            action, pkg, name, out = m.groups()
+            t = tests.get((pkg, name))
+            if t is None:
+                if pkg:
+                    self.pkgs_seen.add(pkg)  # a test seen before had its package added then
+                t = self._test(pkg, name)
+            if action == "output":
+                if out is not None:
+                    if out.startswith("panic: test timed out") and _TIMEOUT.match(out):
+                        self.timeout = out
+                    pending = t.pending
+                    pending.append(out)
+                    if len(pending) >= _SIFT_EVERY:
+                        _sift(t)
+            elif action in ("pass", "fail", "skip"):
+                t.outcome = action
+                if action == "fail" and "/" in name:
+                    parent = tests.get((pkg, name.rsplit("/", 1)[0]))
+                    if parent is not None:
+                        parent.failed_children += 1
+
+    def body_of(self, t: GoTest) -> list[str]:
+        """`t`'s output lines as the failure shows them (its pending lines sifted first)."""
+        if t.pending:
+            _sift(t)
+        return t.body
 
     # --------------------------------------------------------------- text
 
@@ -201,7 +249,7 @@ class GoParser:
         if line in ("PASS", "FAIL"):
             self.text_open = None
             return
-        if self.text_open is not None and len(self.text_open.body) < MAX_FAILURE_LINES:
+        if self.text_open is not None and len(self.body_of(self.text_open)) < MAX_FAILURE_LINES:
             self.text_open.body.append(line)
 
     def _adopt(self, tests: list[GoTest], pkg: str) -> None:
@@ -222,6 +270,10 @@ class GoParser:
 
     def feed(self, line: str) -> None:
         """Read one line of test2json event or go test text."""
+        self._read((line,))
+
+    def _decoded(self, line: str) -> None:
+        """Read one line the straightforward way: json decodes an event, any other line is text."""
         if line.startswith("{") and '"Action"' in line:
             ev = _json_value(line)
             if isinstance(ev, dict):
@@ -236,6 +288,9 @@ class GoParser:
         failures: list[Failure] = []
         passed_names: list[str] = []
         failing_pkgs: set[str] = set()
+        for t in self.tests.values():
+            if t.pending and t.outcome not in ("pass", "skip"):  # the bodies read below
+                _sift(t)
         for key in self.order:
             t = self.tests[key]
             if t.outcome is None:
@@ -321,79 +376,33 @@ class GoParser:
 
 
 
+def _sift(t: GoTest) -> None:
+    """Move `t`'s pending output lines into its body: Go's own `=== RUN`/`--- PASS` lines
+    dropped, at most MAX_FAILURE_LINES kept."""
+    body = t.body
+    for line in t.pending:
+        if len(body) >= MAX_FAILURE_LINES:
+            break
+        if not (_RUN.match(line) or _RESULT.match(line)):
+            body.append(line)
+    t.pending.clear()
+
+
 def parse_text(lines: object, root: str | None = None) -> ParseResult:
     """Parse `go test` output: test2json events, -v text or plain text (total: never raises)."""
     return run_parser(lambda: GoParser(root), lines, "go")  # type: ignore[arg-type]
 
 
 _DECODE = json.JSONDecoder().raw_decode
-_WHOLE_FILE_BYTES = 32 << 20  # larger reports are read a line at a time (memory stays flat)
 
 
 def _json_value(line: str) -> object:
-    """The JSON value `line` holds, or None: what `json.loads` accepts, without its wrapping
-    (a -json run has four events a test)."""
+    """The JSON value `line` holds, or None: what `json.loads` accepts, without its wrapping."""
     try:
         value, end = _DECODE(line)
     except ValueError:
         return None
     return value if end == len(line) or not line[end:].strip(" \t\n\r") else None
-
-
-def _whole_events(lines: list[str]) -> list[Any] | None:
-    """All `lines` decoded by one `json.loads` call when each line is one whole test2json event
-    (what `go test -json` writes), else None: then they are read one at a time."""
-    if not all(line.startswith("{") and line.endswith("}") and '"Action"' in line for line in lines):
-        return None
-    try:
-        values = json.loads("[" + ",".join(lines) + "]")
-    except ValueError:
-        return None
-    # an object split over two lines would decode as one: the counts then differ
-    return values if len(values) == len(lines) else None
-
-
-class _ReportParser(GoParser):
-    """GoParser over report files: a file of whole events is decoded at once, not line by line."""
-
-    def consume(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            try:
-                fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-            except OSError:
-                continue
-            with fh:
-                if os.fstat(fh.fileno()).st_size > _WHOLE_FILE_BYTES:
-                    for line in fh:
-                        self.feed(line.rstrip("\r\n"))
-                    continue
-                lines = fh.read().split("\n")
-            if lines and not lines[-1]:
-                lines.pop()  # the file's last newline ends a line, it starts none
-            events = _whole_events(lines)
-            if events is None:
-                for line in lines:
-                    self.feed(line.rstrip("\r"))
-                continue
-            self.events = self.events or bool(events)
-            for ev in events:
-                self._event(ev)
-
-
-def parse_report(path: str, root: str | None = None) -> ParseResult:
-    """Read a file of `go test -json` events (greenloop stores them as the run's stdout.txt).
-
-    Go prints build errors as text on stderr, beside the events: a run's stderr.txt next to
-    its stdout.txt is read after it."""
-    if not os.path.exists(path):
-        return ParseResult(notes=(f"report {path} is missing: go test never wrote it",))
-    paths = [path]
-    if os.path.basename(path) == "stdout.txt":
-        paths.append(os.path.join(os.path.dirname(path), "stderr.txt"))
-    parsed = run_parser(lambda: _ReportParser(root), paths, "go")
-    if not parsed.recognized:
-        return parsed._replace(notes=(*parsed.notes, f"report {path} holds no go test events"))
-    return parsed
 
 
 def progress_event(line: str) -> Event | None:

@@ -52,11 +52,16 @@ def expected_got(message: str) -> tuple[str | None, str | None]:
 
 @dataclass
 class GoTest:
-    """One test as the events and text lines tell it: its output, outcome and subtests."""
+    """One test as the events and text lines tell it: its output, outcome and subtests.
+
+    `pending` holds output lines not yet sifted into `body` (the `=== RUN`/`--- PASS` lines
+    dropped, at most MAX_FAILURE_LINES kept): a test that passes never needs its body, so
+    GoParser sifts a test's lines only when it reads the body (see GoParser.body_of)."""
 
     name: str
     package: str
     body: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
     outcome: str | None = None
     children: int = 0
     failed_children: int = 0

@@ -15,7 +15,7 @@ REPORT_MODULES: dict[str, tuple[str, ...]] = {
     "jest-json": ("greenloop.frameworks.jest",),
     "junit": ("greenloop.frameworks.junit",),
     "node-tap": ("greenloop.frameworks.node_test",),
-    "go-json": ("greenloop.frameworks.go",),
+    "go-json": ("greenloop.frameworks.go_report",),
     "nextest-junit": ("greenloop.frameworks.cargo",),
     "mocha-json": ("greenloop.frameworks.mocha",),
     "unittest-json": ("greenloop.frameworks.unittest",),
