@@ -86,29 +86,23 @@ def _open_stream() -> int | None:
 
 
 _CWD = os.getcwd()
-_RELATIVE: dict[str, str] = {}  # a test file's path relative to the working folder, once per file
-_WHERE: dict[tuple[str, int], str] = {}  # (file, line) -> its '"file": …, "line": …' part, once per method
+_FILES: dict[str, str] = {}  # a test file's path relative to the working folder, as JSON, once per file
 _NOWHERE = '"file": null, "line": null'
 
 
 def _where_defined(test: unittest.TestCase) -> str:
     """The start line's part that places the test method: its file (relative to the working
-    folder) and first line, JSON-encoded."""
+    folder) and first line, as JSON (a line number's JSON is its digits)."""
     try:
         code = getattr(test, test._testMethodName).__code__
     except Exception:  # an odd test class never stops the run
         return _NOWHERE
-    # (not keyed by the code object: two methods with the same body in two files compare equal)
-    key = (code.co_filename, code.co_firstlineno)
-    where = _WHERE.get(key)
-    if where is None:
-        name = code.co_filename
-        rel = _RELATIVE.get(name)
-        if rel is None:
-            rel = os.path.relpath(name, _CWD)
-            rel = _RELATIVE[name] = name if rel.startswith("..") else rel
-        where = _WHERE[key] = f'"file": {json.dumps(rel)}, "line": {json.dumps(code.co_firstlineno)}'
-    return where
+    name = code.co_filename
+    file = _FILES.get(name)
+    if file is None:
+        rel = os.path.relpath(name, _CWD)
+        file = _FILES[name] = json.dumps(name if rel.startswith("..") else rel)
+    return f'"file": {file}, "line": {code.co_firstlineno}'
 
 
 # what a passing test adds, encoded once: most tests' end line
