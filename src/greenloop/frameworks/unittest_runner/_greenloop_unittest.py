@@ -108,13 +108,13 @@ def _where_defined(test: unittest.TestCase) -> str:
 # what a passing test adds, encoded once: most tests' end line
 _ONE_PASSED_DELTA: dict[str, Any] = {"failed": 0, "skipped": 0, "passed": 1, "failures": []}
 _ONE_PASSED = json.dumps(_ONE_PASSED_DELTA)[1:]
-_quote = json.encoder.encode_basestring_ascii  # what json.dumps does with a string, without its checks
+_json_string = json.encoder.encode_basestring_ascii  # what json.dumps does with a string, without its checks
 
 # The tests whose next test (in the order the run goes) is of the same class: between the two,
 # unittest runs no code of the workspace (no class or module fixture), so such a test's end
 # line can wait and go out with the next test's start line, in one write. Any other test's end
 # is written as it stops. Filled by _collected, by id() (the suite holds every test until it runs).
-_HELD: set[int] = set()
+_HELD_ENDS: set[int] = set()
 
 
 class _Collector(unittest.TextTestResult):
@@ -191,7 +191,7 @@ class _Collector(unittest.TextTestResult):
         self.greenloop_test = test
         self.greenloop_test_id = test_id = test.id()
         if self.greenloop_stream is not None:
-            self.greenloop_quoted = quoted = _quote(test_id)
+            self.greenloop_quoted = quoted = _json_string(test_id)
             self.greenloop_flush(f'{{"start": {quoted}, {_where_defined(test)}}}\n')
         super().startTest(test)
 
@@ -202,7 +202,7 @@ class _Collector(unittest.TextTestResult):
             end = f'{{"end": {self.greenloop_quoted}, {self._since(self.greenloop_at, now)}\n'
             self.greenloop_at = now
             self.greenloop_held += end
-            if id(test) not in _HELD:
+            if id(test) not in _HELD_ENDS:
                 self.greenloop_flush()
 
     def addSuccess(self, test: unittest.TestCase) -> None:
@@ -286,9 +286,9 @@ def _collected(suite: Any) -> None:
         for test in _tests_of(suite):
             cls = type(test)
             file = "null" if cls.__name__ in _STAND_INS else _module_file(test)
-            tests.append(f"[{_quote(test.id())}, {file}]")
+            tests.append(f"[{_json_string(test.id())}, {file}]")
             if cls is type(before):
-                _HELD.add(id(before))
+                _HELD_ENDS.add(id(before))
             before = test
         os.write(fd, ('{"collected": [' + ", ".join(tests) + "]}\n").encode("utf-8"))
     except Exception:  # the record is for a resume; it never stops the run
