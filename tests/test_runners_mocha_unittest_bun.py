@@ -210,6 +210,12 @@ BUN_FILE = "import { it } from 'bun:test'\nit('a', () => {})\n"
     ({"tests/test_b.py": UNITTEST_FILE}, "pytest", None),  # not a package: unittest would not find it
     ({"test_a.py": UNITTEST_FILE, "test_b.py": "def test_b():\n    assert 1\n"}, "pytest", None),
     ({"test_a.py": UNITTEST_FILE + "import pytest\n"}, "pytest", None),
+    ({"test_a.py": UNITTEST_FILE + "    @pytest.mark.slow\n    def test_b(self):\n        pass\n"}, "pytest",
+     None),
+    # the word alone is no import: still unittest, still node:test
+    ({"test_a.py": "# ported from pytest\n" + UNITTEST_FILE, "test_b.py": UNITTEST_FILE}, "unittest", None),
+    ({"package.json": "{}", "bun.lock": "{}", "a.test.ts": "// not bun:test\nimport test from 'node:test'\n"},
+     "node:test", None),
     ({"test_a.py": UNITTEST_FILE, "conftest.py": ""}, "pytest", "conftest.py"),
     ({"test_a.py": UNITTEST_FILE, "pyproject.toml": "[tool.pytest.ini_options]\n"}, "pytest",
      "pyproject.toml"),

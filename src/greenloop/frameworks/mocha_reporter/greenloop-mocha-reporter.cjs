@@ -88,22 +88,40 @@ function GreenloopReporter (runner, options) {
   // a line per test (and hook) as it starts, so a run stopped at its deadline can say which
   // one was running (the spec reporter prints a test only once it has finished). mocha runs
   // one thing at a time, so a start also ends what ran before ("serial"), and the run's end
-  // closes the last: one write per test instead of two.
+  // closes the last: one write per test instead of two. The write is synchronous and comes
+  // before the test's body runs: a test stuck in a loop never lets a timer flush a buffer.
+  // Each line is JSON.stringify({start, file, serial: true}) written out by hand, its file
+  // part encoded once per file.
   const stream = opened(process.env.GREENLOOP_MOCHA_STREAM)
+  let last = null // the test (or hook) that started last, and its title path: a pass reuses it
+  let lastTitles = null
+  const passes = []
   if (stream !== null) {
-    const write = (item) => {
-      try { fs.writeSync(stream, JSON.stringify(item) + '\n') } catch (e) { /* a full disk never fails the run */ }
+    const fileParts = new Map()
+    const write = (text) => {
+      try { fs.writeSync(stream, text) } catch (e) { /* a full disk never fails the run */ }
     }
-    const start = (test) => write({ start: titles(test).join(' > '), file: test.file || null, serial: true })
+    const start = (test) => {
+      const file = test.file || null
+      let part = fileParts.get(file)
+      if (part === undefined) {
+        part = ',"file":' + JSON.stringify(file) + ',"serial":true}\n'
+        fileParts.set(file, part)
+      }
+      last = test
+      lastTitles = titles(test)
+      write('{"start":' + JSON.stringify(lastTitles.join(' > ')) + part)
+    }
     runner.on('test', start)
     runner.on('hook', start)
-    runner.once('end', () => write({ done: true }))
+    runner.once('end', () => write('{"done":true}\n'))
   }
   const pending = []
   const failures = []
-  const passes = []
   // a passing test keeps only its title path and file: a green run of thousands stays cheap
-  runner.on('pass', (test) => { passes.push({ titlePath: titles(test), file: test.file || null }) })
+  runner.on('pass', (test) => {
+    passes.push({ titlePath: test === last ? lastTitles : titles(test), file: test.file || null })
+  })
   runner.on('pending', (test) => { pending.push(entry(test)) })
   runner.on('fail', (test, err) => {
     const e = entry(test)

@@ -14,7 +14,12 @@ greenloop (only the standard library) and keeps to Python 3.8+ syntax.
                                        counts); first the tests the run will run
                                        ({"collected": [[id, file], …]}), and {"between": …} for
                                        what failed outside any test (setUpClass, tearDownModule):
-                                       what `greenloop run --mode resume` keeps of a run cut short
+                                       what `greenloop run --mode resume` keeps of a run cut short.
+                                       One write a test: a test's end goes out with the next
+                                       test's start when no code of the workspace runs between
+                                       them (the next test is of the same class), so while the
+                                       workspace's code runs (a test, a fixture) the record on
+                                       disk is the one a write per line would leave
 
 The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
 "skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
@@ -55,6 +60,10 @@ def _where(tb: TracebackType | None) -> tuple[str | None, int | None]:
     return found
 
 
+# what unittest runs in place of a module that could not load or a class that could not set up
+_STAND_INS = ("_FailedTest", "_ErrorHolder")
+
+
 def _name(test: unittest.TestCase) -> tuple[str, str]:
     """(name, kind): unittest's id; a module that failed to import is named after the module
     (kind load); a failing setUpClass/setUpModule keeps unittest's description (kind hook)."""
@@ -77,33 +86,45 @@ def _open_stream() -> int | None:
 
 
 _CWD = os.getcwd()
-_RELATIVE: dict[str, str] = {}  # a test file's path relative to the working folder, once per file
+_FILES: dict[str, str] = {}  # a test file's path relative to the working folder, as JSON, once per file
+_NOWHERE = '"file": null, "line": null'
 
 
-def _where_defined(test: unittest.TestCase) -> tuple[str | None, int | None]:
-    """The test method's file (relative to the working folder) and first line."""
+def _where_defined(test: unittest.TestCase) -> str:
+    """The start line's part that places the test method: its file (relative to the working
+    folder) and first line, as JSON (a line number's JSON is its digits)."""
     try:
         code = getattr(test, test._testMethodName).__code__
     except Exception:  # an odd test class never stops the run
-        return None, None
+        return _NOWHERE
     name = code.co_filename
-    rel = _RELATIVE.get(name)
-    if rel is None:
+    file = _FILES.get(name)
+    if file is None:
         rel = os.path.relpath(name, _CWD)
-        rel = _RELATIVE[name] = name if rel.startswith("..") else rel
-    return rel, code.co_firstlineno
+        file = _FILES[name] = json.dumps(name if rel.startswith("..") else rel)
+    return f'"file": {file}, "line": {code.co_firstlineno}'
 
 
 # what a passing test adds, encoded once: most tests' end line
 _ONE_PASSED_DELTA: dict[str, Any] = {"failed": 0, "skipped": 0, "passed": 1, "failures": []}
 _ONE_PASSED = json.dumps(_ONE_PASSED_DELTA)[1:]
+_json_string = json.encoder.encode_basestring_ascii  # what json.dumps does with a string, without its checks
+
+# The tests whose next test (in the order the run goes) is of the same class: between the two,
+# unittest runs no code of the workspace (no class or module fixture), so such a test's end
+# line can wait and go out with the next test's start line, in one write. Any other test's end
+# is written as it stops. Filled by _collected, by id() (the suite holds every test until it runs).
+_HELD_ENDS: set[int] = set()
 
 
 class _Collector(unittest.TextTestResult):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.greenloop_stream = _open_stream()
-        self.greenloop_id = ""  # the JSON-quoted id of the test running now
+        self.greenloop_test: unittest.TestCase | None = None  # the test running now
+        self.greenloop_test_id = ""  # and its id
+        self.greenloop_quoted = ""  # and its id as a JSON string
+        self.greenloop_held = ""  # the end line of the test that stopped last, when it can wait
         self.greenloop_passed: list[str] = []
         self.greenloop_failures: list[dict[str, Any]] = []
         self.greenloop_omitted = 0
@@ -137,45 +158,56 @@ class _Collector(unittest.TextTestResult):
         skipped = len(self.skipped) + len(self.expectedFailures)
         return failed, skipped, len(self.greenloop_passed), len(self.greenloop_failures)
 
-    def _since(self, before: tuple[int, int, int, int]) -> dict[str, Any]:
+    def _since(self, before: tuple[int, int, int, int], now: tuple[int, int, int, int]) -> str:
+        """What the counts gained from `before` to `now`, as the JSON object's fields after its first."""
+        if now == (before[0], before[1], before[2] + 1, before[3]):
+            return _ONE_PASSED
+        since = {"failed": now[0] - before[0], "skipped": now[1] - before[1], "passed": now[2] - before[2],
+                 "failures": self.greenloop_failures[before[3]:now[3]]}
+        return json.dumps(since)[1:]
+
+    def greenloop_between(self) -> str:
+        """The line for what failed since the last test stopped (a class or module fixture)."""
         now = self._tally()
-        return {"failed": now[0] - before[0], "skipped": now[1] - before[1], "passed": now[2] - before[2],
-                "failures": self.greenloop_failures[before[3]:now[3]]}
+        if now == self.greenloop_at:
+            return ""
+        line = '{"between": {' + self._since(self.greenloop_at, now) + "}\n"
+        self.greenloop_at = now
+        return line
 
-    def greenloop_between(self) -> None:
-        """Record what failed since the last test stopped (a class or module fixture)."""
-        if self.greenloop_stream is None or self._tally() == self.greenloop_at:
+    def greenloop_flush(self, text: str = "") -> None:
+        """Write the held end line, what failed since, and `text`, in one write."""
+        if self.greenloop_stream is None:
             return
-        self._mark(json.dumps({"between": self._since(self.greenloop_at)}) + "\n")
-        self.greenloop_at = self._tally()
-
-    def _mark(self, text: str) -> None:
-        if self.greenloop_stream is not None:
-            try:  # one write per line, unbuffered: it survives a kill  # noqa: SIM105
+        text = self.greenloop_held + self.greenloop_between() + text
+        self.greenloop_held = ""
+        if text:
+            try:  # unbuffered: it survives a kill  # noqa: SIM105
                 os.write(self.greenloop_stream, text.encode("utf-8"))
-            except OSError:  # (a plain try: two lines a test, `contextlib.suppress` costs more)
+            except OSError:  # (a plain try: once a test, `contextlib.suppress` costs more)
                 pass
 
     def startTest(self, test: unittest.TestCase) -> None:
+        self.greenloop_test = test
+        self.greenloop_test_id = test_id = test.id()
         if self.greenloop_stream is not None:
-            self.greenloop_between()
-            file, line = _where_defined(test)
-            self.greenloop_id = json.dumps(test.id())
-            where = f'"file": {json.dumps(file)}, "line": {json.dumps(line)}'
-            self._mark(f'{{"start": {self.greenloop_id}, {where}}}\n')
+            self.greenloop_quoted = quoted = _json_string(test_id)
+            self.greenloop_flush(f'{{"start": {quoted}, {_where_defined(test)}}}\n')
         super().startTest(test)
 
     def stopTest(self, test: unittest.TestCase) -> None:
         super().stopTest(test)
         if self.greenloop_stream is not None:
-            since = self._since(self.greenloop_at)
-            added = _ONE_PASSED if since == _ONE_PASSED_DELTA else json.dumps(since)[1:]
-            self._mark(f'{{"end": {self.greenloop_id}, {added}\n')
-            self.greenloop_at = self._tally()
+            now = self._tally()
+            end = f'{{"end": {self.greenloop_quoted}, {self._since(self.greenloop_at, now)}\n'
+            self.greenloop_at = now
+            self.greenloop_held += end
+            if id(test) not in _HELD_ENDS:
+                self.greenloop_flush()
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
-        self.greenloop_passed.append(test.id())
+        self.greenloop_passed.append(self.greenloop_test_id if test is self.greenloop_test else test.id())
 
     def addFailure(self, test: unittest.TestCase, err: Any) -> None:
         super().addFailure(test, err)
@@ -198,13 +230,22 @@ class _Collector(unittest.TextTestResult):
 
 class _Runner(unittest.TextTestRunner):
     resultclass = _Collector
+    greenloop_result: _Collector | None = None
+
+    def _makeResult(self) -> Any:
+        result = super()._makeResult()
+        if isinstance(result, _Collector):
+            self.greenloop_result = result
+        return result
 
     def run(self, test: Any) -> Any:
         started = time.time()
         _collected(test)
-        result = super().run(test)
-        if isinstance(result, _Collector):
-            result.greenloop_between()  # the last module's tearDownModule
+        try:
+            result = super().run(test)
+        finally:  # the last test's end, and what failed after it (the last tearDownModule)
+            if self.greenloop_result is not None:
+                self.greenloop_result.greenloop_flush()
         _write(result, time.time() - started)
         return result
 
@@ -217,18 +258,18 @@ def _tests_of(suite: Any) -> Any:
             yield test
 
 
-_MODULE_FILES: dict[str, str | None] = {}  # a test module's file, worked out once per module
+_MODULE_FILES: dict[str, str] = {}  # a test module's file as JSON, worked out once per module
 
 
-def _module_file(test: Any) -> str | None:
-    """The file of the test's module relative to the working folder (None outside it): what
-    `python -m unittest FILE` takes to run that module again."""
+def _module_file(test: Any) -> str:
+    """The file of the test's module relative to the working folder (null outside it), as
+    JSON: what `python -m unittest FILE` takes to run that module again."""
     module = type(test).__module__
-    if module in _MODULE_FILES:
-        return _MODULE_FILES[module]
-    path = getattr(sys.modules.get(module), "__file__", None)
-    rel = os.path.relpath(path, _CWD) if path else None
-    found = _MODULE_FILES[module] = None if rel is None or rel.startswith("..") else rel
+    found = _MODULE_FILES.get(module)
+    if found is None:
+        path = getattr(sys.modules.get(module), "__file__", None)
+        rel = os.path.relpath(path, _CWD) if path else None
+        found = _MODULE_FILES[module] = json.dumps(None if rel is None or rel.startswith("..") else rel)
     return found
 
 
@@ -238,11 +279,18 @@ def _collected(suite: Any) -> None:
     if fd is None:
         return
     try:
+        # json.dumps({"collected": [[id, file], …]}) written out by hand: thousands of small
+        # lists would each be tracked by the garbage collector; strings are not
         tests = []
+        before: Any = None
         for test in _tests_of(suite):
-            file = _module_file(test) if _name(test)[1] == "test" else None
-            tests.append([test.id(), file])
-        os.write(fd, (json.dumps({"collected": tests}) + "\n").encode("utf-8"))
+            cls = type(test)
+            file = "null" if cls.__name__ in _STAND_INS else _module_file(test)
+            tests.append(f"[{_json_string(test.id())}, {file}]")
+            if cls is type(before):
+                _HELD_ENDS.add(id(before))
+            before = test
+        os.write(fd, ('{"collected": [' + ", ".join(tests) + "]}\n").encode("utf-8"))
     except Exception:  # the record is for a resume; it never stops the run
         pass
     finally:
