@@ -251,6 +251,11 @@ def test_the_seed_patterns_are_in_the_table() -> None:
         ("called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }", "",
          "rust-unwrap"),
         ("test did not panic as expected", "", "did-not-raise"),
+        ("TypeError: null is not an object (evaluating 'o.user.name')", "", "jsc-property-of-undefined"),
+        ("this test is marked as failing but it passed. Remove `.failing` if tested behavior now works",
+         "", "unexpected-success"),
+        ("TimeoutError: ", "", "timeout"),  # bun's JUnit report
+        ("this test timed out after 50ms.", "", "timeout"),  # bun's text output
         (  # mocha's own words, as its JSON report gives them
             'Error: Timeout of 50ms exceeded. For async tests and hooks, ensure "done()" is called; '
             "if returning a Promise, ensure it resolves. (test/a.spec.js)",

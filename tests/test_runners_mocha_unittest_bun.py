@@ -132,6 +132,26 @@ def test_deep_diffs_give_both_sides() -> None:
             assert f.got and got_has in f.got and f.got != f.expected, f
 
 
+def test_bun_says_why_on_the_line_after_the_result_and_the_report_gets_those_words() -> None:
+    """bun explains a timeout and a .failing test that passed only in its text, on the line
+    after `(fail) name`; its JUnit report says `TimeoutError: ` and nothing. The words belong to
+    that test (not to the next one's error block), and fill the report's silent failures."""
+    from greenloop.frameworks.bun import with_text_errors
+
+    meta_path = FIXTURES / "bun/notes/plain.meta.json"
+    root = _meta(meta_path)["cwd"]
+    text, report = _text(meta_path, root), _report(meta_path, root)
+    said = {f.test: f.message for f in text.failures}
+    assert said["notes > waits too long"] == "this test timed out after 50ms."
+    assert said["notes > known bug"].startswith("this test is marked as failing but it passed")
+    assert said["notes > reads from null"].startswith("TypeError: null is not an object")
+    assert {f.test: f.message for f in report.failures}["notes > known bug"] == ""
+    merged = {f.test: f for f in with_text_errors(report, text).failures}
+    assert merged["notes > waits too long"].message == "this test timed out after 50ms."
+    assert merged["notes > known bug"].message.startswith("this test is marked as failing")
+    assert merged["notes > reads from null"].line == 17  # the report's own fields stay
+
+
 def test_counts_are_the_runners_closing_lines() -> None:
     # mocha: "3 passing / 2 pending / 6 failing"; bun: "2 pass / 1 skip / 1 todo / 5 fail";
     # unittest: "Ran 10 tests", "FAILED (failures=4, errors=3, skipped=1, expected failures=1)"

@@ -194,6 +194,11 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
     )
 
 
+# "  ^ this test timed out after 50ms." / "  ^ this test is marked as failing but it passed. …"
+_AFTER_FAIL = re.compile(r"^\s*\^ (this test .+)$")
+_SILENT = re.compile(r"\A\s*(?:TimeoutError:?)?\s*\Z")  # what the JUnit report says of either
+
+
 @dataclass
 class TextParser:
     """Streaming parser of bun test's text output: `feed` one line at a time, then `finish`."""
@@ -211,6 +216,7 @@ class TextParser:
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
+    after_fail: int | None = None  # the failure a "  ^ this test …" line right after it belongs to
 
     def feed(self, raw: str) -> None:
         """Read one line of bun test's output."""
@@ -246,11 +252,23 @@ class TextParser:
             key = c.group(2)
             self.counts["errors" if key.startswith("error") else key] = int(c.group(1))
             return
+        note = _AFTER_FAIL.match(line)
+        if note and not self.body and self.after_fail is not None:  # "(fail) x" then "  ^ this test …"
+            self._add_note(self.after_fail, note.group(1))
+            return
+        self.after_fail = None
         if len(self.body) < 200:
             self.body.append(line)
 
+    def _add_note(self, index: int, note: str) -> None:
+        """bun says why a test failed on the line after its result when nothing was thrown
+        (a timeout, a .failing test that passed): that is the failure's message."""
+        f = self.failures[index]
+        self.failures[index] = f._replace(message=f"{note}\n{f.message}".strip() if f.message else note)
+
     def _result(self, status: str, name: str) -> None:
         self.file_results += 1
+        self.after_fail = None
         body, self.body = self.body, []
         self.progress[_EVENT[status]] += 1
         if status == "pass":
@@ -263,6 +281,7 @@ class TextParser:
             self.failures.append(Failure(test=name, kind=kind))
             return
         self.failures.append(_failure(name, kind, body, self.root, self.file, None))
+        self.after_fail = len(self.failures) - 1
 
     def _unhandled(self) -> None:
         lines, self.unhandled = self.unhandled or [], None
@@ -337,9 +356,22 @@ def test_files(files: Sequence[str]) -> list[str]:
     return [f if f.startswith(("./", "/", "../")) else f"./{f}" for f in files]
 
 
+def _with_text_messages(report: ParseResult, text: ParseResult) -> ParseResult:
+    """The report's failures whose message is empty or only `TimeoutError:` (bun's JUnit has no
+    words for a timeout or a .failing test that passed) with the text output's message."""
+    said = {f.test: f.message for f in text.failures if f.message}
+    failures = tuple(
+        f._replace(message=said[f.test]) if _SILENT.match(f.message) and f.test in said else f
+        for f in report.failures
+    )
+    return report._replace(failures=failures) if failures != report.failures else report
+
+
 def with_text_errors(report: ParseResult, text: ParseResult) -> ParseResult:
     """The JUnit report's result plus the errors outside any test that only the text shows
-    (bun counts each among its failures, and leaves them out of the report)."""
+    (bun counts each among its failures, and leaves them out of the report), and the text's
+    words for failures the report gives none."""
+    report = _with_text_messages(report, text)
     known = {f.test for f in report.failures}
     extra = tuple(f for f in text.failures
                   if (f.kind == "load" or f.test.endswith("(unhandled error)")) and f.test not in known)

@@ -23,6 +23,13 @@ from greenloop.hints.status import STATUS_RULES
 
 __all__ = ["RULES", "VALUE_RULES"]
 
+_PROPERTY_OF_NOTHING = (
+    "In {where} the code reads '{prop}' from a value that is {what}{code}; check that the object"
+    " (often a request body field or a lookup result) exists before using it.",
+    "{where} 处从一个 {what} 的值上读取 '{prop}'{code};"
+    "使用前先判断该对象(常见是请求体字段或查询结果)是否存在。",
+)
+
 RULES: tuple[Rule, ...] = (
     # --- the suite could not load the code under test
     Rule(
@@ -127,7 +134,8 @@ RULES: tuple[Rule, ...] = (
         (
             r"\A(?!\s*(?:\w+\.)*(?:KeyError|AttributeError|NameError|TypeError|ValueError|IndexError)\b)"
             r"(?:.*?)(?:\btimed out\b|Exceeded timeout|STACK_TRACE_ERROR|Timeout \(>[\d.]+s\)"
-            r"|Test timeout of|async callback was not invoked|Timeout of [\d.]+ ?ms exceeded)",
+            r"|Test timeout of|async callback was not invoked|Timeout of [\d.]+ ?ms exceeded"
+            r"|\ATimeoutError\b)",  # bun's JUnit report: "TimeoutError: " (its text says "timed out")
         ),
         "{test} never finished ({where}): look for a missing await or return on a promise, a"
         " callback that is never called, or a real dependency "
@@ -142,6 +150,7 @@ RULES: tuple[Rule, ...] = (
             "test timeout of",
             "async callback",
             "ms exceeded",  # mocha: "Timeout of 2000ms exceeded"
+            "timeouterror",
         ),
     ),
     *STATUS_RULES,
@@ -150,11 +159,15 @@ RULES: tuple[Rule, ...] = (
         "js-property-of-undefined",
         MESSAGE,
         (r"Cannot read propert(?:y|ies) of (?P<what>undefined|null)(?: \(reading '(?P<prop>[^']+)'\))?",),
-        "In {where} the code reads '{prop}' from a value that is {what}{code}; check that the object"
-        " (often a request body field or a lookup result) exists before using it.",
-        "{where} 处从一个 {what} 的值上读取 '{prop}'{code};"
-        "使用前先判断该对象(常见是请求体字段或查询结果)是否存在。",
+        *_PROPERTY_OF_NOTHING,
         words=("cannot read propert",),
+    ),
+    Rule(  # the same mistake in JavaScriptCore's words (bun): "null is not an object (evaluating 'o.x')"
+        "jsc-property-of-undefined",
+        MESSAGE,
+        (r"(?P<what>undefined|null) is not an object \(evaluating '(?:[^']*\.)?(?P<prop>[^'.]+)'\)",),
+        *_PROPERTY_OF_NOTHING,
+        words=("is not an object",),
     ),
     Rule(
         "py-none-attribute",
@@ -257,13 +270,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "unexpected-success",
         MESSAGE,
-        (r"unexpected success|\[XPASS\(strict\)\]",),  # unittest's expectedFailure, pytest's strict xfail
+        # unittest's expectedFailure, pytest's strict xfail, bun's test.failing
+        (r"unexpected success|\[XPASS\(strict\)\]|marked as failing but it passed",),
         "{test} is marked as a failure to expect but passed ({test_where}): what it documented is"
-        " fixed, so remove the expectedFailure / xfail mark; if it should still fail, find what"
+        " fixed, so remove the expectedFailure / xfail / .failing mark; if it should still fail, find what"
         " changed.",
         "{test} 被标记为预期失败却通过了({test_where}):它记录的问题已修复,"
-        "去掉 expectedFailure / xfail 标记;若它本应仍然失败,找出是什么改变了。",
-        words=("unexpected success", "xpass"),
+        "去掉 expectedFailure / xfail / .failing 标记;若它本应仍然失败,找出是什么改变了。",
+        words=("unexpected success", "xpass", "marked as failing"),
     ),
     Rule(
         "snapshot-mismatch",
