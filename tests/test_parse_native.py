@@ -543,3 +543,20 @@ def test_go_report_read_whole_agrees_with_line_by_line(suite: str, tmp_path: Pat
         whole = parse_report("go-json", str(tmp_path / "stdout.txt"), root=src)
         assert whole == parse_text("go", kept, root=src)
         assert whole.recognized and whole.summary.total > 0
+
+
+@pytest.mark.parametrize("variant", ["json", "v"])
+def test_go_examples_whose_output_differs_give_got_and_want(variant: str) -> None:
+    """An Example fails with `got:` / `want:` blocks and no file:line: its file is the package's
+    test file that declares it, its values the two blocks (several lines each)."""
+    r = _text("go", "examples", variant)
+    assert r.summary[:4] == (5, 1, 4, 0), r.summary
+    by = {f.test: f for f in r.failures}
+    assert set(by) == {"TestAdd", "FuzzAdd/seed#0", "ExampleAdd", "ExampleAdd_lines"}
+    one = by["ExampleAdd"]
+    assert (one.file, one.expected, one.got) == ("calc/calc_test.go", "3", "4"), one
+    assert "output differs from its // Output: comment" in one.message
+    lines = by["ExampleAdd_lines"]
+    assert (lines.file, lines.expected, lines.got) == ("calc/calc_test.go", "0\ndone", "1\ndone"), lines
+    add = by["TestAdd"]
+    assert (add.file, add.line, add.expected, add.got) == ("calc/calc_test.go", 28, "3", "4"), add

@@ -79,6 +79,24 @@ def test_go_red_suite(tmp_path: Path) -> None:
 
 
 @needs_go
+def test_go_examples_fuzz_seeds_and_the_call_above_t_errorf(tmp_path: Path) -> None:
+    """An Example whose output differs is placed at its func with got/want; a t.Errorf hint
+    names the call on the line above it and where that function lives in the package."""
+    ws = _suite("go", "examples", tmp_path / "ws")
+    code, r, _ = _run(ws)
+    assert (code, r["outcome"]) == (1, "red"), r
+    assert r["summary"] == {"total": 5, "passed": 1, "failed": 4, "skipped": 0}
+    failures = _by_test(r)
+    example = failures["ExampleAdd"]
+    assert (example["file"], example["line"], example["expected"], example["got"]) == (
+        "calc/calc_test.go", 8, "3", "4"), example
+    assert "Add(1, 2) returned 4" in str(example["hint"]) and "calc/calc.go:4" in str(example["hint"])
+    add = failures["TestAdd"]
+    assert "Add(1, 2) returned 4" in str(add["hint"]) and "calc/calc.go:4" in str(add["hint"]), add
+    assert failures["FuzzAdd/seed#0"]["line"] == 36
+
+
+@needs_go
 def test_go_green_suite_and_target(tmp_path: Path) -> None:
     ws = _suite("go", "green", tmp_path / "ws")
     probed = cli("probe", str(ws), "--json").json

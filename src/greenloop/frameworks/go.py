@@ -38,7 +38,15 @@ from greenloop.frameworks.common import (
     relativize,
     run_parser,
 )
-from greenloop.frameworks.go_failures import COMPILE_ERROR, GoTest, expected_got, package_failure, test_where
+from greenloop.frameworks.go_failures import (
+    COMPILE_ERROR,
+    GoTest,
+    declaring_file,
+    example_output,
+    expected_got,
+    package_failure,
+    test_where,
+)
 from greenloop.frameworks.go_workspace import module_dirs
 from greenloop.frameworks.results import closing_result
 from greenloop.model import Failure, ParseResult
@@ -313,6 +321,11 @@ class GoParser:
                     continue
                 file, line_no, message = test_where(t, self.modules, self.root)
                 expected, got = expected_got(message)
+                example = example_output(t.body) if not message else None
+                if example is not None:  # an Example whose output is not its // Output: comment
+                    got, expected = example
+                    message = f"{t.name}'s output differs from its // Output: comment"
+                    file = declaring_file(self.modules, t.package, t.name.split("/")[0], self.root)
                 stack = relativize(bounded_join(b for b in t.body if b.strip()), self.root)
                 failures.append(
                     Failure(

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from greenloop.frameworks.common import bounded_join, relativize
 from greenloop.model import Failure
 
-__all__ = ["COMPILE_ERROR", "GoTest", "expected_got", "package_failure", "panic_frame", "test_where"]
+__all__ = [
+    "COMPILE_ERROR", "GoTest", "declaring_file", "example_output", "expected_got", "package_failure",
+    "panic_frame", "test_where",
+]
 
 # a compiler line under `# pkg`: file.go:L[:C]: message
 COMPILE_ERROR = re.compile(r"^(?:\./)?([^\s:]+\.go):(\d+)(?::(\d+))?: (.+)$")
@@ -102,6 +105,37 @@ def test_where(t: GoTest, modules: dict[str, str], root: str | None) -> tuple[st
         if frame is not None:
             file, line_no = frame
     return file, line_no, "\n".join(msg)
+
+
+def example_output(body: list[str]) -> tuple[str, str] | None:
+    """(got, want) of an Example whose printed output differs from its `// Output:` comment:
+    Go prints `got:`, the output, `want:`, the expected output, each on lines of their own."""
+    lines = [b.rstrip() for b in body]
+    try:
+        got_at = lines.index("got:")
+        want_at = lines.index("want:", got_at + 1)
+    except ValueError:
+        return None
+    return "\n".join(lines[got_at + 1 : want_at]), "\n".join(lines[want_at + 1 :]).rstrip("\n")
+
+
+def declaring_file(modules: dict[str, str], pkg: str, name: str, root: str | None) -> str | None:
+    """The package's test file that declares `func name(` (an Example's failure names no file)."""
+    folder = os.path.dirname(_file_of(modules, pkg, "x"))
+    here = os.path.join(root or "", folder)
+    pattern = re.compile(rf"^func\s+{re.escape(name)}\s*\(", re.M)
+    try:
+        names = sorted(n for n in os.listdir(here) if n.endswith("_test.go"))
+    except OSError:
+        return None
+    for n in names[:200]:
+        try:
+            with open(os.path.join(here, n), encoding="utf-8", errors="replace") as fh:
+                if pattern.search(fh.read(256 * 1024)):
+                    return os.path.normpath(os.path.join(folder, n))
+        except OSError:
+            continue
+    return None
 
 
 def panic_frame(lines: list[str], workspace: str | None) -> tuple[str, int] | None:

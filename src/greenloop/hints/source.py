@@ -97,6 +97,7 @@ _NOT_CALLED_WORDS = (
     "expect assert require it test describe len str int float list dict set tuple sorted print repr"
     " Number String Boolean JSON equal deepEqual strictEqual deepStrictEqual notStrictEqual ok"
     " isinstance type round abs sum min max Object Array Math raises approx then resolves rejects"
+    " Println Printf Print Sprintf Sprint Sprintln"  # Go's fmt: an Example prints the call's value
 )
 _NOT_CALLED = frozenset(_NOT_CALLED_WORDS.split())
 _NOT_RECEIVERS = frozenset(("assert", "expect", "Math", "JSON", "Object", "console", "Promise"))
