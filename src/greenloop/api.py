@@ -251,7 +251,7 @@ def test_run(
                                    policy=policy, workspace=str(ws), cancel=cancel)
         result = finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                           root=detection.root)
-        final = after_run(str(ws), result, fingerprint=fingerprint.result)
+        final = after_run(str(ws), result, fingerprint=fingerprint.result, session_resolved=True)
         if unit is not None:
             status = "passed" if final.ok else "failed"
             note = unit_status(unit, status, run_id, write_back=cfg.write_unit_status)

@@ -53,21 +53,28 @@ def with_note(result: RunResult, what: str, exc: Exception) -> RunResult:
 
 
 def after_run(
-    workspace: str, result: RunResult, *, fingerprint: Callable[[], str | None] | None = None
+    workspace: str,
+    result: RunResult,
+    *,
+    fingerprint: Callable[[], str | None] | None = None,
+    session_resolved: bool = False,
 ) -> RunResult:
     """Hand the final result to the bug log, then to the session record; returns it, enriched.
 
     The bug bridge goes first so the closure store records the final result (with bug ids);
-    a failing step becomes a note, never a lost run.
+    a failing step becomes a note, never a lost run. `session_resolved`: the caller resolved
+    the run's session before it started (None there means a workspace-level run), so it is
+    not looked up again.
     """
-    from greenloop.closure import session as session_mod
-
+    sid = result.session_id
     try:
-        # The caller's session: its environment, else the process tree (the harness whose
-        # hooks ran above this process), else none: a workspace-level run.
-        sid = result.session_id or session_mod.resolve(workspace=workspace)
+        if sid is None and not session_resolved:
+            from greenloop.closure import session as session_mod
+
+            # The caller's session: its environment, else the process tree (the harness whose
+            # hooks ran above this process), else none: a workspace-level run.
+            sid = session_mod.resolve(workspace=workspace)
     except Exception as exc:
-        sid = result.session_id
         result = with_note(result, "the session could not be resolved", exc)
     if sid != result.session_id:
         result = result._replace(session_id=sid)
