@@ -251,6 +251,8 @@ def test_the_seed_patterns_are_in_the_table() -> None:
         ("called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }", "",
          "rust-unwrap"),
         ("test did not panic as expected", "", "did-not-raise"),
+        ("data race: read by goroutine 9 in example.com/race.TestRace.func1() (r_test.go:13)", "",
+         "data-race"),
         ("TypeError: null is not an object (evaluating 'o.user.name')", "", "jsc-property-of-undefined"),
         ("this test is marked as failing but it passed. Remove `.failing` if tested behavior now works",
          "", "unexpected-success"),

@@ -560,3 +560,17 @@ def test_go_examples_whose_output_differs_give_got_and_want(variant: str) -> Non
     assert (lines.file, lines.expected, lines.got) == ("calc/calc_test.go", "0\ndone", "1\ndone"), lines
     add = by["TestAdd"]
     assert (add.file, add.line, add.expected, add.got) == ("calc/calc_test.go", 28, "3", "4"), add
+
+
+def test_go_data_race_is_placed_at_the_racing_access_not_in_testing_go() -> None:
+    """-race fails the test from testing.go ("race detected during execution of test"): the
+    failure names both accesses and sits at the first access in the workspace."""
+    r = _text("go", "race", "race")
+    assert r.summary[:4] == (4, 1, 2, 1), r.summary
+    by = {f.test: f for f in r.failures}
+    race = by["TestRace"]
+    assert (race.file, race.line) == ("r_test.go", 13), race
+    assert race.message.startswith("data race: ") and "by goroutine" in race.message, race.message
+    assert "(r_test.go:13)" in race.message
+    sub = by["TestParallel/b"]
+    assert (sub.file, sub.line, sub.expected, sub.got) == ("r_test.go", 24, '"a"', '"b"'), sub

@@ -21,6 +21,7 @@ __all__ = [
 COMPILE_ERROR = re.compile(r"^(?:\./)?([^\s:]+\.go):(\d+)(?::(\d+))?: (.+)$")
 _LOG = re.compile(r"^\s*([\w.\-]+\.go):(\d+): (.*)$")
 _FRAME_FILE = re.compile(r"^\s+(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
+_RACE_ACCESS = re.compile(r"^((?:Previous )?(?:[Rr]ead|[Ww]rite)) at 0x[0-9a-f]+ by goroutine (\d+):$")
 _PANIC = re.compile(r"^\s*panic: (.*?)(?: \[recovered\])?$")
 
 # got/want, the convention of Go's own tests: "got X, want Y", "f(x) = X, want Y",
@@ -104,7 +105,30 @@ def test_where(t: GoTest, modules: dict[str, str], root: str | None) -> tuple[st
         frame = panic_frame(t.body[panic:], root)
         if frame is not None:
             file, line_no = frame
+    race = next((i for i, b in enumerate(t.body) if b.strip() == "WARNING: DATA RACE"), None)
+    if race is not None and panic is None:  # -race: testing.go's own line is no place to look
+        accesses = _race_accesses(t.body[race:], root)
+        msg = [f"data race: {'; '.join(accesses)}" if accesses else "data race detected during the test"]
+        frame = panic_frame(t.body[race:], root)
+        if frame is not None:
+            file, line_no = frame
     return file, line_no, "\n".join(msg)
+
+
+def _race_accesses(lines: list[str], root: str | None) -> list[str]:
+    """The race detector's two accesses, each as "read by goroutine 8 in F (file:line)"."""
+    out: list[str] = []
+    for i, b in enumerate(lines[:60]):
+        m = _RACE_ACCESS.match(b)
+        if m is None:
+            continue
+        func = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        frame = panic_frame(lines[i + 1 : i + 3], root)
+        where = f" ({frame[0]}:{frame[1]})" if frame else ""
+        out.append(f"{m.group(1).lower()} by goroutine {m.group(2)} in {func}{where}")
+        if len(out) == 2:
+            break
+    return out
 
 
 def example_output(body: list[str]) -> tuple[str, str] | None:

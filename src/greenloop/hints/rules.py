@@ -179,6 +179,17 @@ RULES: tuple[Rule, ...] = (
         "先处理这种情况。",
     ),
     Rule(
+        "data-race",
+        MESSAGE,
+        (r"\Adata race\b|WARNING: DATA RACE|race detected during execution of test",),
+        "Two goroutines touch the same memory without synchronisation ({where}): guard it with a"
+        " sync.Mutex, use sync/atomic, or hand the value over a channel; the race report in the"
+        " stack names both accesses.",
+        "两个 goroutine 未加同步地访问同一块内存({where}):用 sync.Mutex 保护、改用 sync/atomic,"
+        "或通过 channel 传递该值;堆栈中的竞态报告列出了两次访问。",
+        words=("data race", "race detected"),
+    ),
+    Rule(
         "rust-unwrap",
         MESSAGE,
         (r"called `(?P<typ>Option|Result)::(?P<how>unwrap|expect)\(\)` on an? `(?P<what>None|Err)` value",),
