@@ -231,16 +231,25 @@ def test_last_failed_vitest_and_jest_use_t_with_the_failing_files(tmp_path: Path
     assert any("reran 2 failure(s) of run-prev" in n for n in p.notes)
 
 
-def test_last_failed_pytest_uses_k_and_node_test_a_name_pattern(tmp_path: Path) -> None:
+def test_last_failed_pytest_uses_node_ids_and_node_test_a_name_pattern(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("")
+    (tmp_path / "tests" / "test_broken.py").write_text("")
     prev = previous(
         Failure(test="tests/test_a.py::TestX::test_one[1-2]", file="tests/test_a.py"),
-        Failure(test="tests/test_a.py::test_two[a b]", file="tests/test_a.py"),
+        Failure(test="tests/test_a.py::test_two[a b]", file="src/helper.py"),
+        Failure(test="tests/test_broken.py", file="tests/test_broken.py", kind="load"),
         Failure(test="tests/test_gone.py", file="tests/test_gone.py", kind="load"),
     )
     p = mk(tmp_path, "pytest", last_failed=True, previous=prev)
-    assert p.argv[-3:] == ("-k", "test_one[1-2] or test_two", "tests/test_a.py")
+    # exactly the failures (a passing test_one elsewhere does not run) and the file that failed to load
+    assert p.argv[-3:] == ("tests/test_a.py::TestX::test_one[1-2]", "tests/test_a.py::test_two[a b]",
+                           "tests/test_broken.py")
+    assert "-k" not in p.argv
+    # a name that is not a node id from the run's folder (pytest's rootdir is elsewhere): -k
+    moved = previous(Failure(test="pkg/tests/test_a.py::test_one", file="tests/test_a.py"))
+    p = mk(tmp_path, "pytest", last_failed=True, previous=moved)
+    assert p.argv[-3:] == ("-k", "test_one", "tests/test_a.py")
     p = mk(tmp_path, "node:test", last_failed=True, previous=previous(Failure(test="suite > leaf name")))
     flag = [a for a in p.argv if a.startswith("--test-name-pattern=")]
     assert flag and re.search(flag[0].split("=", 1)[1], "leaf name")

@@ -41,7 +41,7 @@ def test_pytest_red_then_last_failed_then_green(tmp_path: Path) -> None:
     rerun = cli("run", str(ws), "--json", "--last-failed")
     r = rerun.json
     assert rerun.code == 1 and r["summary"] == {"total": 1, "passed": 0, "failed": 1, "skipped": 0}, r
-    assert "-k" in r["command"] and "test_adds_badly" in r["command"]
+    assert "test_calc.py::test_adds_badly" in r["command"] and "-k" not in r["command"].split()
     assert any(f"reran 1 failure(s) of {first.json['run_id']}" in n for n in r["notes"])
     # the agent "fixes" the test's expectation; the rerun of the last failure is green
     (ws / "test_calc.py").write_text(TESTS.replace("== 5", "== 4"))
@@ -332,3 +332,20 @@ def test_a_broken_bug_log_does_not_lose_the_run(tmp_path: Path) -> None:
     assert (done.code, r["outcome"], r["summary"]["failed"]) == (1, "red", 1), r
     assert any("bugs.ndjson" in n or "could not be recorded" in n for n in r["notes"]), r["notes"]
     assert json.loads(Path(r["result_ref"]).read_text()) == r
+
+
+def test_pytest_last_failed_reruns_exactly_the_failures_not_their_namesakes(tmp_path: Path) -> None:
+    """Two tests named test_x (in two classes), one failing; a parametrised case with a space
+    and one with a slash: the rerun runs the failing node ids only, the way pytest --lf would."""
+    tests = (
+        "import pytest\n\n\nclass TestA:\n    def test_x(self):\n        assert 1 == 2\n\n\n"
+        "class TestB:\n    def test_x(self):\n        assert 1 == 1\n\n\n"
+        '@pytest.mark.parametrize("v", ["a b", "c/d"])\ndef test_p(v):\n    assert v == "c/d"\n'
+    )
+    ws = py_workspace(tmp_path / "ws", {"test_names.py": tests})
+    first = cli("run", str(ws), "--json")
+    assert first.code == 1 and first.json["summary"]["failed"] == 2, first.json
+    again = cli("run", str(ws), "--json", "--last-failed").json
+    assert again["summary"] == {"total": 2, "passed": 0, "failed": 2, "skipped": 0}, again
+    assert sorted(f["test"] for f in again["failures"]) == [
+        "test_names.py::TestA::test_x", "test_names.py::test_p[a b]"]

@@ -1,6 +1,7 @@
 """A `last_failed` rerun in each runner's dialect: the failing tests by name, their files.
 
-The previous run's failures become a name filter (vitest and jest `-t`, pytest `-k`, node:test
+The previous run's failures become a name filter (vitest and jest `-t`, pytest's node ids (`-k`
+when they are not paths from the run's folder), node:test
 `--test-name-pattern`, mocha `--grep`, bun `-t`, unittest ids) plus the failing files where the
 runner takes files; a runner that cannot filter runs the full suite, and a note says why.
 """
@@ -54,6 +55,25 @@ def _pytest_k(names: Sequence[str]) -> str:
     return " or ".join(words)
 
 
+def _pytest_node_ids(root: str, failures: Sequence[Failure]) -> list[str] | None:
+    """The failures' node ids (`tests/test_a.py::TestA::test_x[1-2]`) as pytest's arguments,
+    and the files that could not load; None when a name is not a node id whose file is there
+    from the run's folder (pytest's rootdir elsewhere, a renamed file): then `-k` by name."""
+    ids: list[str] = []
+    for f in failures:
+        if f.kind == "load":
+            path = f.file or f.test
+            if path and os.path.isfile(os.path.join(root, path)) and path not in ids:
+                ids.append(path)
+            continue
+        head = f.test.split("::", 1)[0]
+        if "::" not in f.test or not os.path.isfile(os.path.join(root, head)):
+            return None
+        if f.test not in ids:
+            ids.append(f.test)
+    return ids or None
+
+
 def _failing_files(root: str, failures: Sequence[Failure]) -> list[str]:
     files: list[str] = []
     for f in failures:
@@ -88,10 +108,14 @@ def last_failed_args(framework: str, root: str, previous: RunResult | None, note
             args += ["-t", name_pattern(names)]
         args += files
     elif framework == "pytest":
-        expr = _pytest_k(names)
-        if expr:
-            args += ["-k", expr]
-        args += files
+        ids = _pytest_node_ids(root, failures)
+        if ids:  # exactly the failures: a passing test of the same name elsewhere does not run
+            args += ids
+        else:
+            expr = _pytest_k(names)
+            if expr:
+                args += ["-k", expr]
+            args += files
     elif framework == "node:test":
         if names:
             args.append(f"--test-name-pattern={name_pattern([_leaf(n) for n in names])}")
