@@ -86,3 +86,20 @@ def test_no_test_in_any_shard_is_broken() -> None:
 def test_not_one_suites_shards_is_refused(results: list[tuple[str, RunResult]], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):
         merge(results, run_id="run-m")
+
+
+def test_a_file_every_shard_failed_to_load_is_listed_and_counted_once() -> None:
+    """Each shard collects the whole suite, so each fails to import the same broken file and
+    counts it (pytest: "1 error", total 1): the merged suite has it once."""
+    load = Failure(test="tests/test_bad.py", file="tests/test_bad.py", kind="load", message="ImportError")
+    named = []
+    for i in (1, 2, 3):
+        name, r = shard(i, 3, "broken", failed=1, reason="the suite could not load")
+        named.append((name, r._replace(failures=(*r.failures, load),
+                                       summary=r.summary._replace(total=4, failed=2))))
+    merged = merge(named, run_id="run-m")
+    loads = [f for f in merged.failures if f.kind == "load"]
+    assert loads == [load]
+    assert (merged.summary.total, merged.summary.failed) == (12 - 2, 6 - 2)
+    assert "tests/test_bad.py failed to load in 3 shards; listed and counted once" in merged.notes
+    assert len([f for f in merged.failures if f.kind == "test"]) == 3  # each shard's own failures stay

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from greenloop.errors import UsageError
-from greenloop.model import Summary
+from greenloop.model import Failure, Summary
 from greenloop.result import RunResult
 
 __all__ = ["check_shards", "merge", "missing_shards"]
@@ -82,6 +82,25 @@ def _summed(results: Sequence[RunResult]) -> Summary:
     )
 
 
+def _failures_once(results: Sequence[RunResult]) -> tuple[tuple[Failure, ...], dict[str, int]]:
+    """Every shard's failures, a file that failed to load listed once however many shards
+    tried to load it (each shard collects the whole suite before it picks its share), and how
+    many shards beyond the first each such file failed in."""
+    failures: list[Failure] = []
+    seen: set[tuple[str, str | None]] = set()
+    again: dict[str, int] = {}
+    for r in results:
+        for f in r.failures:
+            key = (f.test, f.file)
+            if f.kind == "load" and key in seen:
+                again[f.test] = again.get(f.test, 0) + 1
+                continue
+            if f.kind == "load":
+                seen.add(key)
+            failures.append(f._replace(bug_id=None))
+    return tuple(failures), again
+
+
 def merge(
     named: Sequence[tuple[str, RunResult]],
     *,
@@ -94,6 +113,11 @@ def merge(
     results = sorted((r for _, r in named), key=lambda r: r.shard.index if r.shard else 0)
     missing = missing_shards(results, total)
     summary = _summed(results)
+    failures, again = _failures_once(results)
+    repeats = sum(again.values())
+    if repeats:  # each shard counted the file among its failures: the suite has it once
+        summary = summary._replace(total=max(0, summary.total - repeats),
+                                   failed=max(0, summary.failed - repeats))
     broken = [r for r in results if r.outcome == "broken"]
     red = [r for r in results if r.outcome == "red"]
     label = {id(r): f"shard {r.shard.index}/{total}" for r in results if r.shard is not None}
@@ -101,6 +125,8 @@ def merge(
         f"merged {len(results)} of {total} shard(s): "
         + ", ".join(f"{label[id(r)]} {r.run_id} ({r.outcome})" for r in results)
     ]
+    notes += [f"{name} failed to load in {n + 1} shards; listed and counted once"
+              for name, n in again.items()]
     crash_reason: str | None = None
     next_action: str | None = None
     if missing:
@@ -148,7 +174,7 @@ def merge(
         crashed=bool(missing) or any(r.crashed for r in results),
         crash_reason=crash_reason,
         summary=summary,
-        failures=tuple(f._replace(bug_id=None) for r in results for f in r.failures),
+        failures=failures,
         output_tail=tail[-tail_chars:] if tail_chars > 0 else "",
         notes=tuple(dict.fromkeys(notes)),
         duration_ms=max(durations, default=0),
