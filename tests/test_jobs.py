@@ -89,3 +89,21 @@ def test_bad_requests(tmp_path: Path) -> None:
         jobs.start(tmp_path, session_id=None, on_progress=print)
     with pytest.raises(UsageError, match="not a folder"):
         jobs.start(tmp_path / "missing", session_id=None)
+
+
+def test_a_job_running_on_another_machine_is_not_judged_by_a_pid_here(tmp_path: Path) -> None:
+    """With a database several machines share, a job's pid means something only on its own
+    host: here it stays running (not lost), says where it runs, and cannot be cancelled."""
+    ws = suite(tmp_path, "def test_a():\n    pass\n")
+    with Store(ws) as store:
+        store.add_job("job-elsewhere", str(ws), "s-other", {})
+        # a pid that is not alive here (pid_max is below 2**22 on Linux)
+        store.update_job("job-elsewhere", status="running", pid=4_194_304 + 7, host="ci-runner-7")
+        store.add_job("job-here", str(ws), "s-here", {})
+        store.update_job("job-here", status="running", pid=4_194_304 + 8, host=jobs.this_host())
+    there = jobs.status(ws, "job-elsewhere")
+    assert (there.status, there.host) == ("running", "ci-runner-7"), there
+    assert there.to_json()["host"] == "ci-runner-7"
+    with pytest.raises(UsageError, match="runs on ci-runner-7"):
+        jobs.cancel(ws, "job-elsewhere")
+    assert jobs.status(ws, "job-here").status == "lost"  # this machine's own dead worker is lost

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -53,6 +54,7 @@ class JobStatus(NamedTuple):
     result: dict[str, Any] | None = None  # the RunResult's JSON when done
     error: str | None = None
     log_path: str | None = None
+    host: str | None = None  # the machine the worker runs on (None: recorded before hosts were)
 
     @property
     def finished(self) -> bool:
@@ -76,7 +78,19 @@ class JobStatus(NamedTuple):
             "result": self.result,
             "error": self.error,
             "log_path": self.log_path,
+            "host": self.host,
         }
+
+
+def this_host() -> str:
+    """This machine's name, as a job's row records where its worker runs."""
+    return socket.gethostname()
+
+
+def _elsewhere(row: JobRow) -> str | None:
+    """The other machine a job's worker runs on, or None when it is this one (or unknown)."""
+    host = row.get("host")
+    return str(host) if host and host != this_host() else None
 
 
 def _job_dir(workspace: str, job_id: str) -> str:
@@ -123,7 +137,7 @@ def start(
             store.update_job(job_id, status="failed", error=f"could not start the worker: {exc}")
             raise UsageError(f"could not start a background run: {exc}", exit_code=ExitCode.BROKEN) from None
         # The worker may already have moved past "starting"; only fill in what it cannot know.
-        store.update_job(job_id, pid=child.pid, token=child.token, log_path=log_path)
+        store.update_job(job_id, pid=child.pid, token=child.token, log_path=log_path, host=this_host())
     # The worker is detached (own session); Popen's own bookkeeping reaps it if we outlive it.
     return job_id
 
@@ -158,6 +172,7 @@ def _status_from_row(row: JobRow) -> JobStatus:
         result=result,
         error=row.get("error"),
         log_path=row.get("log_path"),
+        host=row.get("host"),
     )
 
 
@@ -172,6 +187,7 @@ def _look(store: Store, ws: str, job_id: str) -> tuple[JobStatus, JobRow]:
     if (
         row["status"] in ("starting", "running")
         and row.get("pid")
+        and _elsewhere(row) is None  # another machine's pid says nothing here
         and not _pid_alive(row.get("pid"), row.get("token"))
     ):
         # Dead worker: re-read first, since it may have written its result just now.
@@ -211,6 +227,11 @@ def cancel(workspace: str | os.PathLike[str], job_id: str) -> JobStatus:
         current, row = _look(store, ws, job_id)
         if current.finished:
             return current
+        host = _elsewhere(row)
+        if host is not None:
+            raise UsageError(f"job {job_id} runs on {host}, not on this machine ({this_host()}): its "
+                             "worker can only be stopped there (test_job with cancel, from an agent on "
+                             f"{host})")
         pid, token = row.get("pid"), row.get("token")
         if pid and _pid_alive(pid, token):
             with contextlib.suppress(OSError):
@@ -235,7 +256,7 @@ def worker_main(workspace: str, job_id: str) -> int:
         if row is None:
             print(f"greenloop job worker: no job {job_id}", file=sys.stderr)
             return ExitCode.USAGE
-        store.update_job(job_id, status="running", pid=os.getpid())
+        store.update_job(job_id, status="running", pid=os.getpid(), host=this_host())
         kwargs = json.loads(row.get("kwargs") or "{}")
         session_id = row.get("session_id")
     cancel_event = threading.Event()

@@ -192,6 +192,7 @@ class JobOutput(_Output):
     result: RunOutput | None = Field(default=None, description="The bounded run result once done.")
     error: str | None = Field(default=None, description="Why the job failed or was lost.")
     log_path: str | None = None
+    host: str | None = Field(default=None, description="The machine the job's worker runs on.")
 
 
 class BugOutput(_Output):

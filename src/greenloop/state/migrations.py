@@ -6,10 +6,11 @@ epoch times) and `{runs_rowid}` (PostgreSQL has no implicit rowid, and the runs 
 ordered by it, so there it is a column of its own).
 
 How each backend applies them: SQLite keeps its version in `PRAGMA user_version` and, being
-behind, runs every statement again (they are all `IF NOT EXISTS`, so a half-built database
-is completed too). PostgreSQL keeps one row per applied migration in `greenloop_schema` and
-runs the missing ones in one transaction under an advisory lock, so the first hooks of a new
-database do not race to create it. A database newer than this greenloop is refused.
+behind, runs every statement again (they are all `IF NOT EXISTS`, and an added column that is
+already there is skipped, so a half-built database is completed too). PostgreSQL keeps one
+row per applied migration in `greenloop_schema` and runs the missing ones in one transaction
+under an advisory lock, so the first hooks of a new database do not race to create it. A
+database newer than this greenloop is refused.
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         _statements(_CLOSURE_TABLES),
     ),
     Migration(2, "process-tree bindings", _statements(_BINDINGS)),
+    # A job's pid means something only on the machine that started it: with a database several
+    # machines share, the others must not judge the job by a pid of theirs.
+    Migration(3, "the host a background job runs on", ("ALTER TABLE jobs ADD COLUMN host TEXT",)),
 )
 LATEST = MIGRATIONS[-1].version
 # The tables a complete database has (greenloop doctor checks them).

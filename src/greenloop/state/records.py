@@ -36,7 +36,9 @@ _RECORD_RUN = (
     f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(_RUN_COLUMNS))}) "
     "ON CONFLICT(run_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS[1:])
 )
-_JOB_FIELDS = frozenset({"status", "pid", "token", "ended_at", "run_id", "ok", "result", "error", "log_path"})
+_JOB_FIELDS = frozenset(
+    {"status", "pid", "token", "ended_at", "run_id", "ok", "result", "error", "log_path", "host"}
+)
 
 
 class JobRow(dict[str, Any]):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +48,20 @@ def move_aside(path: str, why: str, *, clock: Callable[[], float], warn: Callabl
     warn(f"the state database {path} was unreadable ({why}); moved it to {aside} and started afresh")
 
 
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+
+
+def _apply(conn: sqlite3.Connection, statement: str) -> None:
+    """One migration statement; an added column already there is skipped (SQLite has no
+    `ADD COLUMN IF NOT EXISTS`, and every statement runs again when the database is behind)."""
+    added = _ADD_COLUMN.match(statement)
+    if added:
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({added.group(1)})")}
+        if added.group(2) in columns:
+            return
+    conn.execute(statement)
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     if conn.execute("PRAGMA user_version").fetchone()[0] == migrations.LATEST:
         return
@@ -62,7 +77,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
         # One statement at a time: executescript() would commit the IMMEDIATE transaction.
         for migration in migrations.MIGRATIONS:
             for statement in migration.statements:
-                conn.execute(migrations.for_backend(statement, "sqlite"))
+                _apply(conn, migrations.for_backend(statement, "sqlite"))
         conn.execute(f"PRAGMA user_version = {migrations.LATEST}")
         conn.execute("COMMIT")
     except BaseException:
