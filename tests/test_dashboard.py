@@ -236,3 +236,22 @@ def test_static_assets_ship_in_the_package(ws: Path) -> None:
 def test_diff_marks_only_the_lines_that_differ() -> None:
     table = pages.diff_table("a\nb\nc", "a\nB\nc")
     assert table.count("<tr class=same>") == 2 and table.count("<tr class=diff>") == 1
+
+
+def test_a_state_database_that_cannot_be_reached_gets_a_page_that_says_so(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL state URL whose server is down: the pages that read the state answer 503
+    with the database (password hidden) and what to do, not a server error."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("GREENLOOP_STATE_URL", f"postgresql://greenloop:s3cret@127.0.0.1:{port}/gl?connect_timeout=2")
+    c = client(ws)
+    for path in ("/", "/sessions"):
+        page = c.get(path)
+        assert page.status_code == 503, (path, page.text[:300])
+        assert "The state database cannot be read" in page.text and "greenloop doctor" in page.text
+        assert f"127.0.0.1:{port}" in page.text and "s3cret" not in page.text

@@ -283,5 +283,6 @@ def test_a_sqlite_database_of_the_previous_schema_gains_the_job_host(tmp_path: P
             assert store.conn.schema_version() == migrations.LATEST == 3
             store.add_job("job-1", str(tmp_path), None, {})
             store.update_job("job-1", host="build-7")
-            assert (store.job("job-1") or {})["host"] == "build-7"
+            row = store.job("job-1")
+            assert row is not None and row["host"] == "build-7"
             store.conn.execute("DELETE FROM jobs")

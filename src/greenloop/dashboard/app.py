@@ -39,6 +39,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from greenloop.dashboard import data, pages
+from greenloop.state.backend import StateError
 
 __all__ = ["COOKIE", "create_app"]
 
@@ -235,8 +236,19 @@ def create_app(path: str, *, token: str, hosts: frozenset[str]) -> ASGIApp:
         Route("/integration/{run_id}/file/{name:path}", integration_file),
         Route("/static/{name}", static),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={StateError: _state_unavailable})
     return Guard(app, token=token, hosts=hosts)
+
+
+async def _state_unavailable(request: Request, exc: Exception) -> Response:
+    """The state database cannot be read (a PostgreSQL server that is down, a wrong URL):
+    a page that says which database (password hidden) and what to do, status 503, instead of
+    a server error; the integration pages, which do not read it, keep working."""
+    message = exc.message if isinstance(exc, StateError) else str(exc)
+    body = (f"<h1>The state database cannot be read</h1><p>{pages.esc(message)}</p>"
+            "<p><code>greenloop doctor</code> checks it and says what to fix; this page works again "
+            "once the database answers.</p>")
+    return HTMLResponse(pages.layout("State unavailable", body, active=""), 503)
 
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
