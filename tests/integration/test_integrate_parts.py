@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -285,8 +286,14 @@ def test_raw_output_is_rolled_so_a_chatty_unit_cannot_fill_the_disk(tmp_path: Pa
     with sup:
         sup.assign_ports(spec.units)
         assert sup.start_all(spec.units) is None
+        # The pump reads at most a chunk a pass (its thread makes a pass every 50 ms): pass
+        # until the 6 MB written before the unit listened have been read and the file rolled.
+        raw = scratch / "noisy.out"
+        deadline = time.monotonic() + 60
         sup.pump()
-        raw_size = (scratch / "noisy.out").stat().st_size
+        while raw.stat().st_size >= 1024 * 1024 and time.monotonic() < deadline:
+            sup.pump()
+        raw_size = raw.stat().st_size
         # While the unit runs, the survivor scan sees it (after teardown it must see nothing).
         alive = sup.survivors()
         assert [p["unit"] for p in alive] == ["noisy"] and "fakeunit.py" in alive[0]["cmdline"]
