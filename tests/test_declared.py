@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from greenloop.frameworks.declared import with_declarations
+from greenloop.hints.source import Sources
 from greenloop.model import Failure
 
 MOCHA = """const assert = require('node:assert')
@@ -87,7 +88,8 @@ def test_a_failure_without_a_line_gets_its_declaration(
 ) -> None:
     (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / path).write_text(text)
-    [out] = with_declarations((Failure(test=test, file=given, message="m"),), framework, str(tmp_path))
+    failure = Failure(test=test, file=given, message="m")
+    [out] = with_declarations((failure,), framework, Sources(str(tmp_path)))
     assert ((out.file, out.line) if out.line is not None else None) == placed
     if placed is None:
         assert out.file == given  # nothing is guessed
@@ -97,7 +99,7 @@ def test_a_line_the_runner_gave_is_kept_and_hooks_are_not_tests(tmp_path: Path) 
     (tmp_path / "a.spec.js").write_text(MOCHA)
     given = Failure(test="edge > slow", file="a.spec.js", line=40, message="m")
     hook = Failure(test='edge > "before all" hook', file="a.spec.js", message="m", kind="hook")
-    assert with_declarations((given, hook), "mocha", str(tmp_path)) == (given, hook)
+    assert with_declarations((given, hook), "mocha", Sources(str(tmp_path))) == (given, hook)
 
 
 def test_nothing_is_read_outside_the_workspace_or_without_one(tmp_path: Path) -> None:
@@ -105,6 +107,6 @@ def test_nothing_is_read_outside_the_workspace_or_without_one(tmp_path: Path) ->
     ws = tmp_path / "ws"
     ws.mkdir()
     outside = Failure(test="edge > slow", file="../a.spec.js", message="m")
-    assert with_declarations((outside,), "mocha", str(ws)) == (outside,)
+    assert with_declarations((outside,), "mocha", Sources(str(ws))) == (outside,)
     assert with_declarations((outside,), "mocha", None) == (outside,)
-    assert with_declarations((outside,), None, str(tmp_path)) == (outside,)
+    assert with_declarations((outside,), None, Sources(str(tmp_path))) == (outside,)

@@ -131,13 +131,12 @@ def bound_session(
     schema check or its backends; `config`, when the caller has loaded it, spares reading the
     config files again for the state URL."""
     from greenloop import layout
-    from greenloop.state.url import configured
+    from greenloop.state.url import configured, has_state
     from greenloop.system import ptree
 
     try:
         location = configured(workspace, config=config)
-        path = layout.db_path(workspace)
-        if location.kind == "sqlite" and not os.path.isfile(path):
+        if not has_state(workspace, location):
             return None  # no state yet: no hook has bound anything
         keys = [ptree.proc_key(p) for p in ptree.ancestors(pid)]
         if not keys:
@@ -152,6 +151,7 @@ def bound_session(
 
         from greenloop.state.bindings import BUSY_TIMEOUT_S, bound_session_in
 
+        path = layout.db_path(workspace)
         uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
         try:

@@ -31,7 +31,7 @@ from greenloop.state.records import MAX_FAILING_NAMES, JobRow
 from greenloop.state.sessions import SessionTables
 from greenloop.state.sqlite import BUSY_TIMEOUT_MS, SqliteBackend, is_corruption
 from greenloop.state.sqlite import move_aside as _move_aside
-from greenloop.state.url import StateUrl, configured
+from greenloop.state.url import StateUrl, configured, has_state
 
 if TYPE_CHECKING:
     from greenloop.model import Failure
@@ -57,13 +57,6 @@ __all__ = [
 
 SCHEMA_VERSION = migrations.LATEST  # 2: the bindings table
 TABLES = migrations.TABLES
-
-
-def has_state(workspace: str | os.PathLike[str], location: StateUrl | None = None) -> bool:
-    """Whether the workspace's state exists yet: a shared database always does (it is
-    created by whoever set it up); the SQLite file only once a first run or hook wrote it."""
-    location = location or configured(workspace)
-    return location.kind == "postgres" or os.path.isfile(db_path(workspace))
 
 
 def state_errors() -> tuple[type[BaseException], ...]:

@@ -16,29 +16,26 @@ never guesses a place).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Callable
+from itertools import islice
 
-from greenloop.hints.source import Sources
+from greenloop.hints.source import Sources, definition_lines
 from greenloop.model import Failure
 
 __all__ = ["with_declarations"]
 
 _KINDS = ("test", "timeout")  # a hook or a file that failed to load is not a declared test
-_JS = ("vitest", "jest", "npm-test", "node:test", "mocha", "bun")
+_JS = frozenset(("vitest", "jest", "npm-test", "node:test", "mocha", "bun"))
 _JS_CALL = r"\b(?:it|test|specify)(?:\.[\w$]+)*\s*\(\s*"
-_MAX_READ = 256 * 1024  # as the hints' source reads: a bigger file is not searched
 _SUBTEST_SUFFIX = re.compile(r" \([^()]*\)\Z")  # unittest's subTest parameters: "test_x (a=1)"
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
-def _js_title(name: str) -> str:
-    """The test's own title: greenloop joins describe titles and the test's with " > "."""
-    return name.rsplit(" > ", 1)[-1].strip()
-
-
-def _js_pattern(title: str) -> re.Pattern[str] | None:
+def _js_title(name: str) -> re.Pattern[str] | None:
+    """`it('title'` in any of JavaScript's three quotes, for the test's own title (greenloop
+    joins describe titles and the test's with " > ")."""
+    title = name.rsplit(" > ", 1)[-1].strip()
     if not title or title == "(unnamed)":
         return None
     quoted = "|".join(
@@ -47,53 +44,47 @@ def _js_pattern(title: str) -> re.Pattern[str] | None:
     return re.compile(_JS_CALL + f"(?:{quoted})")
 
 
-def _go_pattern(name: str) -> re.Pattern[str] | None:
-    top = name.split("/", 1)[0]
-    if not re.fullmatch(r"(?:Test|Example|Fuzz|Benchmark)\w*", top):
+def _function(framework: str, test: str) -> str | None:
+    """The function that declares a Go, Rust or Python test: `TestX` of `TestX/sub`,
+    `inc_works` of `tests::inc_works`, `test_x` of `pkg.mod.Class.test_x (a=1)` or of
+    `tests/a.py::Class::test_x[1]`; None for a name that is not one (a Rust doctest)."""
+    if framework == "go":
+        top = test.split("/", 1)[0]
+        return top if re.fullmatch(r"(?:Test|Example|Fuzz|Benchmark)\w*", top) else None
+    if framework == "cargo":
+        leaf = test.rsplit("::", 1)[-1].strip()
+    else:
+        leaf = _SUBTEST_SUFFIX.sub("", test).split("::")[-1].split("[", 1)[0].rsplit(".", 1)[-1].strip()
+    return leaf if _NAME.fullmatch(leaf) else None
+
+
+def _declared_line(sources: Sources, file: str, framework: str, test: str) -> int | None:
+    """The one line of `file` that declares `test`, or None (not there, or there twice)."""
+    lines = sources.lines(file)
+    if not lines:
         return None
-    return re.compile(rf"^func\s+{re.escape(top)}\s*\(")
+    if framework in _JS:
+        pattern = _js_title(test)
+        found = [i for i, text in enumerate(lines, 1) if pattern and pattern.search(text)]
+    else:
+        function = _function(framework, test)
+        suffix = os.path.splitext(file)[1]
+        found = list(islice(definition_lines(lines, function, suffix), 2)) if function else []
+    return found[0] if len(found) == 1 else None
 
 
-def _rust_pattern(name: str) -> re.Pattern[str] | None:
-    leaf = name.rsplit("::", 1)[-1].strip()
-    if not re.fullmatch(r"[A-Za-z_]\w*", leaf):  # a doctest ("src/lib.rs - inc (line 3)") has its line
-        return None
-    return re.compile(rf"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+{re.escape(leaf)}\s*[<(]")
-
-
-def _py_method(name: str) -> str:
-    leaf = _SUBTEST_SUFFIX.sub("", name).split("::")[-1]
-    return leaf.split("[", 1)[0].rsplit(".", 1)[-1].strip()
-
-
-def _py_pattern(name: str) -> re.Pattern[str] | None:
-    method = _py_method(name)
-    if not re.fullmatch(r"[A-Za-z_]\w*", method):
-        return None
-    return re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(method)}\s*\(")
-
-
-_PATTERNS: dict[str, Callable[[str], re.Pattern[str] | None]] = {
-    **{name: (lambda test: _js_pattern(_js_title(test))) for name in _JS},
-    "go": _go_pattern,
-    "cargo": _rust_pattern,
-    "pytest": _py_pattern,
-    "unittest": _py_pattern,
-}
-
-
-def _unittest_file(test: str, root: str) -> str | None:
+def _unittest_file(test: str, sources: Sources) -> str | None:
     """The module file of a unittest id (`pkg.test_mod.Class.test_x`): the longest dotted prefix
     that is a .py file under the root."""
     parts = _SUBTEST_SUFFIX.sub("", test).split(".")
     for cut in range(len(parts) - 1, 0, -1):
         candidate = os.path.join(*parts[:cut]) + ".py"
-        if os.path.isfile(os.path.join(root, candidate)):
+        if sources.lines(candidate) is not None:
             return candidate
     return None
 
 
-def _cargo_file(test: str, root: str) -> str | None:
+def _cargo_file(test: str, sources: Sources) -> str | None:
     """A Rust test's file from its module path (`a::tests::x`: src/a/tests.rs, src/a.rs … then
     the crate roots and tests/*.rs): the first that declares the test exactly once."""
     modules = test.split("::")[:-1]
@@ -102,46 +93,30 @@ def _cargo_file(test: str, root: str) -> str | None:
         folder = "/".join(["src", *modules[:cut]])
         candidates += [folder + ".rs", folder + "/mod.rs"]
     candidates += ["src/lib.rs", "src/main.rs"]
-    with contextlib.suppress(OSError):
-        names = os.listdir(os.path.join(root, "tests"))  # integration tests: one crate per file
+    if sources.root is not None and os.path.isdir(os.path.join(sources.root, "tests")):
+        names = os.listdir(os.path.join(sources.root, "tests"))  # integration tests: one crate a file
         candidates += sorted(f"tests/{n}" for n in names if n.endswith(".rs"))
-    pattern = _rust_pattern(test)
-    if pattern is None:
-        return None
-    for candidate in candidates[:64]:
-        path = os.path.join(root, candidate)
-        if os.path.isfile(path) and os.path.getsize(path) <= _MAX_READ:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                if _declared_line(fh.read().splitlines(), pattern) is not None:
-                    return candidate
-    return None
-
-
-def _declared_line(lines: list[str], pattern: re.Pattern[str]) -> int | None:
-    found = [i for i, text in enumerate(lines, 1) if pattern.search(text)]
-    return found[0] if len(found) == 1 else None
+    return next((c for c in candidates[:64] if _declared_line(sources, c, "cargo", test) is not None), None)
 
 
 def with_declarations(
-    failures: tuple[Failure, ...], framework: str | None, root: str | None
+    failures: tuple[Failure, ...], framework: str | None, sources: Sources | None
 ) -> tuple[Failure, ...]:
     """The failures, those without a line given the line that declares their test (and a
-    unittest failure without a file its module's file) when the file declares it exactly once."""
-    make = _PATTERNS.get(framework or "")
-    if make is None or root is None or all(f.line is not None for f in failures):
+    unittest or Rust failure without a file its module's file) when the file declares it
+    exactly once. `sources`: the run's folder, read through the hints' bounded reader."""
+    known = framework in _JS or framework in ("go", "cargo", "pytest", "unittest")
+    if not known or framework is None or sources is None or all(f.line is not None for f in failures):
         return failures
-    sources = Sources(root)
     out: list[Failure] = []
     for failure in failures:
         if failure.line is None and failure.kind in _KINDS:
             file = failure.file
             if file is None and framework == "unittest":
-                file = _unittest_file(failure.test, root)
+                file = _unittest_file(failure.test, sources)
             elif file is None and framework == "cargo":  # a test that returned Err has no place
-                file = _cargo_file(failure.test, root)
-            pattern = make(failure.test) if file else None
-            lines = sources.lines(file) if pattern is not None else None
-            line = _declared_line(lines, pattern) if lines and pattern is not None else None
+                file = _cargo_file(failure.test, sources)
+            line = _declared_line(sources, file, framework, failure.test) if file else None
             if line is not None:
                 failure = failure._replace(file=file, line=line)
         out.append(failure)

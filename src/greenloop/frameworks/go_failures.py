@@ -145,20 +145,18 @@ def example_output(body: list[str]) -> tuple[str, str] | None:
 
 def declaring_file(modules: dict[str, str], pkg: str, name: str, root: str | None) -> str | None:
     """The package's test file that declares `func name(` (an Example's failure names no file)."""
+    from greenloop.hints.source import Sources, definition_lines
+
     folder = os.path.dirname(_file_of(modules, pkg, "x"))
-    here = os.path.join(root or "", folder)
-    pattern = re.compile(rf"^func\s+{re.escape(name)}\s*\(", re.M)
+    sources = Sources(root or ".")
     try:
-        names = sorted(n for n in os.listdir(here) if n.endswith("_test.go"))
+        names = sorted(n for n in os.listdir(os.path.join(root or "", folder)) if n.endswith("_test.go"))
     except OSError:
         return None
     for n in names[:200]:
-        try:
-            with open(os.path.join(here, n), encoding="utf-8", errors="replace") as fh:
-                if pattern.search(fh.read(256 * 1024)):
-                    return os.path.normpath(os.path.join(folder, n))
-        except OSError:
-            continue
+        file = os.path.normpath(os.path.join(folder, n))
+        if next(definition_lines(sources.lines(file) or [], name, ".go"), None) is not None:
+            return file
     return None
 
 

@@ -183,13 +183,16 @@ def apply(
     framework: str | None = None,
     language: str = "en",
     root: str | None = None,
+    sources: Sources | None = None,
 ) -> tuple[Failure, ...]:
     """Copies of `failures` whose empty hints are filled (a hint already written is kept).
-    `root`: the folder the runner ran in, whose files the hints may read (once each)."""
+    `root`: the folder the runner ran in, whose files the hints may read (once each); or
+    `sources`, a reader of that folder the caller has used already."""
     check_language(language)
-    from greenloop.hints.source import Sources
+    if sources is None and root:
+        from greenloop.hints.source import Sources
 
-    sources = Sources(root) if root else None
+        sources = Sources(root)
     return tuple(
         f
         if f.hint.strip()

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from typing import NamedTuple
 
-__all__ = ["Call", "Sources", "call_in", "enclosing", "failing_call"]
+__all__ = ["Call", "Sources", "call_in", "definition_lines", "enclosing", "failing_call"]
 
 _MAX_FILE = 256 * 1024
 _MAX_FILES = 256
@@ -47,6 +48,18 @@ _JS_DEF = re.compile(
     r"|^\s*(?:static\s+)?(?:async\s+)?([A-Za-z_$][\w$]*)\s*\([^)]*\)\s*\{"
     r"|^\s*([A-Za-z_$][\w$]*)\s*:\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>)"
 )
+_DEFINITIONS = {".go": (_GO_DEF,), ".rs": (_RUST_DEF,)}  # any other file: Python's or JavaScript's
+
+
+def definition_lines(lines: list[str], name: str, suffix: str) -> Iterator[int]:
+    """The numbers of the lines that define function `name` in a file ending in `suffix`
+    (`.go`, `.rs`; anything else is read as Python or JavaScript)."""
+    patterns = _DEFINITIONS.get(suffix, (_PY_DEF, _JS_DEF))
+    for number, line in enumerate(lines, 1):
+        if any((m := p.match(line)) and name in m.groups() for p in patterns):
+            yield number
+
+
 _JS_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
 # `const cart = require('../code/cart.js')`, `const { total } = require(...)`, `import x from '...'`
 _JS_REQUIRE = re.compile(
@@ -333,14 +346,8 @@ class Sources:
         mod_lines = self.lines(module)
         if mod_lines is None:
             return None
-        by_language = {".go": (_GO_DEF,), ".rs": (_RUST_DEF,)}
-        patterns = by_language.get(os.path.splitext(module)[1], (_PY_DEF, _JS_DEF))
-        for i, line in enumerate(mod_lines):
-            for pattern in patterns:
-                found = pattern.match(line)
-                if found and name in found.groups():
-                    return module, i + 1
-        return None
+        found = next(definition_lines(mod_lines, name, os.path.splitext(module)[1]), None)
+        return None if found is None else (module, found)
 
     def _same_package(self, test_file: str) -> list[str]:
         """Where a Go or Rust test's functions come from without an import: a Go test sees its

@@ -8,6 +8,7 @@ had seen, plus one "timeout" failure per test still running. Notes say which sou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -60,25 +61,22 @@ def parse_report(fmt: str, path: str, root: str | None) -> ParseResult:
         return ParseResult(notes=(f"the {fmt} report could not be read ({type(exc).__name__}: {exc})",))
 
 
-def with_declarations(failures: tuple[Failure, ...], framework: str, root: str | None) -> tuple[Failure, ...]:
-    """The failures, those a runner left without a line placed at their test's declaration
-    (greenloop.frameworks.declared; never raises: a lookup bug leaves the failure as it was)."""
-    from greenloop.frameworks.declared import with_declarations as declared
-
-    try:
-        return declared(failures, framework or None, root)
-    except Exception:  # a place is a convenience; the failure stands without one
-        return failures
-
-
 def with_hints(
     failures: tuple[Failure, ...], framework: str, language: str, root: str | None = None
 ) -> tuple[Failure, ...]:
-    """The failures with the hint rules' hints (never raises: a hint bug becomes the hint)."""
+    """The failures placed and explained: those the runner left without a line placed at their
+    test's declaration (greenloop.frameworks.declared), then each given the hint rules' hint,
+    both reading the run's folder `root` through one bounded reader. Never raises: a lookup
+    bug leaves a failure unplaced, a hint bug becomes the hint."""
+    from greenloop.frameworks.declared import with_declarations
     from greenloop.hints import hint as hints
+    from greenloop.hints.source import Sources
 
-    try:  # root: the hints read the failing lines and called functions from the runner's folder
-        return hints.apply(failures, framework=framework or None, language=language, root=root)
+    sources = Sources(root) if root else None  # the failing lines, the called functions' files
+    with contextlib.suppress(Exception):  # a place is a convenience; the failure stands without one
+        failures = with_declarations(failures, framework or None, sources)
+    try:
+        return hints.apply(failures, framework=framework or None, language=language, sources=sources)
     except Exception as exc:  # a hint-table bug must not turn a red run into a crash
         note = f"hints could not be built ({type(exc).__name__}: {exc})"
         return tuple(f._replace(hint=f.hint or note) for f in failures)

@@ -24,12 +24,12 @@ resume can trust: `read` says so, and the whole suite runs again.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from greenloop.frameworks.common import bounded_join, relativize, strip_ansi, trim_stack
+from greenloop.frameworks.stream import json_records
 from greenloop.model import Failure, Plan
 
 __all__ = ["FileTests", "Finished", "read"]
@@ -80,17 +80,9 @@ def read(plan: Plan) -> Finished | str:
 
 
 def _records(path: str | None) -> Iterator[dict[str, Any]]:
-    """The JSON objects of an NDJSON record, a line torn by the kill skipped."""
-    if not path or not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for raw in fh:
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(item, dict):
-                yield item
+    """The JSON objects of an NDJSON record (greenloop.frameworks.stream.json_records), none
+    without a path."""
+    return json_records(path) if path else iter(())
 
 
 def _count(statuses: list[tuple[str, str]], failures: list[Failure]) -> FileTests:

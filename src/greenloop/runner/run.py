@@ -21,7 +21,7 @@ from greenloop.config import Config
 from greenloop.model import ParseResult, Plan, RawRun
 from greenloop.result import RunResult, SandboxInfo
 from greenloop.runner.progress import ProgressCallback, ProgressCounter
-from greenloop.runner.results import output_tail, read_results, with_declarations, with_hints
+from greenloop.runner.results import output_tail, read_results, with_hints
 from greenloop.runner.verdict import Verdict, classify
 from greenloop.system import proc
 
@@ -64,8 +64,7 @@ def execute(
 
     def result(raw: RawRun | None, verdict: Verdict, parsed: ParseResult, info: SandboxInfo) -> RunResult:
         failures = parsed.failures
-        if failures:  # a failure without a line gets its test's declaration, then every one a hint
-            failures = with_declarations(failures, plan.framework, plan.cwd)
+        if failures:
             failures = with_hints(failures, plan.framework, config.hint_language, plan.cwd)
         if failures and info.enforced_by:  # writes or connections the sandbox stopped say so
             from greenloop.system.denials import apply_denial_hints

@@ -23,7 +23,9 @@ from greenloop.errors import ConfigError
 if TYPE_CHECKING:
     from greenloop.config import Config
 
-__all__ = ["POSTGRES_SCHEMES", "STATE_URL_ENV", "StateUrl", "check", "configured", "parse", "redact"]
+__all__ = [
+    "POSTGRES_SCHEMES", "STATE_URL_ENV", "StateUrl", "check", "configured", "has_state", "parse", "redact",
+]
 
 STATE_URL_ENV = "GREENLOOP_STATE_URL"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -93,3 +95,12 @@ def configured(
 
         config = load(os.fspath(workspace), env=env)
     return parse(config.state_url, "the config field state_url")
+
+
+def has_state(workspace: str | os.PathLike[str], location: StateUrl | None = None) -> bool:
+    """Whether the workspace's state exists yet: a shared database always does (it is
+    created by whoever set it up); the SQLite file only once a first run or hook wrote it."""
+    from greenloop.layout import db_path
+
+    location = location or configured(workspace)
+    return location.kind == "postgres" or os.path.isfile(db_path(workspace))
