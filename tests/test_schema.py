@@ -19,7 +19,7 @@ from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate
 DEVLOOP_OPTIONAL = {"unit_id", "loop", "agent", "attempt", "retry_budget_left"}
 # Keys of to_json() that older files may lack (not required by the schema).
 OPTIONAL_TOP = {"workspace", "session_id", "started_at", "next_action", "bugs_opened", "bugs_transitioned",
-                "selection", "passed_tests", "retry", "resume_token", "resume", "shard"}
+                "selection", "passed_tests", "skipped_tests", "retry", "resume_token", "resume", "shard"}
 
 
 def _full_result() -> RunResult:

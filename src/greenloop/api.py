@@ -402,5 +402,6 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     data["more_failures"] = rest[:MAX_NAMES]
     data["more_failures_omitted"] = max(0, len(rest) - MAX_NAMES)
     data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
-    del data["passed_tests"]  # the bug bridge's evidence, as long as the suite: result_ref has it
+    # the bug bridge's and the gate's evidence, as long as the suite: result_ref has it
+    del data["passed_tests"], data["skipped_tests"]
     return data

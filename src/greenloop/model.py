@@ -149,6 +149,9 @@ class ParseResult(NamedTuple):
     # The tests the runner reported as run and passed, named as failures are named (the
     # evidence that lets a bug move to fixed). Empty where the output does not name them.
     passed_tests: tuple[str, ...] = ()
+    # The tests the runner reported as skipped, xfail or todo, named the same way (the gate's
+    # evidence that a test was taken away to get green). Empty where the output does not name them.
+    skipped_tests: tuple[str, ...] = ()
     # The runner's own timeout fired (Go's `panic: test timed out after`): run.py reports the
     # run as timed out, like greenloop's own deadline.
     timed_out: bool = False
@@ -163,6 +166,7 @@ class ParseResult(NamedTuple):
             "duration_ms": self.duration_ms,
             "load_error": self.load_error,
             "passed_tests": list(self.passed_tests),
+            "skipped_tests": list(self.skipped_tests),
         }
 
 

@@ -134,6 +134,8 @@ class RunResult(NamedTuple):
     # A narrowed run closes only the bugs whose own tests it names in `passed_tests`.
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
+    # The tests the runner reported skipped, xfail or todo (ParseResult.skipped_tests).
+    skipped_tests: tuple[str, ...] = ()
     retry: RetryInfo | None = None
     # Set on a run of one shard (`--shard I/N`); `greenloop merge` folds all N into one result.
     shard: ShardInfo | None = None
@@ -168,6 +170,7 @@ class RunResult(NamedTuple):
             "bugs_transitioned": [dict(t) for t in self.bugs_transitioned],
             "selection": self.selection,
             "passed_tests": list(self.passed_tests),
+            "skipped_tests": list(self.skipped_tests),
             "retry": self.retry.to_json() if self.retry is not None else None,
             "shard": self.shard.to_json() if self.shard is not None else None,
             "resume_token": self.resume_token,
@@ -206,6 +209,7 @@ class RunResult(NamedTuple):
             ),
             selection=optional_str(d.get("selection")),
             passed_tests=tuple(str(t) for t in d.get("passed_tests") or ()),
+            skipped_tests=tuple(str(t) for t in d.get("skipped_tests") or ()),
             retry=RetryInfo.from_json(d["retry"]) if isinstance(d.get("retry"), dict) else None,
             shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
             resume_token=optional_str(d.get("resume_token")),

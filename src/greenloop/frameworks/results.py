@@ -39,6 +39,7 @@ def closing_result(
     duration_ms: int | None = None,
     load_errors: list[str] | None = None,
     passed_names: Iterable[str] = (),
+    skipped_names: Iterable[str] = (),
     timed_out: bool = False,
 ) -> ParseResult:
     """The ParseResult a parser hands back: its (passed, failed, skipped) counts, the failures
@@ -51,6 +52,7 @@ def closing_result(
         duration_ms=duration_ms,
         load_error=load_error_of(load_errors or []),
         passed_tests=tuple(passed_names),
+        skipped_tests=tuple(skipped_names),
         timed_out=timed_out,
     )
 

@@ -92,6 +92,7 @@ def execute(
             started_at=started_at,
             next_action=verdict.next_action,
             passed_tests=parsed.passed_tests,
+            skipped_tests=parsed.skipped_tests,
             selection=plan.selection,
         )
 
