@@ -105,6 +105,7 @@ class TextParser:
     cancelled_records: list[Failure] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # `# SKIP` and `# TODO` entries
     recent_errors: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
     repeat: bool = False  # inside the spec reporter's "✖ failing tests:" recap
@@ -138,9 +139,11 @@ class TextParser:
             return
         if r.directive == "SKIP":
             self.skipped += 1
+            self.skipped_names.append(full)
             return
         if r.directive == "TODO":
             self.todo += 1  # node counts a todo as todo whether it passed or failed
+            self.skipped_names.append(full)
             return
         if r.ok:
             self.passed += 1
@@ -382,6 +385,7 @@ class TextParser:
             counts, self.failures, notes=notes, recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
             load_errors=self.load_errors, passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
 
 
