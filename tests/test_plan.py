@@ -17,7 +17,7 @@ from greenloop.runner.dialects import NODE_REPORTER, PROGRESS_REPORTERS
 from greenloop.runner.dialects import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.runner.dialects import PYTEST_PLUGIN_NAME as PLUGIN_NAME
 from greenloop.runner.last_failed import name_pattern
-from greenloop.runner.plan import RunOptions, plan
+from greenloop.runner.plan import RunOptions, parse_shard, plan
 from greenloop.runner.toolchain import python_runner
 from greenloop.system.env import changes, without_reporter_switches
 
@@ -86,8 +86,9 @@ def test_hoisted_binary_in_a_parent_is_found(tmp_path: Path) -> None:
     binary = fake_bin(tmp_path, "jest")
     (tmp_path / "packages" / "a").mkdir(parents=True)
     p = mk(tmp_path / "packages" / "a", "jest")
-    assert p.argv[:2] == (str(binary), "--json")
-    assert p.argv[2].startswith("--outputFile=") and p.report_format == "jest-json"
+    assert p.argv[:2] == (str(binary), "--reporters=default")
+    assert p.argv[-2] == "--json" and p.argv[-1].startswith("--outputFile=")
+    assert p.report_format == "jest-json"
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ def test_node_test_writes_spec_to_stdout_and_tap_to_the_run_folder(tmp_path: Pat
 def test_jest_and_pytest_stream_progress_per_test_to_the_run_folder(tmp_path: Path) -> None:
     fake_bin(tmp_path, "jest")
     jest = mk(tmp_path, "jest")
-    assert jest.argv[-2:] == ("--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}")
+    assert jest.argv[1:3] == ("--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}")
     assert os.path.isfile(PROGRESS_REPORTERS["jest"])
     py = mk(tmp_path, "pytest")
     for p in (jest, py):
@@ -315,3 +316,28 @@ def test_a_target_that_is_not_a_path_gets_a_note(tmp_path: Path) -> None:
         "target 'adds' is not a path in the workspace; pytest needs a path or a node id such as "
         "tests/test_a.py::test_name"
     ]
+
+
+def test_jest_selection_never_follows_the_reporters_list(tmp_path: Path) -> None:
+    """jest's --reporters takes every word up to the next option: a target, or a last_failed
+    rerun of files that failed to load (no names, so no -t before them), right after it was
+    read as a reporter module ("Could not resolve a module for a custom reporter")."""
+    fake_bin(tmp_path, "jest")
+    (tmp_path / "tricky").mkdir()
+    (tmp_path / "tricky" / "a.test.js").write_text("")
+    load = Failure(test="tricky/a.test.js", file="tricky/a.test.js", kind="load")
+    for p in (mk(tmp_path, "jest", target="tricky/"),
+              mk(tmp_path, "jest", last_failed=True, previous=previous(load)),
+              mk(tmp_path, "jest", target="tricky/", shard=parse_shard("1/2"))):
+        last_reporter = max(i for i, a in enumerate(p.argv) if a.startswith("--reporters"))
+        assert p.argv[last_reporter + 1] == "--json", p.argv
+        assert p.argv[-1].startswith("tricky/"), p.argv
+
+
+def test_unittest_folder_target_is_discovered(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "plain").mkdir()
+    assert mk(tmp_path, "unittest", target="pkg/").argv[-5:] == ("discover", "-s", "pkg", "-t", ".")
+    assert mk(tmp_path, "unittest", target="plain").argv[-3:] == ("discover", "-s", "plain")
+    assert mk(tmp_path, "unittest", target="pkg.test_a").argv[-1] == "pkg.test_a"

@@ -4,6 +4,7 @@ said only when a plain test on the two values holds."""
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,17 @@ _NODE_PAIR = re.compile(
     r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M
 )  # node: actual !== expected
 _CALL_TEXT = re.compile(r"^((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\(")
-_JS_FRAMEWORKS = ("vitest", "jest", "node:test")
+_JS_FRAMEWORKS = ("vitest", "jest", "node:test", "mocha", "bun")
+# The two sides of a check as the test's line writes them: `assert A == B`, `expect(A).toBe(B)`,
+# `assert.strictEqual(A, B)`, `self.assertEqual(A, B)`, `assert_eq!(A, B)`
+_CHECK_SIDES = (
+    re.compile(r"^\s*assert\s+(?P<a>.+?)\s*(?:==|!=|\bis\b)\s*(?P<b>.+?)\s*(?:,.*)?$"),
+    re.compile(r"^\s*expect\((?P<a>.+)\)\s*\.\s*(?:not\s*\.\s*)?to\w*\((?P<b>.+)\)\s*;?\s*$"),
+    re.compile(r"^\s*(?:assert|self)\.\w*[Ee]qual\((?P<a>[^,]+),\s*(?P<b>[^,]+?)\s*(?:,[^,]*)?\)\s*;?\s*$"),
+    re.compile(r"^\s*assert_(?:eq|ne)!\((?P<a>[^,]+),\s*(?P<b>[^,]+?)\s*(?:,.*)?\)\s*;?\s*$"),
+)
+_JS_LITERALS = re.compile(r"\b(?:true|false|null|undefined|nil)\b")
+_PY_LITERALS = {"true": "True", "false": "False"}
 _PY_WORDS = re.compile(r"\b(True|False|None)\b")
 _TO_JS = {"True": "true", "False": "false", "None": "null"}
 
@@ -102,6 +113,28 @@ def _body(call: str | None, tw: str, got: str, exp: str, detail: str, shortened:
     return f"{call} returned {got or '?'} where the test at {tw} expects {exp or 'a different value'}"
 
 
+def _fixed_check(line: str | None) -> str | None:
+    """The test's check when both its sides are literals written in the line (`assert 1 == 2`):
+    no code under test produces either value, so nothing about the code can be read from them."""
+    if not line or len(line) > 200:
+        return None
+    for pattern in _CHECK_SIDES:
+        m = pattern.match(line)
+        if m and all(_literal(m.group(k)) for k in ("a", "b")):
+            return line.strip().rstrip(";")
+    return None
+
+
+def _literal(text: str) -> bool:
+    """Whether `text` is a constant as written in Python, JavaScript, Go or Rust source."""
+    text = _JS_LITERALS.sub(lambda w: _PY_LITERALS.get(w.group(0), "None"), text.strip())
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def value_hint(
     failure: Failure, ev: Evidence, sources: Sources | None, zh: bool, framework: str | None, rule_id: str
 ) -> str | None:
@@ -119,6 +152,15 @@ def value_hint(
         a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message)
         if a and "..." not in a.group(0):
             got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
+    tw = ev.test_where or ("测试" if zh else "the test")
+    fixed = _fixed_check(sources.line(ev.test_file, ev.test_line)) if sources is not None else None
+    if fixed is not None:
+        if zh:
+            return f"{tw} 处的检查比较的是两个写死的值(`{fixed}`),与被测代码无关;这个断言本身要改。"
+        return (
+            f"The check at {tw} compares two fixed values (`{fixed}`): no code under test produces"
+            " either side, so the assertion itself is what needs changing."
+        )
     words = " ".join(x for x in (call.text if call else "", failure.test) if x)
     from greenloop.hints import values
 
@@ -133,7 +175,6 @@ def value_hint(
         return None
     if finding is None and not (exp or got):
         return None
-    tw = ev.test_where or ("测试" if zh else "the test")
     # ("0x..." is an address a stored record masked, not a value the runner shortened)
     shortened = finding is not None and not finding.detail_en and "..." in f"{got}{exp}".replace("0x...", "")
     detail = (finding.detail_zh if zh else finding.detail_en) if finding is not None else ""

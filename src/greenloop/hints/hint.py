@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from greenloop.hints.assertion import value_hint
 from greenloop.hints.constraint import constraint_parts
-from greenloop.hints.frames import evidence, place, top_user_frame
+from greenloop.hints.frames import Evidence, evidence, place, top_user_frame
 from greenloop.hints.matching import find
 from greenloop.hints.rule import MAX_MESSAGE, check_language, fields_text, quote, short
-from greenloop.hints.rules import VALUE_RULES
+from greenloop.hints.rules import RULES, VALUE_RULES
 from greenloop.model import Failure
 
 if TYPE_CHECKING:  # the helpers load with the first failure: a green run never needs them
@@ -42,12 +42,34 @@ _STUBS: Mapping[str, tuple[str, str]] = {
     "cargo": ("a trait with a fake impl (or a local TcpListener)", "trait 加伪实现(或本地 TcpListener)"),
 }
 _STUB_DEFAULT = ("a stub or fake", "stub 或伪实现")
+# What keeps a test from finishing, in the words of its language (a Python test has no promise)
+_STALLS: Mapping[str, tuple[str, str]] = {
+    "python": (
+        "a blocking call with no timeout (a socket read, a lock, a queue, a subprocess, input())"
+        " or a loop that never ends",
+        "有没有超时的阻塞调用(socket 读取、锁、队列、子进程、input())或永不结束的循环",
+    ),
+    "go": (
+        "a goroutine blocked on a channel, a lock or a WaitGroup that is never released",
+        "有 goroutine 阻塞在永远不会释放的 channel、锁或 WaitGroup 上",
+    ),
+    "rust": (
+        "a thread blocked on a channel, a lock or a join that never returns, or a loop that never ends",
+        "有线程阻塞在永不返回的 channel、锁或 join 上,或有永不结束的循环",
+    ),
+    "js": (
+        "a missing await or return on a promise, a callback that is never called",
+        "漏了 await/return、回调从未被调用",
+    ),
+}
+_LANGUAGE = {"pytest": "python", "unittest": "python", "go": "go", "cargo": "rust"}
+_CANCELLED = re.compile(r"\A\s*(?:asyncio\.)?(?:exceptions\.)?CancelledError\b")
+_WAITS = re.compile(r"\bwait_for\(|\btimeout\(|\btimeout\s*=")
 
 
 # A key of an object literal in JSON, JS, Python or mocha's diff notation (which has no commas).
 _KEY = re.compile(r"""(?:^|[{,\s])['"]?([\w$]{1,60})['"]?\s*:(?!//)""")
 _DIFF_KEYS = (
-    re.compile(r"^\s*\{'(?P<key>[^']+)': [^\n]*\} != \{", re.M),  # pytest "Differing items"
     re.compile(r"^\s*[-+]\s+\"?(?P<key>[\w$]+)\"?: ", re.M),  # jest / node diff lines
 )
 
@@ -66,14 +88,35 @@ def _segments(text: str) -> dict[str, str]:
 
 
 def _diff_key(failure: Failure) -> str | None:
-    """The first key whose value differs between expected and got (JSON, JS or Python notation)."""
-    exp = _segments(failure.expected or "")
-    got = _segments(failure.got or "")
+    """The first key whose value differs between expected and got (JSON, JS or Python notation),
+    a key that differs only because another did (a total off by as much as its tax) coming after
+    the one that explains it. Values the runner shortened (`{'subtotal': ... 'total': 120}`) hide
+    keys, so they are not compared; pytest's "Differing items" lines are read instead."""
+    from greenloop.hints import printed, values
+
+    exp_v, got_v = printed.parse_value(failure.expected), printed.parse_value(failure.got)
+    found: str | None = None
+    while isinstance(exp_v, dict) and isinstance(got_v, dict):  # down to the innermost key that differs
+        keys = values.differing_keys(got_v, exp_v)
+        others = [k for k in [*exp_v, *got_v] if (k in exp_v) != (k in got_v)]
+        if not keys:
+            return str(others[0]) if others else found
+        found = str(keys[0])
+        exp_v, got_v = exp_v[keys[0]], got_v[keys[0]]
+    if found is not None:
+        return found
+    text = failure.message[:MAX_MESSAGE]
+    items = values.differing_items(text)
+    if items is not None:
+        keys = values.differing_keys(*items)
+        return str(keys[0]) if keys else None
+    shortened = any("..." in v or "…" in v for v in (failure.expected or "", failure.got or ""))
+    exp = {} if shortened else _segments(failure.expected or "")
+    got = {} if shortened else _segments(failure.got or "")
     if exp and got:
         for key in [*exp, *(k for k in got if k not in exp)]:
             if exp.get(key) != got.get(key):
                 return key
-    text = failure.message[:MAX_MESSAGE]
     for pattern in _DIFF_KEYS:
         m = pattern.search(text)
         if m:
@@ -94,6 +137,8 @@ def hint_for(
     check_language(language)
     ev = evidence(failure, sources)
     rule, groups = find(failure, ev)
+    if rule.id in ("raised-in-code", "fallback") and _cancelled_wait(failure, ev, sources):
+        rule, groups = next(r for r in RULES if r.id == "py-async-timeout"), {}
     zh = language == "zh"
     fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     if rule.id in VALUE_RULES:
@@ -127,6 +172,7 @@ def hint_for(
         "wanted": expected or ("另一个值" if zh else "a different value"),
         "got": got or groups.get("got", ""),
         "stub": stub,
+        "stall": _STALLS[_language(fw, failure)][1 if zh else 0],
         "expectation": expectation,
         "diff": (f"(首个差异字段:{key})" if zh else f" (first difference: '{key}')") if key else "",
         "first": first or ("无信息" if zh else "no message"),
@@ -164,6 +210,23 @@ def hint_for(
         constraint = groups.get("constraint", "")
         values.update(constraint_parts(fields_text(failure, rule.fields), ev, constraint, zh))
     return (rule.zh if zh else rule.en).format_map(values)
+
+
+def _language(framework: str | None, failure: Failure) -> str:
+    """The language of the failing test: its runner's, else its file's."""
+    if framework in _LANGUAGE:
+        return _LANGUAGE[framework]
+    suffix = (failure.file or "").rsplit(".", 1)[-1]
+    return {"py": "python", "go": "go", "rs": "rust"}.get(suffix, "js")
+
+
+def _cancelled_wait(failure: Failure, ev: Evidence, sources: Sources | None) -> bool:
+    """A CancelledError whose line waits with a timeout (`await asyncio.wait_for(…, timeout=1)`):
+    the time ran out, though the message (Python 3.11's first exception) does not say so."""
+    if not _CANCELLED.match(failure.message) or sources is None:
+        return False
+    lines = (sources.line(ev.test_file, ev.test_line), ev.code_line)
+    return any(line and _WAITS.search(line) for line in lines)
 
 
 def _subscript(key: str, code_line: str | None, zh: bool) -> str:

@@ -12,7 +12,8 @@ Templates may use: {test} (the test's name), {where} (the place in the user's co
 (how to stub a dependency in this framework), {diff} (the first differing key of a deep
 comparison, if one can be read), the db_* parts of a constraint failure, {subscript} (the
 lookup that raised a KeyError), {suggest} (what the evidence shows, as a clause or empty), and
-the named groups of the rule's patterns. Assertion failures whose values can be read
+{stall} (what keeps a test of this language from finishing), and the named groups of the
+rule's patterns. Assertion failures whose values can be read
 (VALUE_RULES) get the composed value hint (hints/assertion.py) instead of their template.
 """
 
@@ -126,6 +127,22 @@ RULES: tuple[Rule, ...] = (
             "etimedout",
         ),
     ),
+    Rule(  # Python 3.11's asyncio.wait_for: the cancelled wait surfaces as CancelledError, then TimeoutError
+        "py-async-timeout",
+        MESSAGE,
+        (
+            r"\A\s*(?:asyncio\.)?(?:exceptions\.)?(?:CancelledError|TimeoutError)\b",
+            r"CancelledError[\s\S]*TimeoutError",
+        ),
+        "{test} ran out of time in an asyncio wait ({where}{code}): asyncio.wait_for (or"
+        " asyncio.timeout) cancelled the awaited call when its timeout passed, which Python 3.11"
+        " reports as CancelledError and then TimeoutError; find what that call waits on (a lock, a"
+        " queue, a real network call) and stub it with {stub}, or give it the time it needs.",
+        "{test} 在 asyncio 等待中超时({where}{code}):asyncio.wait_for(或 asyncio.timeout)"
+        "在超时后取消了被等待的调用,Python 3.11 把它报告为 CancelledError 再加 TimeoutError;"
+        "找出该调用在等什么(锁、队列、真实网络调用)并用 {stub} stub 掉,或给它足够的时间。",
+        words=("cancellederror",),
+    ),
     Rule(
         "timeout",
         MESSAGE,
@@ -137,11 +154,9 @@ RULES: tuple[Rule, ...] = (
             r"|Test timeout of|async callback was not invoked|Timeout of [\d.]+ ?ms exceeded"
             r"|\ATimeoutError\b)",  # bun's JUnit report: "TimeoutError: " (its text says "timed out")
         ),
-        "{test} never finished ({where}): look for a missing await or return on a promise, a"
-        " callback that is never called, or a real dependency "
-        "(network, timer) that should be stubbed with {stub}.",
-        "{test} 没有结束({where}):检查是否漏了 await/return、回调从未被调用,"
-        "或外部依赖(网络、定时器)没有用 {stub} stub。",
+        "{test} never finished ({where}): look for {stall}, or a real dependency (network, timer)"
+        " that should be stubbed with {stub}.",
+        "{test} 没有结束({where}):检查是否{stall},或外部依赖(网络、定时器)没有用 {stub} stub。",
         words=(
             "timed out",
             "exceeded timeout",

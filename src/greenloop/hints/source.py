@@ -142,10 +142,27 @@ def _balanced(text: str, start: int) -> int:
     return min(len(text), start + 400)
 
 
+def _code_only(line: str) -> str:
+    """`line` with the inside of its string literals blanked out (same length, quotes kept):
+    a call written inside a string (`"<img onerror=alert(1)>"`) is data, not the call under test."""
+    out = list(line)
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote and line[i - 1] != "\\":
+                quote = ""
+            else:
+                out[i] = " "
+        elif ch in "'\"`":
+            quote = ch
+    return "".join(out)
+
+
 def call_in(line: str) -> Call | None:
-    """The first call of a function under test in a test line (`expect(`, `assert` are skipped)."""
+    """The first call of a function under test in a test line (`expect(`, `assert` are skipped;
+    so is anything inside a string literal)."""
     line = line[:_MAX_LINE]
-    for m in _CALL.finditer(line):
+    for m in _CALL.finditer(_code_only(line)):
         name = m.group(2)
         qual = m.group(1).rstrip(".")
         # a matcher is chained on a call's result: `expect(x).toBe(`, `expect(p).resolves.toEqual(`

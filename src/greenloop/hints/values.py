@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from greenloop.hints.printed import MAX_TEXT, NUMBER, UNDEFINED, is_parsed, parse_value, show
 
-__all__ = ["Finding", "compare", "compare_texts", "diff_from_message"]
+__all__ = ["Finding", "compare", "compare_texts", "diff_from_message", "differing_items", "differing_keys"]
 
 
 class Finding(NamedTuple):
@@ -38,6 +38,7 @@ _MONEY = re.compile(
     r"price|cent|euro|eur\b|usd|dollar|amount|total|subtotal|cost|tax|fee|money|balance", re.I
 )
 _TIME = re.compile(r"ms\b|milli|second|timeout|delay|elapsed|duration|interval|_s\b|time", re.I)
+_TOTAL = re.compile(r"total|sum|count|balance", re.I)  # names of a value made of the others
 _PERCENT = re.compile(r"percent|ratio|rate|share|fraction", re.I)
 
 
@@ -234,15 +235,71 @@ def _nested(finding: Finding | None) -> Finding | None:
     return None if finding is not None and finding.kind == "boolean" else finding
 
 
+def _sums_the_rest(k: object, d: dict[object, object]) -> bool:
+    """Whether d[k] is the sum of the dict's other numbers (a total of its parts)."""
+    parts = [_num(v) for o, v in d.items() if o != k]
+    nums = [x for x in parts if x is not None]
+    value = _num(d[k])
+    return value is not None and len(nums) >= 2 and math.isclose(value, sum(nums), abs_tol=1e-9)
+
+
+def _consequences(
+    keys: list[object], got: dict[object, object], exp: dict[object, object]
+) -> tuple[list[object], bool]:
+    """(the differing keys whose difference the others explain, whether two differ alike with
+    nothing to tell which one is the cause). A number that is the sum of the dict's other numbers
+    on both sides (a total of its parts), or that is off by exactly the sum of the other
+    differences, changed because they did. Only numbers are judged."""
+    numeric = [k for k in keys if _num(got[k]) is not None and _num(exp[k]) is not None]
+    if len(numeric) < 2:
+        return [], False
+    totals = [k for k in numeric if _sums_the_rest(k, got) and _sums_the_rest(k, exp)]
+    if totals and len(totals) < len(numeric):
+        return totals, False
+    delta = {k: float(got[k]) - float(exp[k]) for k in numeric}  # type: ignore[arg-type]
+    after = [
+        k
+        for k in numeric
+        if (rest := sum(delta[o] for o in numeric if o != k)) != 0
+        and math.isclose(delta[k], rest, rel_tol=1e-9, abs_tol=1e-9)
+    ]
+    if after and len(after) < len(numeric):
+        return after, False
+    return [], len(after) == len(numeric) == 2  # (equal differences: either may explain the other)
+
+
+def differing_keys(got: dict[object, object], exp: dict[object, object]) -> list[object]:
+    """The keys whose values differ, in the runner's order, the ones that differ only as a
+    consequence of another (see _consequences) moved to the end."""
+    differing = [k for k in exp if k in got and got[k] != exp[k]]
+    after = _consequences(differing, got, exp)[0]
+    return [k for k in differing if k not in after] + after
+
+
 def _dicts(got: dict[object, object], exp: dict[object, object], words: str) -> Finding | None:
     missing = [k for k in exp if k not in got]
     extra = [k for k in got if k not in exp]
-    differing = [k for k in exp if k in got and got[k] != exp[k]]
+    differing = differing_keys(got, exp)
     if differing:
         k = differing[0]
         inner = _nested(compare(got[k], exp[k], f"{words} {k}"))
         at_en = f"{k!s} is {show(got[k])}, expected {show(exp[k])}"
         at_zh = f"{k!s} 是 {show(got[k])},期望 {show(exp[k])}"
+        after, tied = _consequences(differing, got, exp)
+        if tied:  # which of the two is the cause the values cannot tell: name both, guess nothing
+            if _TOTAL.search(str(k)) and not _TOTAL.search(str(differing[1])):
+                # (pytest prints its differing items in a set's order: a sum's name reads last)
+                k = differing[1]
+                at_en = f"{k!s} is {show(got[k])}, expected {show(exp[k])}"
+                at_zh = f"{k!s} 是 {show(got[k])},期望 {show(exp[k])}"
+            o = differing[0] if k == differing[1] else differing[1]
+            at_en += f", and {o!s} is {show(got[o])}, expected {show(exp[o])} (off by the same amount)"
+            at_zh += f";{o!s} 是 {show(got[o])},期望 {show(exp[o])}(差了同样的量)"
+            return Finding("key-value", "", "", at_en, at_zh)
+        if after:
+            names = ", ".join(map(str, after))
+            at_en += f" ({names} follows from it)"
+            at_zh += f"({names} 由它带出)"
         if inner is not None and not missing and not extra:
             return inner._replace(detail_en=at_en, detail_zh=at_zh)
         return (
@@ -356,7 +413,26 @@ def compare_texts(got: str | None, expected: str | None, words: str = "") -> Fin
     return compare(parse_value(got), parse_value(expected), words)
 
 
-_DIFFERING = re.compile(r"Differing items:\s*\n\s*(\{.{0,400}?\}) != (\{.{0,400}?\})\s*$", re.M)
+_DIFFERING = re.compile(r"Differing items:\s*\n((?:\s*\{.{0,400}?\} != \{.{0,400}?\}[ \t]*(?:\n|$))+)")
+_DIFFERING_LINE = re.compile(r"^\s*(\{.{0,400}?\}) != (\{.{0,400}?\})\s*$", re.M)
+
+
+def differing_items(message: str) -> tuple[dict[object, object], dict[object, object]] | None:
+    """(got, expected) as pytest's "Differing items" lines give them, one key a line, in the
+    order pytest printed them; None without such lines."""
+    m = _DIFFERING.search(message[:MAX_TEXT])
+    if not m:
+        return None
+    got: dict[object, object] = {}
+    exp: dict[object, object] = {}
+    for line in _DIFFERING_LINE.finditer(m.group(1)):
+        g, e = parse_value(line.group(1)), parse_value(line.group(2))
+        if isinstance(g, dict) and isinstance(e, dict):
+            got.update(g)
+            exp.update(e)
+    return (got, exp) if got and exp else None
+
+
 _MORE = re.compile(r"^\s*(Left|Right) contains (?:1|one) more items?:?\s*(.{0,400}?)\s*$", re.M)
 _MORE_NEXT = re.compile(r"^\s*(Left|Right) contains \d+ more items?:\s*\n\s*(.{0,400}?)\s*$", re.M)
 _AT_INDEX = re.compile(r"^\s*At index (\d+) diff: (.{0,200}) != (.{0,200})$", re.M)
@@ -365,11 +441,9 @@ _AT_INDEX = re.compile(r"^\s*At index (\d+) diff: (.{0,200}) != (.{0,200})$", re
 def diff_from_message(message: str, words: str = "") -> Finding | None:
     """pytest's diff lines, when the compared values were shortened (`{'done': Fals...}`)."""
     text = message[:MAX_TEXT]
-    m = _DIFFERING.search(text)
-    if m:
-        got, exp = parse_value(m.group(1)), parse_value(m.group(2))
-        if isinstance(got, dict) and isinstance(exp, dict):
-            return _dicts(got, exp, words)
+    items = differing_items(text)
+    if items is not None:
+        return _dicts(items[0], items[1], words)
     m = _MORE_NEXT.search(text) or _MORE.search(text)
     if m:
         side, item = m.group(1), parse_value(m.group(2))

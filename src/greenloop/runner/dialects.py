@@ -6,7 +6,8 @@ writes beside its human output:
 
   vitest     <bin> run --reporter=default --reporter=json --outputFile.json=<dir>/report.json
              last_failed: failing files + -t '^(?:full name|…)$'
-  jest       <bin> --json --outputFile=<dir>/report.json      (-t, files as path patterns)
+  jest       <bin> --reporters=default --reporters=<progress> --json --outputFile=<dir>/report.json
+             (-t, files as path patterns; the list --reporters takes ends at --json)
   pytest     <python> -m pytest -p _greenloop_pytest_report --junitxml=<dir>/report.xml
              greenloop's plugin (frameworks/pytest_plugin/, on PYTHONPATH) writes report.json and
              switches junit off; junit is the fallback when the plugin cannot load
@@ -24,7 +25,8 @@ writes beside its human output:
   mocha      <bin> --reporter <greenloop's reporter> --reporter-option output=<dir>/report.json
              (spec on stdout; --grep '^(?:full title$|describe of a failing hook |…)')
   unittest   <python> -m _greenloop_unittest   (frameworks/unittest_runner/ on PYTHONPATH: the
-             text runner of `python -m unittest` plus report.json; targets and reruns are ids)
+             text runner of `python -m unittest` plus report.json; targets and reruns are ids
+             or files, a folder is `discover -s <folder>` as unittest's users write it)
   bun        bun test --reporter=junit --reporter-outfile=<dir>/report.xml
              (-t like mocha's grep; targets as ./paths; no junit when a file fails to load)
 

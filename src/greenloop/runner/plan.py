@@ -121,6 +121,22 @@ def _native_plan(
     return [binary or "cargo", *args], report_file, why, notes
 
 
+def _unittest_targets(root: str, targets: list[str], notes: list[str]) -> list[str]:
+    """A folder target as `python -m unittest` takes one: `discover -s <folder>` (with the
+    workspace as the top level when the folder is a package, so test ids stay those of the
+    whole run); unittest's main reads any other word as a module, class or test id."""
+    folders = [t for t in targets if not t.startswith("-") and os.path.isdir(os.path.join(root, t))]
+    if not folders:
+        return targets
+    if len(targets) > 1:
+        notes.append(f"target: unittest discovers one folder a run; {len(targets)} targets given, "
+                     "so each is read as a module, class or test id")
+        return targets
+    folder = folders[0].rstrip("/") or "."
+    top = ["-t", "."] if os.path.isfile(os.path.join(root, folder, "__init__.py")) else []
+    return ["discover", "-s", folder, *top]
+
+
 def plan(
     detection: Detection,
     options: RunOptions,
@@ -187,9 +203,11 @@ def plan(
         plan_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "jest":
         # --reporters replaces the configured ones for this run: default keeps jest's own
-        # output (the text fallback), greenloop's adds per-test progress
-        argv = [*tool.argv, "--json", f"--outputFile={report_file}"]
-        argv += ["--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+        # output (the text fallback), greenloop's adds per-test progress. jest's --reporters
+        # is a list that takes every word up to the next option, so it comes before --json:
+        # a target or a last_failed file after it would be read as a reporter module.
+        argv = [*tool.argv, "--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+        argv += ["--json", f"--outputFile={report_file}"]
         plan_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "pytest":
         stream_file = os.path.join(report_dir, STREAM_NAME)
@@ -228,6 +246,7 @@ def plan(
             ("GREENLOOP_UNITTEST_STREAM", stream_file),
             *PYTHON_STREAMING,
         )
+        targets = _unittest_targets(root, targets, notes)
     elif framework == "node:test":
         argv = [
             *tool.argv,
