@@ -1,0 +1,353 @@
+"""Tests taken away (closure/marks.py): real files in a temporary workspace, real git for HEAD."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from greenloop.closure import marks
+from greenloop.closure.marks import Mark, snapshot, taken_away
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def added(root: Path, files: dict[str, str]) -> list[tuple[str, int, str, str | None]]:
+    """(file, line, kind, test) of what writing `files` into an empty workspace takes away."""
+    base = snapshot(str(root))
+    for rel, text in files.items():
+        write(root, rel, text)
+    return [(m.file, m.line, m.kind, m.test) for m in taken_away(str(root), base)]
+
+
+def git(root: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+PY_ALL = """
+import unittest
+
+import pytest
+
+pytestmark = pytest.mark.skip
+
+
+@pytest.mark.skip(reason="later")
+def test_one():
+    pass
+
+
+@pytest.mark.skipif(True, reason="x")
+@pytest.mark.xfail
+def test_two():
+    pytest.skip("inside")
+
+
+@pytest.mark.parametrize("x", [
+    1,
+    pytest.param(2, marks=pytest.mark.skip),
+])
+def test_three(x):
+    pass
+
+
+class TestK(unittest.TestCase):
+    pytestmark = [pytest.mark.xfail]
+
+    def setUp(self):
+        raise unittest.SkipTest("x")
+
+    @unittest.expectedFailure
+    def test_k(self):
+        self.skipTest("no")
+
+    @unittest.skip("x")
+    async def test_m(self):
+        pass
+"""
+
+
+def test_every_python_form_is_a_mark_on_its_test(tmp_path: Path) -> None:
+    assert added(tmp_path, {"tests/test_a.py": PY_ALL}) == [
+        ("tests/test_a.py", 5, "skip", None),
+        ("tests/test_a.py", 8, "skip", "test_one"),
+        ("tests/test_a.py", 13, "skip", "test_two"),
+        ("tests/test_a.py", 14, "xfail", "test_two"),
+        ("tests/test_a.py", 16, "skip", "test_two"),
+        ("tests/test_a.py", 21, "skip", "test_three"),
+        ("tests/test_a.py", 28, "xfail", "TestK"),
+        ("tests/test_a.py", 31, "skip", "TestK"),  # setUp's skip skips the class
+        ("tests/test_a.py", 33, "xfail", "test_k"),
+        ("tests/test_a.py", 35, "skip", "test_k"),
+        ("tests/test_a.py", 37, "skip", "test_m"),
+    ]
+
+
+JS_ALL = """
+import { test, it, describe } from 'vitest'
+
+describe.skip('suite', () => {
+  it('one', () => {})
+  it.only('two', () => {})
+  xit('three', () => {})
+  test.todo('four')
+  test('five', { skip: true }, () => {})
+  test('six', (t) => {
+    t.skip('no')
+  })
+  it.skipIf(process.env.CI)('seven', () => {})
+  test.failing('eight', () => {})
+  fit("nine", () => {})
+  test('ten', { skip: false }, () => {})
+  it.runIf(process.env.CI)('eleven', () => {})
+  test('twelve', { todo: 'later' }, () => {})
+  xdescribe('inner', () => {})
+  fdescribe('focused', () => {})
+  test.only('thirteen', () => {})
+  describe.only('fourteen', () => {})
+})
+"""
+
+
+def test_every_js_form_is_a_mark_on_its_test(tmp_path: Path) -> None:
+    assert added(tmp_path, {"src/a.test.ts": JS_ALL}) == [
+        ("src/a.test.ts", 3, "skip", "suite"),
+        ("src/a.test.ts", 5, "only", "two"),
+        ("src/a.test.ts", 6, "skip", "three"),
+        ("src/a.test.ts", 7, "todo", "four"),
+        ("src/a.test.ts", 8, "skip", "five"),
+        ("src/a.test.ts", 10, "skip", "six"),
+        ("src/a.test.ts", 12, "skip", "seven"),
+        ("src/a.test.ts", 13, "xfail", "eight"),
+        ("src/a.test.ts", 14, "only", "nine"),
+        ("src/a.test.ts", 16, "skip", "eleven"),
+        ("src/a.test.ts", 17, "todo", "twelve"),
+        ("src/a.test.ts", 18, "skip", "inner"),
+        ("src/a.test.ts", 19, "only", "focused"),
+        ("src/a.test.ts", 20, "only", "thirteen"),
+        ("src/a.test.ts", 21, "only", "fourteen"),
+    ]
+
+
+def test_go_skips_and_rust_ignores(tmp_path: Path) -> None:
+    go = """
+    package x
+
+    func TestA(t *testing.T) {
+    \tt.Skip("later")
+    }
+
+    func (s *S) TestB() { s.T().Skipf("x %d", 1) }
+
+    func TestC(t *testing.T) {
+    \tif testing.Short() {
+    \t\tt.SkipNow()
+    \t}
+    }
+    """
+    rust = """
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        #[ignore = "slow"]
+        fn slow_one() {}
+
+        #[test]
+        #[ignore]
+        fn slow_two() {}
+    }
+    """
+    assert added(tmp_path, {"x_test.go": go, "src/lib.rs": rust}) == [
+        ("x_test.go", 4, "skip", "TestA"),
+        ("x_test.go", 7, "skip", "TestB"),
+        ("x_test.go", 11, "skip", "TestC"),
+        ("src/lib.rs", 4, "ignore", "slow_one"),
+        ("src/lib.rs", 8, "ignore", "slow_two"),
+    ]
+
+
+def test_comments_docstrings_and_strings_are_not_marks(tmp_path: Path) -> None:
+    py = '''
+    import pytest
+
+    # @pytest.mark.skip is only a comment
+    def helper():
+        """pytest.skip("no") in a docstring
+        @pytest.mark.skip
+        """
+        return "pytest.skip('x')", 'self.skipTest(1)'  # pytest.skip(
+
+
+    def test_real():
+        assert helper()  # TODO: pytest.mark.xfail if it flakes
+    '''
+    js = """
+    // it.skip('commented', () => {})
+    const s = "test.only('x')"
+    const tpl = `
+      it.only('in template', () => {})
+    `
+    /* test.skip('block', () => {})
+       xit('x')
+    */
+    const db = query.skip(10)
+    test('real', () => { expect(s).toContain('.skip(') })
+    """
+    go = """
+    package x
+
+    // t.Skip("comment")
+    func TestA(t *testing.T) {
+    \tmsg := "t.Skip()"
+    \t_ = `
+    t.Skip("raw string")
+    `
+    }
+    """
+    rust = """
+    // #[ignore]
+    #[test]
+    fn other() { let s = "#[ignore]"; }
+    """
+    assert added(tmp_path, {"test_a.py": py, "a.test.js": js, "a_test.go": go, "lib.rs": rust}) == []
+
+
+def test_a_mark_already_in_the_baseline_is_not_new(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    pass\n")
+    base = snapshot(str(tmp_path))
+    # Lines move above it and a second, unrelated test arrives: the old skip is still the old one.
+    write(
+        tmp_path,
+        "tests/test_a.py",
+        "import pytest\n\n\ndef test_new():\n    pass\n\n\n@pytest.mark.skip\ndef test_a():\n    pass\n",
+    )
+    assert taken_away(str(tmp_path), base) == ()
+
+
+def test_removed_tests_are_reported_at_their_baseline_line(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    write(tmp_path, "src/a.test.js", "test('adds', () => {})\ntest('subtracts', () => {})\n")
+    write(tmp_path, "a_test.go", "package a\n\nfunc TestX(t *testing.T) {}\n")
+    write(tmp_path, "tests/gone.rs", "#[test]\nfn gone() {}\n")
+    base = snapshot(str(tmp_path))
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n\n\n# def test_b():\n#     pass\n")
+    write(tmp_path, "src/a.test.js", "test('adds', () => {})\ntest('subtracts again', () => {})\n")
+    write(tmp_path, "a_test.go", "package a\n")
+    (tmp_path / "tests/gone.rs").unlink()
+    got = taken_away(str(tmp_path), base)
+    assert sorted((m.file, m.line, m.kind, m.test, m.text) for m in got) == [
+        ("a_test.go", 3, "removed", "TestX", "func TestX(t *testing.T) {}"),
+        ("src/a.test.js", 2, "removed", "subtracts", "test('subtracts', () => {})"),  # renamed
+        ("tests/gone.rs", 2, "removed", "gone", "fn gone() {}"),
+        ("tests/test_a.py", 5, "removed", "test_b", "def test_b():"),  # commented out
+    ]
+
+
+def test_an_untouched_workspace_has_nothing_taken_away(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", PY_ALL)
+    write(tmp_path, "src/a.test.ts", JS_ALL)
+    assert taken_away(str(tmp_path), snapshot(str(tmp_path))) == ()
+
+
+def test_without_git_or_baseline_only_js_only_marks_count(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", PY_ALL)
+    write(tmp_path, "src/a.test.ts", JS_ALL)
+    got = taken_away(str(tmp_path), None)
+    assert [(m.line, m.kind, m.test) for m in got] == [
+        (5, "only", "two"),
+        (14, "only", "nine"),
+        (19, "only", "focused"),
+        (20, "only", "thirteen"),
+        (21, "only", "fourteen"),
+    ]
+    assert got[0] == Mark("src/a.test.ts", 5, "only", "two", "it.only('two', () => {})")
+    assert got[0].to_json() == {
+        "file": "src/a.test.ts",
+        "line": 5,
+        "kind": "only",
+        "test": "two",
+        "text": "it.only('two', () => {})",
+    }
+
+
+def test_against_git_head_when_there_is_no_baseline(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "tests/test_a.py",
+        "import pytest\n\n@pytest.mark.skip\ndef test_old():\n    pass\n\n\ndef test_b():\n    pass\n",
+    )
+    write(tmp_path, "tests/test_gone.py", "def test_g():\n    pass\n")
+    write(tmp_path, "src/b.test.js", "test('same', () => {})\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "tests")
+    assert taken_away(str(tmp_path), None) == ()  # HEAD's own skip is not new
+    write(
+        tmp_path,
+        "tests/test_a.py",
+        "import pytest\n\n@pytest.mark.skip\ndef test_old():\n    pass\n\n\n"
+        "@pytest.mark.xfail\ndef test_b():\n    pass\n",
+    )
+    (tmp_path / "tests/test_gone.py").unlink()
+    write(tmp_path, "src/new.test.js", "test.only('new', () => {})\n")  # untracked
+    got = [(m.file, m.line, m.kind, m.test) for m in taken_away(str(tmp_path), None)]
+    assert sorted(got) == [
+        ("src/new.test.js", 1, "only", "new"),
+        ("tests/test_a.py", 8, "xfail", "test_b"),
+        ("tests/test_gone.py", 1, "removed", "test_g"),
+    ]
+
+
+def test_a_baseline_that_is_not_a_snapshot_falls_back(tmp_path: Path) -> None:
+    write(tmp_path, "a.test.js", "it.only('x', () => {})\ntest.skip('y', () => {})\n")
+    assert [m.kind for m in taken_away(str(tmp_path), "not json")] == ["only"]
+
+
+def test_snapshot_is_compact_json(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    pass\n")
+    data = json.loads(snapshot(str(tmp_path)))
+    size, mtime, found_marks, decls = data["files"]["tests/test_a.py"]
+    st = (tmp_path / "tests/test_a.py").stat()
+    assert (size, mtime) == (st.st_size, st.st_mtime_ns)
+    assert found_marks == [[3, "skip", "test_a", "@pytest.mark.skip"]]
+    assert decls == [[4, "test_a", "def test_a():"]]
+    assert data["truncated"] is False
+
+
+def test_dependency_and_virtualenv_folders_are_never_read(tmp_path: Path) -> None:
+    skip = "it.only('x', () => {})\n"
+    write(tmp_path, "node_modules/pkg/a.test.js", skip)
+    write(tmp_path, "env/pyvenv.cfg", "")
+    write(tmp_path, "env/lib/test_x.py", "import pytest\npytestmark = pytest.mark.skip\n")
+    write(tmp_path, "target/debug/x.rs", "#[test]\n#[ignore]\nfn a() {}\n")
+    assert added(tmp_path, {}) == []
+    assert json.loads(snapshot(str(tmp_path)))["files"] == {}
+
+
+def test_bounds_big_files_and_the_file_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "big.test.js", "it.only('x', () => {})\n" + "//" * marks.MAX_FILE_BYTES)
+    monkeypatch.setattr(marks, "MAX_FILES", 2)
+    for name in ("a", "b", "c"):
+        write(tmp_path, f"{name}.test.js", f"it.only('{name}', () => {{}})\n")
+    data = json.loads(snapshot(str(tmp_path)))
+    read = sorted(data["files"])
+    assert len(read) == 2 and "big.test.js" not in read  # (which two: the folder's order)
+    assert data["too_big"] == ["big.test.js"]
+    assert data["over_limit"] == 1
+    assert sorted(f"{m.test}.test.js" for m in taken_away(str(tmp_path), None)) == read
