@@ -105,7 +105,7 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     assert (meta["exit_code"] == 0) == (text.summary.failed == 0 and not text.failures)
     for f in text.failures:
         assert f.hint == ""  # hints are built elsewhere
-        assert f.kind in ("test", "load", "hook")
+        assert f.kind in ("test", "load", "hook", "cancelled")
 
 
 @pytest.mark.parametrize("meta_path", CAPTURES, ids=_id)
@@ -317,7 +317,18 @@ def test_node_hooks_suite_records() -> None:
         assert res.summary == Summary(total=33, passed=9, failed=15, skipped=9), variant
         kinds = {f.test: f.kind for f in res.failures}
         assert kinds["cart > with a database"] == "hook"  # before(): one record, its 4 tests cancelled
-        assert not any(t.startswith("cart > with a database > ") for t in kinds)
+        # each cancelled test a record of its own (node counts them failed), at the hook's failure
+        hook = _find(res, "cart > with a database")
+        cancelled = [f for f in res.failures if f.test.startswith("cart > with a database > ")]
+        assert sorted(f.test.rsplit(" > ", 1)[1] for f in cancelled) == [
+            "commits", "reads a row", "rolls back", "writes a row"], variant
+        for f in cancelled:
+            assert (f.kind, f.file, f.line) == ("cancelled", hook.file, hook.line)
+            assert f.message.startswith("cancelled: a hook of 'cart > with a database' failed (")
+            assert "connect ECONNREFUSED 127.0.0.1:5432" in f.message
+        assert kinds["orders > checkout > charges the card"] == "cancelled"
+        # every test node counts cancelled (its `cancelled 6` line) has a record of its own
+        assert sum(1 for f in res.failures if f.message.startswith("cancelled")) == 6
         assert kinds["cart > with a temp folder"] == "hook"  # after() once its tests passed
         assert kinds["cart > with a cache > second read"] == "hook"  # beforeEach
         assert kinds["orders > history > lists orders"] == "hook"  # afterEach
