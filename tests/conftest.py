@@ -50,6 +50,17 @@ def _fresh_vitest_results_cache() -> None:
     shutil.rmtree(_VITEST_CACHE, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _not_under_an_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite run from an agent's shell (Claude Code, Codex, …) would get the agent format
+    wherever a test reads greenloop's human text: every test starts as in a person's shell, and
+    the tests of the agent format set the variables they mean."""
+    from greenloop.cli import AGENT_ENV
+
+    for _harness, name in AGENT_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the end-to-end and integration layers, and the unit-test files that start real servers,
     slow (see the module docstring)."""

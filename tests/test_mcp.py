@@ -43,6 +43,8 @@ def _params(workspace: Path, home: Path, env: Mapping[str, str] | None = None) -
         "GREENLOOP_CONFIG_HOME": str(home),
         "HOME": str(home),
         "PATH": os.environ.get("PATH", ""),
+        # the greenloop under test, where PYTHONPATH names a checkout other than the installed one
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
         **(env or {}),
     }
     return StdioServerParameters(
@@ -307,6 +309,33 @@ def test_probe_run_red_then_green_and_the_gate_sees_the_session(tmp_path: Path, 
     assert green["summary"]["passed"] == 3
     assert out["closure2"]["satisfied"] is True
     assert out["closure2"]["last_run"]["run_id"] == green["run_id"]
+
+
+def test_text_content_is_the_agent_format_and_structured_content_the_whole_record(
+    tmp_path: Path, home: Path
+) -> None:
+    from greenloop import agent_format, api
+    from greenloop.mcp.fast import RERUN
+    from greenloop.result import RunResult
+
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    async def body(s: ClientSession) -> list[CallToolResult]:
+        calls = [await s.call_tool("test_run", {}), await s.call_tool("test_run", {})]
+        calls.append(await s.call_tool("test_closure_check", {}))
+        return calls
+
+    first, second, check = _with_client(ws, home, body)
+    records = [_ok(first), _ok(second)]
+    for call, record in zip((first, second), records, strict=True):
+        run = RunResult.from_json(json.loads(Path(record["result_ref"]).read_text()))
+        extra = {"session_source": record["session_source"], "background": False, "job_id": None}
+        assert record == {**api.bounded(run), **extra}  # the whole record, as before
+        said = agent_format.once_keys(run.notes) if call is first else []  # long-lived notes: once
+        assert _text(call) == agent_format.run_text(run, new_once=said, rerun=RERUN, cwd=str(ws.resolve()))
+    assert "tests' environment differs" in _text(first) and "tests' environment differs" not in _text(second)
+    assert _text(check) == agent_format.check_text(_ok(check), run_again="call test_run")
+    assert _text(check).startswith("NOT satisfied: last run ")
 
 
 def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_path: Path, home: Path) -> None:
@@ -932,14 +961,14 @@ def test_test_run_limit_follows_the_config_as_the_call_finds_it(
             super().__init__(tool, limit_s, cancel, running)
 
     monkeypatch.setattr(mcp_tools, "Stopwatch", Recording)
-    monkeypatch.setattr(mcp_tools, "bounded_run", lambda *_a: {"ok": True})
+    monkeypatch.setattr(mcp_tools, "bounded_run", lambda *_a: ({"ok": True}, "green"))
     state = mcp_calls.ServerState(ws.resolve(), "s1", Config(default_timeout_ms=1000), mcp_fast.Running())
     [tool] = [t for t in mcp_tools.build_tools(state) if t.name == "test_run"]
 
     def run(config: str, **arguments: Any) -> float:
         (ws / "greenloop.toml").write_text(config)
-        out = anyio.run(partial(tool.fn, None, **arguments))
-        assert out.session_id == "s1" and out.ok is True
+        out = anyio.run(partial(tool.fn, None, **arguments)).structured_content
+        assert out["session_id"] == "s1" and out["ok"] is True
         return limits[-1] - mcp_fast.RUN_MARGIN_S
 
     assert run("default_timeout_ms = 7000\n") == 7.0  # not the 1000 the server started with
@@ -1212,7 +1241,13 @@ def test_the_first_test_run_is_served_while_the_sdk_loads_as_the_sdk_serves_it(
     for key in ("session_id", "outcome", "summary", "framework", "ok"):
         assert a[key] == b[key], key  # the same connection's session, the same run
     assert a["outcome"] == "red" and a["summary"]["failed"] == 2
-    assert json.loads(first["content"][0]["text"]) == a
+    # the text content is the agent format on both paths; the record is structuredContent
+    texts = [first["content"][0]["text"], second["content"][0]["text"]]
+    for text in texts:
+        assert "red: 2 failed, 1 passed of 3 (pytest, " in text, text
+        assert text.splitlines().count("rerun the failures: test_run with last_failed=true") == 1
+    fails = [[line for line in t.splitlines() if line.startswith("FAIL ")] for t in texts]
+    assert fails[0] == fails[1] and len(fails[0]) == 2
     assert first["isError"] is False
     assert notes and notes[-1]["params"]["progress"] == 3 and notes[-1]["params"]["progressToken"] == "first"
 

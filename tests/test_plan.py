@@ -293,7 +293,7 @@ def test_child_env_drops_agent_markers_and_leaves_colour_and_ci_alone() -> None:
     note = changes(base, env)
     assert note is not None
     assert "removed AI_AGENT, CLAUDECODE, CURSOR_AGENT, GITHUB_ACTIONS, KEEP, PYTEST_CURRENT_TEST;" in note
-    assert "set EXTRA=1 " in note
+    assert "set EXTRA=1 " in note and "src/greenloop" not in note and "docs/" not in note
     plain = {"PATH": "/bin", "PYTHONUNBUFFERED": "1", "GREENLOOP_PYTEST_REPORT": "/r"}
     assert changes({"PATH": "/bin", "PYTHONUNBUFFERED": "1"}, plain) is None  # greenloop's own: no note
     grown = changes({"PYTHONPATH": "/a"}, {"PYTHONPATH": "/plugin:/a"})

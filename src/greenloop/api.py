@@ -51,6 +51,7 @@ __all__ = [
     "RESULT_FILE",
     "bounded",
     "dashboard_link",
+    "first_said",
     "flaky_tests",
     "latest_run",
     "list_runs",
@@ -405,3 +406,15 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     # the bug bridge's and the gate's evidence, as long as the suite: result_ref has it
     del data["passed_tests"], data["skipped_tests"]
     return data
+
+
+def first_said(workspace: str | os.PathLike[str], session_id: str | None, keys: list[str]) -> set[str]:
+    """Of the notes `keys` (agent_format.once_key), those this session has not been told yet,
+    recorded now as told. A state that cannot be used says them all: said twice beats never."""
+    from greenloop.closure.store import Store, state_errors
+
+    try:
+        with Store(workspace, warn=lambda _m: None) as store:
+            return store.first_said(session_id, keys)
+    except state_errors():
+        return set(keys)

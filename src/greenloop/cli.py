@@ -17,9 +17,24 @@ from greenloop.errors import ExitCode
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["build_parser", "entry", "main"]
+__all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
 HARNESSES = ("claude-code", "codex", "gemini", "cursor")
+# The variables each agent harness sets for the commands its agent runs (read in each CLI's
+# own source or its changelog), and AI_AGENT, which any agent may set: with one of them set,
+# `run`, `check`, `job` and `merge` answer in the agent format (commands/output.py).
+AGENT_ENV: tuple[tuple[str, str], ...] = (
+    ("claude-code", "CLAUDECODE"),  # its shell and MCP servers get CLAUDECODE=1
+    ("codex", "CODEX_THREAD_ID"),  # set for every shell command (exec_env's populate_env)
+    ("codex", "CODEX_SANDBOX"),  # set by its macOS sandbox (seatbelt)
+    ("codex", "CODEX_SANDBOX_NETWORK_DISABLED"),  # set when its sandbox has no network
+    ("gemini", "GEMINI_CLI"),  # run_shell_command sets GEMINI_CLI=1
+    ("cursor", "CURSOR_AGENT"),  # the Cursor agent's terminals and cursor-agent's shell
+    ("copilot", "COPILOT_CLI"),  # the Copilot SDK's subprocess environment: COPILOT_CLI=1
+    ("copilot", "COPILOT_AGENT_SESSION_ID"),  # shell commands and MCP servers (1.0 changelog)
+    ("opencode", "OPENCODE"),  # opencode sets OPENCODE=1 for itself and what it starts
+    ("any", "AI_AGENT"),  # the cross-agent convention (AI_AGENT=<name>)
+)
 COMMANDS = (
     "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
     "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
@@ -43,6 +58,12 @@ def _parser_class() -> type[argparse.ArgumentParser]:
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _format_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("agent", "human"),
+                   help="agent: few tokens, for an AI agent (the default when an agent harness runs "
+                        "greenloop); human: the full text")
 
 
 def _handler(p: argparse.ArgumentParser, target: str) -> None:
@@ -94,6 +115,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--rerun-failures", metavar="K",
                        help="rerun failing tests up to K times; one that fails, then passes is flaky")
         _json_flag(p)
+        _format_flag(p)
         _handler(p, "run:run")
 
     if only in (None, "parse"):
@@ -116,6 +138,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
         p.add_argument("--session", help="session id (default: GREENLOOP_SESSION or the harness's variable)")
         _json_flag(p)
+        _format_flag(p)
         _handler(p, "gate:check")
 
     if only in (None, "job"):
@@ -124,6 +147,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
         p.add_argument("--wait", action="store_true", help="wait until the job ends")
         _json_flag(p)
+        _format_flag(p)
         _handler(p, "gate:job")
 
     if only in (None, "config"):
@@ -272,6 +296,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--path", default=".", help="workspace the merged run is recorded in (default: .)")
         p.add_argument("--session", help="record the merged run for this agent session id")
         _json_flag(p)
+        _format_flag(p)
         _handler(p, "merge:merge")
 
     if only in (None, "flaky"):

@@ -74,11 +74,17 @@ def check(args: Any) -> int:
     """`greenloop check [PATH] [--session S] [--json]`: 0 satisfied, 1 not (the last run is red)."""
     from greenloop.closure.gate import closure_check
     from greenloop.closure.session import resolve
+    from greenloop.commands.output import chosen
 
+    form = chosen(args)
     path = _folder(args.path)
     result = closure_check(path, resolve(args.session, workspace=path))
-    if args.json:
+    if form == "json":
         _print_json(result.to_json())
+    elif form == "agent":
+        from greenloop.agent_format import check_text
+
+        print(check_text(result.to_json()))
     else:
         data = result.to_json()
         verdict = "satisfied" if result.satisfied else "NOT satisfied"
@@ -104,11 +110,15 @@ def check(args: Any) -> int:
 def job(args: Any) -> int:
     """`greenloop job ID [PATH] [--wait]`: 0 running or green, 1 red, 3 broken/failed/lost."""
     from greenloop.closure import jobs
+    from greenloop.commands.output import chosen
 
+    form = chosen(args)
     path = _folder(args.path)
     status = jobs.status(path, args.job_id, wait=bool(args.wait))
-    if args.json:
+    if form == "json":
         _print_json(status.to_json())
+    elif form == "agent":
+        _print_job_for_agent(status, path)
     else:
         line = f"job {status.job_id}: {status.status}"
         if status.run_id:
@@ -131,6 +141,19 @@ def job(args: Any) -> int:
     if status.status == "done" and status.result is not None:
         return ExitCode.for_outcome(str(status.result.get("outcome")))
     return ExitCode.INTERRUPTED if status.status == "cancelled" else ExitCode.BROKEN
+
+
+def _print_job_for_agent(status: Any, path: str) -> None:
+    from greenloop.agent_format import job_text
+
+    if status.finished and status.result is not None:
+        from greenloop.commands.output import rerun_command, run_agent_text
+        from greenloop.result import RunResult
+
+        run = RunResult.from_json(dict(status.result))
+        print(run_agent_text(run, rerun=rerun_command(path), cwd=os.getcwd()))
+        return
+    print(job_text(status.to_json(), None, follow=f"`greenloop job {status.job_id} --wait`"))
 
 
 def config_show(args: Any) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from greenloop.errors import ExitCode
@@ -16,15 +15,12 @@ __all__ = ["flaky", "merge"]
 def merge(args: argparse.Namespace) -> int:
     """`greenloop merge RESULT.json…`: fold a suite's shard results into one recorded run."""
     from greenloop import api
-    from greenloop.commands.run import _path, exit_code
+    from greenloop.commands.output import chosen
+    from greenloop.commands.run import _path, exit_code, print_result
 
+    form = chosen(args)
     result = api.merge_results(args.results, workspace=_path(args.path), session_id=args.session)
-    if args.json:
-        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
-    else:
-        from greenloop import render
-
-        print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+    print_result(result, form, path=args.path)
     return exit_code(result)
 
 

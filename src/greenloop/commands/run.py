@@ -16,7 +16,7 @@ from typing import Any
 from greenloop.errors import ExitCode, UsageError
 from greenloop.result import RunResult
 
-__all__ = ["exit_code", "probe", "run"]
+__all__ = ["exit_code", "print_result", "probe", "run"]
 
 def exit_code(result: RunResult) -> int:
     """0 green, 1 red, 3 broken (crashed, timed out, no tests ran, not installed)."""
@@ -91,28 +91,41 @@ def run(args: argparse.Namespace) -> int:
         options["rerun_failures"] = _rerun_failures(args.rerun_failures)
     if args.resume_token is not None:
         options["resume_token"] = args.resume_token
+    from greenloop.commands.output import chosen
+
+    form = chosen(args)
     if args.background:
-        return _background(path, options, as_json=args.json)
+        return _background(path, options, as_json=form == "json")
     with _stop_on_signals() as cancel:
-        if args.json:
+        if form != "human":  # no live progress: an agent reads only the answer
             result = api.test_run(path, cancel=cancel, **options)
         else:
             from greenloop import render
 
             with render.LiveProgress(sys.stderr) as live:
                 result = api.test_run(path, on_progress=live.update, cancel=cancel, **options)
-    if args.json:
-        _print_json(result.to_json())
-    else:
-        from greenloop import render
-
-        print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
-        from greenloop.api import dashboard_link
-
-        link = dashboard_link(path, f"/runs/{result.run_id}")
-        if link:
-            print(f"  dashboard: {link}")
+    print_result(result, form, path=args.path)
     return 130 if result.aborted else exit_code(result)
+
+
+def print_result(result: RunResult, form: str, *, path: str = ".") -> None:
+    """A run as `--json`, the agent format or the human text (`run`, `merge`)."""
+    if form == "json":
+        _print_json(result.to_json())
+        return
+    if form == "agent":
+        from greenloop.commands.output import rerun_command, run_agent_text
+
+        print(run_agent_text(result, rerun=rerun_command(path), cwd=os.getcwd()))
+        return
+    from greenloop import render
+
+    print(render.run_text(result, colour=render.use_colour(sys.stdout), cwd=os.getcwd()))
+    from greenloop.api import dashboard_link
+
+    link = dashboard_link(result.workspace or path, f"/runs/{result.run_id}")
+    if link:
+        print(f"  dashboard: {link}")
 
 
 @contextlib.contextmanager

@@ -15,7 +15,8 @@ library, exactly as the SDK would serve it:
   run's cancel event (its process tree dies) through the `Running` table the SDK path
   shares; a cancelled call gets no answer, as MCP wants;
 - the answer is the output schema's shape (every property, defaults filled, as pydantic
-  would dump the model) as structured content, plus the same JSON as text.
+  would dump the model) as structured content, and the run in the agent format as text
+  (`agent_text`, what the SDK path answers too).
 
 Once the SDK is up every new call goes to it; calls already on the lane finish here.
 Only `test_run` takes this lane: the other tools are quick, and a model calls them later.
@@ -24,7 +25,6 @@ Only `test_run` takes this lane: the other tools are quick, and a model calls th
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -40,11 +40,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAST_TOOLS",
+    "RERUN",
     "RUN_MARGIN_S",
     "STOP_WAIT_S",
     "TOOL_TIMEOUT_S",
     "FastLane",
     "Running",
+    "agent_text",
     "call_session",
     "default_timeout_ms",
     "limit_message",
@@ -58,6 +60,7 @@ TOOL_TIMEOUT_S = 20.0  # the quick tools (probe, closure check, bugs): they read
 RUN_MARGIN_S = 15.0  # test_run beyond its own timeout: the kill escalation, parsing, recording
 STOP_WAIT_S = 30.0  # after a cancel, how long a call waits for the library to stop the run
 FAST_TOOLS = ("test_run",)
+RERUN = "test_run with last_failed=true"  # what reruns just the failures, in a tool call's words
 
 log = logging.getLogger("greenloop.mcp")
 
@@ -145,6 +148,14 @@ def call_session(
     return session_mod.resolve_with_source(
         None, env={}, mcp_context=session_mod.from_meta(meta), workspace=workspace
     )
+
+
+def agent_text(result: Any, workspace: Path) -> str:
+    """A RunResult as a tool's text content: the agent format (greenloop.agent_format), its
+    long-lived notes said once per session; structuredContent keeps the record."""
+    from greenloop.commands.output import run_agent_text
+
+    return run_agent_text(result, rerun=RERUN, cwd=str(workspace))
 
 
 def run_limit_s(run_ms: int, mode: str, reruns: int = 0) -> float:
@@ -340,7 +351,7 @@ class FastLane:
                     "job_id": str(job_id),
                     "notes": [f"started in the background; poll test_job with job_id {job_id}"],
                 }
-                return self._structured(tool, data)
+                return self._structured(tool, data, data["notes"][0])
             run_ms = options["timeout_ms"] or default_timeout_ms(ws, self.config)
             limit_s = run_limit_s(run_ms, mode, reruns)
             box: dict[str, Any] = {}
@@ -368,6 +379,7 @@ class FastLane:
                         ws, session_id=sid, on_progress=on_progress, cancel=cancel, **options
                     )
                     box["result"] = api.bounded(result)
+                    box["text"] = agent_text(result, ws)
                 except BaseException as exc:
                     box["error"] = exc
                 finally:
@@ -381,16 +393,15 @@ class FastLane:
                 return self._error(limit_message("test_run", limit_s, killed=True))
             if "error" in box:
                 raise box["error"]
-            return self._structured(tool, run_record(box["result"], sid, resolved.source))
+            return self._structured(tool, run_record(box["result"], sid, resolved.source), box["text"])
         except GreenloopError as exc:
             return self._error(exc.message)
 
     # ------------------------------------------------------------------ answers
 
-    def _structured(self, tool: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    def _structured(self, tool: Mapping[str, Any], data: Mapping[str, Any], text: str) -> dict[str, Any]:
         schema = tool.get("outputSchema") or {}
         structured = _filled(schema, schema.get("$defs") or {}, data)
-        text = json.dumps(structured, indent=2, ensure_ascii=False)
         content = [{"type": "text", "text": text}]
         return {"content": content, "structuredContent": structured, "isError": False}
 

@@ -18,13 +18,15 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from greenloop.mcp.calls import ProgressRelay, ServerState, Stopwatch, library
 from greenloop.mcp.fast import (
+    RERUN,
     RUN_MARGIN_S,
     TOOL_TIMEOUT_S,
+    agent_text,
     default_timeout_ms,
     run_limit_s,
     run_record,
@@ -47,7 +49,7 @@ from greenloop.mcp.outputs import (
     plain,
 )
 
-__all__ = ["ANNOTATIONS", "TOOL_NAMES", "build_tools"]
+__all__ = ["ANNOTATIONS", "TOOL_NAMES", "answer", "build_tools"]
 
 TOOL_NAMES = (
     "test_probe",
@@ -114,6 +116,13 @@ ANNOTATIONS: dict[str, ToolAnnotations] = {
 }
 
 
+def answer(output: BaseModel, text: str) -> CallToolResult:
+    """A tool's answer: the whole record as structuredContent, what a model reads (the agent
+    format) as its text content."""
+    structured = output.model_dump(mode="json", by_alias=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
 def build_tools(state: ServerState) -> list[Tool]:
     """The tools of one server, each bound to its workspace, config and session (`state`)."""
     ws = state.workspace
@@ -173,7 +182,7 @@ def build_tools(state: ServerState) -> list[Tool]:
         resume_token: Annotated[
             str | None, Field(description="With mode resume: a result's resume_token.")
         ] = None,
-    ) -> RunOutput:
+    ) -> Annotated[CallToolResult, RunOutput]:
         """Run the workspace's tests and return a bounded structured result: counts, the first
         failures in full with hints, the rest by name, and result_ref for the full record.
         The run is recorded for the session, so the closure gate sees it."""
@@ -199,12 +208,16 @@ def build_tools(state: ServerState) -> list[Tool]:
             job_id = await Stopwatch("test_run", TOOL_TIMEOUT_S).call(
                 lambda: library("closure.jobs").start(ws, session_id=sid, **options)
             )
-            return RunOutput(
-                session_id=sid,
-                session_source=resolved.source,
-                background=True,
-                job_id=str(job_id),
-                notes=[f"started in the background; poll test_job with job_id {job_id}"],
+            started = f"started in the background; poll test_job with job_id {job_id}"
+            return answer(
+                RunOutput(
+                    session_id=sid,
+                    session_source=resolved.source,
+                    background=True,
+                    job_id=str(job_id),
+                    notes=[started],
+                ),
+                started,
             )
         run_ms = timeout_ms
         if run_ms is None:
@@ -215,11 +228,11 @@ def build_tools(state: ServerState) -> list[Tool]:
         cancel = threading.Event()
         progress = ProgressRelay(ctx)
         watch = Stopwatch("test_run", limit_s, cancel, state.running)
-        bounded = await progress.around(
+        bounded, text = await progress.around(
             watch.call(lambda: bounded_run(ws, sid, progress.callback, cancel, options))
         )
-        # (the same record the fast lane answers with: greenloop.mcp.fast.run_record)
-        return RunOutput.model_validate(run_record(plain(bounded), sid, resolved.source))
+        # (the same record and text the fast lane answers with: greenloop.mcp.fast)
+        return answer(RunOutput.model_validate(run_record(plain(bounded), sid, resolved.source)), text)
 
     async def test_job(
         ctx: Context,
@@ -232,7 +245,7 @@ def build_tools(state: ServerState) -> list[Tool]:
         cancel: Annotated[
             bool, Field(description="Stop the job (and its run's process tree) instead of reporting.")
         ] = False,
-    ) -> JobOutput:
+    ) -> Annotated[CallToolResult, JobOutput]:
         """Report on a background test run: starting/running, or ended (done, failed, lost,
         cancelled) with its bounded result."""
         jobs = library("closure.jobs")
@@ -244,19 +257,23 @@ def build_tools(state: ServerState) -> list[Tool]:
                 lambda: jobs.status(ws, job_id, wait=wait, timeout_s=wait_s)
             )
         return await Stopwatch("test_job", TOOL_TIMEOUT_S).call(
-            lambda: job_output(status, state.session(None, ctx))
+            lambda: answer(job_output(status, state.session(None, ctx)), job_agent_text(status, ws))
         )
 
-    async def test_closure_check(ctx: Context, session_id: SessionArg = None) -> ClosureOutput:
+    async def test_closure_check(
+        ctx: Context, session_id: SessionArg = None
+    ) -> Annotated[CallToolResult, ClosureOutput]:
         """Is the session's last recorded run green? If not, fix the failures and call test_run again."""
         resolved = state.resolve(session_id, ctx)
         sid = resolved.session_id
         closure = await Stopwatch("test_closure_check", TOOL_TIMEOUT_S).call(
             lambda: library("api").test_closure_check(ws, sid)
         )
-        return ClosureOutput.model_validate(
+        output = ClosureOutput.model_validate(
             {**plain(closure), "session_id": sid, "session_source": resolved.source}
         )
+        text = library("agent_format").check_text(plain(closure), run_again="call test_run")
+        return answer(output, text)
 
     def bug_log() -> Any:
         bug_log = library("bugs.log")
@@ -408,8 +425,18 @@ def bounded_run(
     on_progress: Callable[..., None],
     cancel: threading.Event,
     options: Mapping[str, Any],
-) -> Any:
-    """api.test_run, bounded as a model reads it (api.bounded)."""
+) -> tuple[Any, str]:
+    """api.test_run: the record bounded as a model's structured data (api.bounded), and the run
+    in the agent format."""
     api = library("api")
     result = api.test_run(ws, session_id=sid, on_progress=on_progress, cancel=cancel, **options)
-    return api.bounded(result)
+    return api.bounded(result), agent_text(result, ws)
+
+
+def job_agent_text(status: Any, ws: Path) -> str:
+    """A job in the agent format: its finished run's text, else where it stands."""
+    if status.finished and status.result is not None:
+        run = library("result").RunResult.from_json(dict(status.result))
+        return agent_text(run, ws)
+    follow = f"test_job with job_id {status.job_id} and wait=true"
+    return str(library("agent_format").job_text(status.to_json(), None, follow=follow, rerun=RERUN))

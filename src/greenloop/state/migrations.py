@@ -125,6 +125,16 @@ CREATE INDEX IF NOT EXISTS bindings_by_at ON bindings (at)
 """
 
 
+_NOTES_SAID = """
+CREATE TABLE IF NOT EXISTS notes_said (
+    session_id TEXT NOT NULL,
+    note_key TEXT NOT NULL,
+    at {float} NOT NULL,
+    PRIMARY KEY (session_id, note_key)
+)
+"""
+
+
 def _statements(script: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in script.split(";") if s.strip())
 
@@ -139,6 +149,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # A job's pid means something only on the machine that started it: with a database several
     # machines share, the others must not judge the job by a pid of theirs.
     Migration(3, "the host a background job runs on", ("ALTER TABLE jobs ADD COLUMN host TEXT",)),
+    # The agent format says a note that stays true across runs (the tests' environment, the
+    # virtualenv) once per session: this is where it remembers having said it.
+    Migration(4, "notes said once per session", _statements(_NOTES_SAID)),
 )
 LATEST = MIGRATIONS[-1].version
 # The tables a complete database has (greenloop doctor checks them).

@@ -160,3 +160,20 @@ class SessionTables(RecordTables):
     def forget_bindings(self, before: float) -> None:
         """Drop bindings not refreshed since `before` (their harness processes are long gone)."""
         self.conn.execute("DELETE FROM bindings WHERE at < ?", (before,))
+
+    # ------------------------------------------------------------------ notes said once
+    def first_said(self, session_id: str | None, keys: list[str]) -> set[str]:
+        """Of `keys` (notes that stay true across runs), those not yet said in this session,
+        now recorded as said. `session_id` None: the workspace's runs outside any session."""
+        sid = session_id or ""
+        new: set[str] = set()
+        with self.transaction() as conn:
+            for key in dict.fromkeys(keys):
+                cur = conn.execute(
+                    "INSERT INTO notes_said (session_id, note_key, at) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (sid, key, self.clock()),
+                )
+                if cur.rowcount:
+                    new.add(key)
+        return new

@@ -49,7 +49,9 @@ _ENABLE_USERNS = (
     "24.04+ kernel.apparmor_restrict_unprivileged_userns=0) or make bwrap setuid"
 )
 _INSTALL_BWRAP_SHORT = "install bubblewrap (apt-get install bubblewrap, or dnf/pacman)"
-_ENABLE_USERNS_SHORT = "enable unprivileged user namespaces for bubblewrap (docs/sandbox.md)"
+_ENABLE_USERNS_SHORT = (
+    "enable unprivileged user namespaces for bubblewrap (greenloop's docs, \"Sandboxed runs\", say how)"
+)
 _GET_LANDLOCK = (
     "use a kernel with Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK=y, landlock in "
     "the lsm= boot parameter)"

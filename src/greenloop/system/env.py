@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDED",
+    "CACHE_VARS",
     "DROPPED",
     "ENV_ALLOW",
     "ENV_ALLOW_PREFIXES",
+    "WHY_DOC",
     "allowed_env",
     "cache_env",
     "changes",
@@ -106,30 +108,48 @@ def without_reporter_switches(
     return env
 
 
+# Where a sandboxed run's tools keep their caches (`cache_env`): redirected so the mode can
+# write them. A test never reads these, so the note says "caches" instead of naming each.
+CACHE_VARS: frozenset[str] = frozenset({
+    "npm_config_cache", "XDG_CACHE_HOME", "GOCACHE", "BUN_INSTALL_CACHE_DIR", "CARGO_TARGET_DIR",
+    "PLAYWRIGHT_BROWSERS_PATH", "PYTEST_ADDOPTS",
+})
+# The docs page that says why, by title: a note must not name a path of greenloop's own source
+# tree, which a user who installed the wheel does not have.
+WHY_DOC = "greenloop's docs, \"Sandboxed runs\""
+
+
 def changes(base: Mapping[str, str], env: Mapping[str, str]) -> str | None:
     """One note saying how `env` differs from `base` (the shell's environment, or what a
-    sandbox's allow-list lets through), or None when a test sees it unchanged."""
+    sandbox's allow-list lets through), or None when a test sees it unchanged.
+
+    It names what a test could notice: each variable removed, each one set (a value of up
+    to 8 characters with it), and the tool caches redirected as one item."""
     removed = sorted(k for k in base if k not in env and not k.startswith(_OWN_PREFIX))
     set_: list[str] = []
+    caches = False
     for k in sorted(env):
         if k.startswith(_OWN_PREFIX) or base.get(k) == env[k]:
             continue
         old = base.get(k)
-        if old is not None and env[k].endswith(old) and len(env[k]) > len(old):
+        if k in CACHE_VARS:
+            caches = True
+        elif old is not None and env[k].endswith(old) and len(env[k]) > len(old):
             set_.append(f"{k} (prefixed)")  # PYTHONPATH gains greenloop's pytest plugin folder
         elif len(env[k]) <= 8:
             set_.append(f"{k}={env[k]}")
         else:
             set_.append(k)
-    if not removed and not set_:
+    if not removed and not set_ and not caches:
         return None
     parts: list[str] = []
     if removed:
         parts.append("removed " + ", ".join(removed))
     if set_:
         parts.append("set " + ", ".join(set_))
-    return ("the runner's environment differs from the one greenloop was given: " + "; ".join(parts)
-            + " (why: src/greenloop/system/env.py, docs/sandbox.md); nothing else was changed")
+    if caches:
+        parts.append("tool caches redirected to where the sandbox can write")
+    return f"the tests' environment differs from greenloop's: {'; '.join(parts)} (why: {WHY_DOC})"
 
 
 # --------------------------------------------------------------------------- sandboxed runs
