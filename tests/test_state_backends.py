@@ -75,7 +75,7 @@ def test_migrations_apply_once_even_when_many_processes_start_together(pg_server
         assert p.returncode == 0, err.decode()
     with Store(".", location=parse(url)) as store:
         rows = store.conn.execute("SELECT version FROM greenloop_schema ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [1, 2, 3] and store.conn.schema_version() == 3
+        assert [r[0] for r in rows] == [1, 2, 3, 4] and store.conn.schema_version() == 4
 
 
 def test_a_database_newer_than_this_greenloop_is_refused(
@@ -86,7 +86,7 @@ def test_a_database_newer_than_this_greenloop_is_refused(
     url = pg_server.fresh_schema()
     with Store(tmp_path, location=parse(url)) as store:
         store.conn.execute("INSERT INTO greenloop_schema (version, what, applied_at) VALUES (9, 'later', 0)")
-    with pytest.raises(StateError, match="schema version 9; this greenloop knows 3"):
+    with pytest.raises(StateError, match="schema version 9; this greenloop knows 4"):
         Store(tmp_path, location=parse(url))
     monkeypatch.setenv(STATE_URL_ENV, url)
     (check,) = doctor.state_checks(str(tmp_path))
@@ -104,7 +104,7 @@ def test_doctor_reports_the_backend(pg_server: Any, tmp_path: Path, monkeypatch:
     (check,) = doctor.state_checks(str(tmp_path))
     assert check.status == "ok", check
     assert check.name == "postgresql" and check.detail.startswith(f"{url}: reachable (PostgreSQL ")
-    assert check.detail.endswith("schema version 3")
+    assert check.detail.endswith("schema version 4")
 
 
 # ------------------------------------------------------------------ the budget under concurrency
@@ -280,7 +280,7 @@ def test_a_sqlite_database_of_the_previous_schema_gains_the_job_host(tmp_path: P
     conn.close()
     for _ in range(2):
         with Store(tmp_path) as store:
-            assert store.conn.schema_version() == migrations.LATEST == 3
+            assert store.conn.schema_version() == migrations.LATEST == 4
             store.add_job("job-1", str(tmp_path), None, {})
             store.update_job("job-1", host="build-7")
             row = store.job("job-1")
