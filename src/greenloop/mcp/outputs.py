@@ -193,7 +193,7 @@ class ClosureOutput(_Output):
     unresolved: bool = False
     notes: list[str] = Field(default_factory=list)
     owed: list[OwedOutput] = Field(
-        default_factory=list, description="The first tests the session owes, failures first (owed_count: all)."
+        default_factory=list, description="The first tests the session owes, failures first (see owed_count)."
     )
     owed_count: int = Field(default=0, description="How many tests the session owes.")
     holding: str = Field(
