@@ -52,7 +52,7 @@ def _bug() -> bugs.Bug:
 def _failure() -> model.Failure:
     return model.Failure(
         "t", file="a.py", line=3, message="m", expected="1", got="2", stack="s", hint="h",
-        bug_id="b1", kind="hook", flaky=True,
+        bug_id="b1", kind="hook", flaky=True, origin="src/a.py:9",
     )
 
 

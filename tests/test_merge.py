@@ -18,7 +18,8 @@ def shard(i: int, n: int, outcome: str = "green", *, framework: str = "pytest", 
         framework=framework, command="x", exit_code=0 if outcome == "green" else 1,
         summary=Summary(total=3 + flaky, passed=3 - failed, failed=failed, flaky=flaky),
         failures=failures, duration_ms=ms, crash_reason=reason, crashed=outcome == "broken",
-        passed_tests=tuple(f"p{i}_{k}" for k in range(3 - failed)), selection="shard",
+        passed_tests=tuple(f"p{i}_{k}" for k in range(3 - failed)), skipped_tests=(f"s{i}",),
+        selection="shard",
         shard=ShardInfo(i, n), notes=(f"note {i}",), output_tail=f"tail {i}",
         started_at=f"2026-12-02T08:0{i}:00Z",
     )
@@ -31,6 +32,7 @@ def test_all_green_is_a_green_run_of_the_whole_suite() -> None:
     assert m.selection is None and m.shard is None
     assert m.summary == Summary(total=9, passed=9)
     assert m.passed_tests[:3] == ("p1_0", "p1_1", "p1_2") and len(set(m.passed_tests)) == 9
+    assert m.skipped_tests == ("s1", "s2", "s3")  # the gate's evidence of tests taken away, every shard's
     assert m.duration_ms == 300 and any("600 ms summed" in n for n in m.notes)
     assert "shard 2/3: note 2" in m.notes and m.started_at == "2026-12-02T08:01:00Z"
 

@@ -105,7 +105,7 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     assert (meta["exit_code"] == 0) == (text.summary.failed == 0 and not text.failures)
     for f in text.failures:
         assert f.hint == ""  # hints are built elsewhere
-        assert f.kind in ("test", "load", "hook")
+        assert f.kind in ("test", "load", "hook", "cancelled")
 
 
 @pytest.mark.parametrize("meta_path", CAPTURES, ids=_id)
@@ -317,7 +317,18 @@ def test_node_hooks_suite_records() -> None:
         assert res.summary == Summary(total=33, passed=9, failed=15, skipped=9), variant
         kinds = {f.test: f.kind for f in res.failures}
         assert kinds["cart > with a database"] == "hook"  # before(): one record, its 4 tests cancelled
-        assert not any(t.startswith("cart > with a database > ") for t in kinds)
+        # each cancelled test a record of its own (node counts them failed), at the hook's failure
+        hook = _find(res, "cart > with a database")
+        cancelled = [f for f in res.failures if f.test.startswith("cart > with a database > ")]
+        assert sorted(f.test.rsplit(" > ", 1)[1] for f in cancelled) == [
+            "commits", "reads a row", "rolls back", "writes a row"], variant
+        for f in cancelled:
+            assert (f.kind, f.file, f.line) == ("cancelled", hook.file, hook.line)
+            assert f.message.startswith("cancelled: a hook of 'cart > with a database' failed (")
+            assert "connect ECONNREFUSED 127.0.0.1:5432" in f.message
+        assert kinds["orders > checkout > charges the card"] == "cancelled"
+        # every test node counts cancelled (its `cancelled 6` line) has a record of its own
+        assert sum(1 for f in res.failures if f.message.startswith("cancelled")) == 6
         assert kinds["cart > with a temp folder"] == "hook"  # after() once its tests passed
         assert kinds["cart > with a cache > second read"] == "hook"  # beforeEach
         assert kinds["orders > history > lists orders"] == "hook"  # afterEach
@@ -448,3 +459,48 @@ def test_jest_values_are_whole_and_tothrow_labels_are_read() -> None:
         assert exp is not None and got is not None
         assert exp.endswith("… [cut 1,406 chars]") and got.endswith("… [cut 1,406 chars]")
         assert values["compares null"][1] == "null"
+
+
+# The tests each mixed suite skips, marks xfail or leaves todo, named as that runner names its
+# failures (the gate matches a test across runs by that name).
+SKIPPED = {
+    "vitest": {"math > nested > deeper > skipped one", "math > nested > deeper > todo one",
+               "db suite > reads a row", "db suite > writes a row"},  # (its beforeAll threw)
+    "jest": {"math › nested > deeper › skipped one", "math › nested > deeper › todo one"},
+    "pytest": {"test_calc.py::test_skipped", "test_calc.py::test_xfail"},  # xpasses are no skips
+    "node_test": {"math > nested > deeper > skipped one", "math > nested > deeper > todo one"},
+}
+# the text variants that name each skipped test (the others print only counts or marks)
+TEXT_NAMES_SKIPS = {("vitest", "verbose"), ("jest", "verbose"), ("pytest", "v"), ("pytest", "color"),
+                    ("node_test", "tap"), ("node_test", "spec"), ("node_test", "spec-color")}
+
+
+@pytest.mark.parametrize("meta_path", [p for p in CAPTURES if p.parts[-2] == "mixed"
+                                       and p.parts[-3] != "npm_test"], ids=_id)
+def test_skipped_tests_are_named_like_failures(meta_path: Path) -> None:
+    meta = _meta(meta_path)
+    framework, variant = meta_path.parts[-3], meta["variant"]
+    report = _report(meta_path, root=meta["cwd"])
+    assert set(report.skipped_tests) == SKIPPED[framework]
+    assert len(report.skipped_tests) == report.summary.skipped
+    assert not set(report.skipped_tests) & set(report.passed_tests)
+    assert not set(report.skipped_tests) & {f.test for f in report.failures}
+    text = _text(meta_path, root=meta["cwd"])
+    if (framework, variant) in TEXT_NAMES_SKIPS:
+        assert set(text.skipped_tests) == SKIPPED[framework]
+        assert sorted(text.passed_tests) == sorted(report.passed_tests)
+    else:
+        assert set(text.skipped_tests) <= SKIPPED[framework]
+        if framework == "pytest" and variant == "rA":  # XFAIL lines name theirs, SKIPPED give a place
+            assert text.skipped_tests == ("test_calc.py::test_xfail",)
+
+
+@pytest.mark.parametrize("meta_path", sorted((FIXTURES / "npm_test" / "mixed").glob("*.meta.json")), ids=_id)
+def test_npm_test_keeps_the_runners_names(meta_path: Path) -> None:
+    meta = _meta(meta_path)
+    text, report = _text(meta_path, root=meta["cwd"]), _report(meta_path, root=meta["cwd"])
+    assert set(text.skipped_tests) <= set(report.skipped_tests)
+    assert set(text.passed_tests) <= set(report.passed_tests)
+    if meta["variant"] == "node_test":  # node's spec reporter names every test
+        assert set(text.skipped_tests) == SKIPPED["node_test"]
+        assert text.passed_tests

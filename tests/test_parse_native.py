@@ -209,9 +209,17 @@ def test_cargo_counts_equal_libtests_summary() -> None:
         assert by["returns_err"].message == 'Error: "it went wrong"'
         assert by["integration_fails"].file == "tests/integration.rs"
         assert _verdict(r, 101) == ("red", "retry_coder")
+        assert r.skipped_tests == ("tests::ignored", "tests::ignored_with_reason")  # libtest's `ignored`
     green = _text("cargo", "green", "plain")
     assert green.summary.to_json() == {"total": 4, "passed": 3, "failed": 0, "skipped": 1}
     assert "src/lib.rs - documented (line 22)" in green.passed_tests
+
+
+@pytest.mark.parametrize("variant", ["json", "v"])
+def test_go_skipped_tests_are_named(variant: str) -> None:
+    r = _text("go", "mixed", variant)
+    assert r.skipped_tests == ("TestSkipped",)  # test2json's `skip` action, the text's `--- SKIP`
+    assert len(r.skipped_tests) == r.summary.skipped
 
 
 def test_cargo_compile_error_and_crashed_binary_are_load_failures() -> None:
@@ -253,6 +261,7 @@ def test_nextest_junit_report(tmp_path: Path) -> None:
     )
     r = parse_report("nextest-junit", str(report))
     assert r.recognized and r.summary.to_json() == {"total": 3, "passed": 1, "failed": 1, "skipped": 1}
+    assert (r.passed_tests, r.skipped_tests) == (("tests::adds",), ("tests::later",))
     (f,) = r.failures
     assert (f.test, f.file, f.line, f.expected, f.got) == ("tests::subtracts", "src/lib.rs", 26, "2", "8")
     assert parse_report("nextest-junit", str(tmp_path / "missing.xml")).recognized is False
@@ -297,7 +306,7 @@ def test_nextest_human_output_is_the_fallback() -> None:
     r = cargo.parse_text(
         [
             "    Starting 3 tests across 1 binary (1 test skipped)",
-            "        PASS [   0.004s] mixed tests::adds",
+            "        PASS [   0.004s] ( 1/12) mixed tests::adds",
             "        FAIL [   0.005s] mixed tests::subtracts",
             "",
             "--- STDOUT:              mixed tests::subtracts ---",
@@ -309,6 +318,7 @@ def test_nextest_human_output_is_the_fallback() -> None:
             " right: 2",
             "",
             "     SIGABRT [   0.010s] mixed tests::aborts",
+            "        SKIP [         ] (─────) mixed tests::later",
             "------------",
             "     Summary [   0.012s] 3 tests run: 1 passed, 2 failed, 1 skipped",
             "        FAIL [   0.005s] mixed tests::subtracts",
@@ -321,6 +331,8 @@ def test_nextest_human_output_is_the_fallback() -> None:
     assert set(by) == {"tests::subtracts", "tests::aborts"}
     assert (by["tests::subtracts"].file, by["tests::subtracts"].expected) == ("src/lib.rs", "2")
     assert "SIGABRT" in by["tests::aborts"].message
+    assert r.skipped_tests == ("tests::later",)
+    assert r.passed_tests == ("tests::adds",)  # (nextest 0.9.100+ prints a counter before the name)
     assert progress_event("cargo", "test tests::adds ... ok") == "pass"
     assert progress_event("cargo", "        FAIL [   0.005s] mixed tests::subtracts") == "fail"
     assert progress_event("cargo", "test result: ok. 1 passed; 0 failed") is None

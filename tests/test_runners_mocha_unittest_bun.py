@@ -383,3 +383,26 @@ def test_the_stream_names_the_tests_still_running(tmp_path: Path) -> None:
     with serial.open("a") as fh:
         fh.write('{"done": true}\n')  # the run ended: nothing was running
     assert running_tests(str(serial)) == []
+
+
+# The tests each mixed suite skips (mocha: pending; unittest: skipped and expected failures;
+# bun: skip and todo), named as that runner names its failures.
+SKIPPED = {
+    "mocha": {"math > nested ünïcode ✓ > is skipped", "math > nested ünïcode ✓ > is pending"},
+    "unittest": {"test_calc.TestCalc.test_skipped", "test_calc.TestCalc.test_known_bug"},
+    "bun": {"math > nested ünïcode ✓ > is skipped", "math > nested ünïcode ✓ > is todo"},
+}
+
+
+@pytest.mark.parametrize("meta_path", [p for p in CAPTURES if p.parts[-2] == "mixed"], ids=_id)
+def test_skipped_tests_are_named_like_failures(meta_path: Path) -> None:
+    meta = _meta(meta_path)
+    framework = meta["framework"]
+    report = _report(meta_path, root=meta["cwd"])
+    assert set(report.skipped_tests) == SKIPPED[framework]
+    assert len(report.skipped_tests) == report.summary.skipped
+    text = _text(meta_path, root=meta["cwd"])
+    if framework != "unittest" or meta["variant"] == "v":  # the dots row names no test
+        assert sorted(text.skipped_tests) == sorted(report.skipped_tests)
+    else:
+        assert text.skipped_tests == ()

@@ -45,6 +45,7 @@ def _full_result() -> RunResult:
                 bug_id="bug-20260513-1031-c9f2",
                 kind="test",
                 flaky=True,
+                origin="src/todos.ts:12",
             ),
         ),
         output_tail="1 failed",
@@ -98,7 +99,7 @@ def test_property_snapshot_matches_model_keys() -> None:
     assert set(schema["required"]) == set(doc) - OPTIONAL_TOP
     failure_schema = schema["$defs"]["failure"]
     assert set(failure_schema["properties"]) == set(doc["failures"][0])
-    assert set(failure_schema["required"]) == set(doc["failures"][0]) - {"kind", "flaky"}
+    assert set(failure_schema["required"]) == set(doc["failures"][0]) - {"kind", "flaky", "origin"}
     assert set(schema["$defs"]["summary"]["required"]) == set(doc["summary"]) - {"flaky"}
     assert set(schema["$defs"]["summary"]["properties"]) == set(doc["summary"])
     assert set(schema["$defs"]["sandbox"]["properties"]) == set(doc["sandbox"])

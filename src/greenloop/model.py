@@ -14,9 +14,11 @@ still load.
 from typing import Any, Literal, NamedTuple, get_args
 
 __all__ = [
+    "FAILURE_KINDS",
     "FRAMEWORKS",
     "Detection",
     "Failure",
+    "FailureKind",
     "FrameworkId",
     "Outcome",
     "ParseResult",
@@ -76,6 +78,10 @@ class Summary(NamedTuple):
         )
 
 
+FailureKind = Literal["test", "load", "hook", "timeout", "cancelled"]
+FAILURE_KINDS: tuple[str, ...] = ("test", "load", "hook", "timeout", "cancelled")
+
+
 class Failure(NamedTuple):
     """One failing test (or one file/suite that failed to load, named after it)."""
 
@@ -90,10 +96,16 @@ class Failure(NamedTuple):
     bug_id: str | None = None
     # "test" for an ordinary failing test, "load" for a file that failed to import,
     # "hook" for a beforeAll/afterAll (or fixture setup/teardown) error, "timeout" for the
-    # test that was still running when the run's deadline stopped it.
-    kind: Literal["test", "load", "hook", "timeout"] = "test"
+    # test that was still running when the run's deadline stopped it, "cancelled" for a test
+    # the runner counted failed because a hook above it failed (node:test), named beside
+    # that hook's own record, which its file and line point at.
+    kind: FailureKind = "test"
     # True: the test failed, then passed when rerun (`rerun_failures`). Written only when set.
     flaky: bool = False
+    # Where in the code under test the error was thrown ("src/utils.ts:570"), when `file` and
+    # `line` are the test's own frame (a JavaScript test failing by an exception from source).
+    # Written only when set.
+    origin: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The failure as JSON (result.json's `failures[]`)."""
@@ -111,6 +123,8 @@ class Failure(NamedTuple):
         }
         if self.flaky:
             d["flaky"] = True
+        if self.origin:
+            d["origin"] = self.origin
         return d
 
     @classmethod
@@ -127,8 +141,9 @@ class Failure(NamedTuple):
             stack=str(d.get("stack") or ""),
             hint=str(d.get("hint") or ""),
             bug_id=optional_str(d.get("bug_id")),
-            kind=kind if kind in ("test", "load", "hook", "timeout") else "test",
+            kind=kind if kind in FAILURE_KINDS else "test",
             flaky=bool(d.get("flaky", False)),
+            origin=optional_str(d.get("origin")),
         )
 
 

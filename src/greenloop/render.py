@@ -216,7 +216,8 @@ def _failure_text(f: Failure, st: _Style) -> list[str]:
     where = ""
     if f.file:
         where = f"  ({f.file}{':' + str(f.line) if f.line else ''})"
-    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR", "timeout": "TIMED OUT"}.get(f.kind, "FAILED")
+    label = {"load": "LOAD ERROR", "hook": "HOOK ERROR", "timeout": "TIMED OUT",
+             "cancelled": "CANCELLED"}.get(f.kind, "FAILED")
     if f.flaky:
         label = "FLAKY"  # failed, then passed when rerun
     out = [f"{st.red(label)} {st.bold(f.test)}{st.dim(where)}"]

@@ -71,6 +71,8 @@ def test_nextest_red_suite_counts_as_nextest_does(tmp_path: Path) -> None:
     assert r["summary"] == {"total": ran + skipped, "passed": passed, "failed": failed, "skipped": skipped}
     failures = {str(f["test"]): f for f in r["failures"]}  # type: ignore[attr-defined]
     assert len(failures) == failed == 9
+    # the report leaves the ignored tests out; nextest's SKIP lines (greenloop's tool config) name them
+    assert sorted(r["skipped_tests"]) == ["tests::ignored", "tests::ignored_with_reason"], r  # type: ignore[call-overload]
     sub = failures["tests::subtracts"]
     assert (sub["file"], sub["line"], sub["expected"], sub["got"]) == ("src/lib.rs", 26, "2", "8")
     assert failures["tests::grüße_名前"]["expected"] == '"hallo wörld"'

@@ -228,6 +228,7 @@ def test_every_file_finished_but_the_report_was_never_written(tmp_path: Path) ->
     ws = py_workspace(tmp_path / "ws", {
         "test_a.py": "def test_a():\n    pass\n",
         "test_b.py": "def test_b():\n    assert 1 == 2\n",
+        "test_c.py": "import pytest\n\n\n@pytest.mark.skip\ndef test_c():\n    pass\n",
         # the session's end hangs before greenloop's plugin writes its report
         "conftest.py": "import time\n\nimport pytest\n\n\n@pytest.hookimpl(tryfirst=True)\n"
                        "def pytest_sessionfinish(session):\n    time.sleep(60)\n",
@@ -235,14 +236,16 @@ def test_every_file_finished_but_the_report_was_never_written(tmp_path: Path) ->
 
     def all_done(run_dir: Path) -> bool:
         records = read(plan_of(json.loads((run_dir / "run.json").read_text())))
-        return not isinstance(records, str) and len(records.done) == len(records.files) == 2
+        return not isinstance(records, str) and len(records.done) == len(records.files) == 3
 
     run_dir, token = _killed_mid_suite(ws, all_done, "pytest")
     result = api.test_run(ws, mode="resume", resume_token=token)
     assert result.run_id == run_dir.name and result.outcome == "red" and result.exit_code == 1
-    assert (result.summary.total, result.summary.failed) == (2, 1)
+    assert (result.summary.total, result.summary.failed, result.summary.skipped) == (3, 1, 1)
     assert [f.test for f in result.failures] == ["test_b.py::test_b"] and result.failures[0].message
     assert result.passed_tests == ("test_a.py::test_a",)
+    assert result.skipped_tests == ("test_c.py::test_c",)  # kept from the finished file's records
     assert result.resume is not None and result.resume.rerun_files == () and result.resume.rerun_run is None
-    assert result.resume.kept_files == ("test_a.py", "test_b.py") and not (run_dir / "resume-1").exists()
+    assert result.resume.kept_files == ("test_a.py", "test_b.py", "test_c.py")
+    assert not (run_dir / "resume-1").exists()
     assert any("every test file had finished" in n and "nothing ran again" in n for n in result.notes)

@@ -167,6 +167,51 @@ NODE = {
     },
 }
 
+# "skips": a green suite with tests taken away (skip, todo, skipif, xfail, a skip at run time)
+VITEST["skips"] = {
+    "math.test.js": (
+        "import { describe, it, expect } from 'vitest'\n"
+        "describe('math', () => {\n"
+        "  it('adds', () => { expect(1 + 2).toBe(3) })\n"
+        "  it.skip('is skipped', () => { expect(1).toBe(2) })\n"
+        "  it.todo('is todo')\n"
+        "})\n"
+    ),
+}
+JEST["skips"] = {"math.test.js": VITEST["skips"]["math.test.js"].split("\n", 1)[1]}
+PYTEST["skips"] = {
+    "test_calc.py": (
+        "import pytest\n\n\n"
+        "def test_adds():\n    assert 1 + 2 == 3\n\n\n"
+        "@pytest.mark.skip(reason='later')\ndef test_skipped():\n    assert False\n\n\n"
+        "@pytest.mark.skipif(True, reason='not here')\ndef test_skipped_if():\n    assert False\n\n\n"
+        "def test_skips_itself():\n    pytest.skip('no network')\n\n\n"
+        "@pytest.mark.xfail(reason='known bug')\ndef test_xfail():\n    assert False\n\n\n"
+        "@pytest.mark.xfail(reason='was broken')\ndef test_xpass():\n    assert True\n"
+    ),
+}
+NODE["skips"] = {
+    "math.test.js": (
+        "const { describe, it, test } = require('node:test')\n"
+        "const assert = require('node:assert')\n"
+        "describe('math', () => {\n"
+        "  it('adds', () => { assert.strictEqual(1 + 2, 3) })\n"
+        "  it.skip('is skipped', () => { assert.fail() })\n"
+        "  it.todo('is todo')\n"
+        "})\n"
+        "test('skips at run time', (t) => { t.skip('no network') })\n"
+    ),
+}
+# the tests each "skips" suite takes away, named as the runner names its failures
+SKIPPED = {
+    "vitest": ["math > is skipped", "math > is todo"],
+    "jest": ["math › is skipped", "math › is todo"],
+    # (a non-strict xpass passed: no skip)
+    "pytest": ["test_calc.py::test_skipped", "test_calc.py::test_skipped_if",
+               "test_calc.py::test_skips_itself", "test_calc.py::test_xfail"],
+    "node:test": ["math > is skipped", "math > is todo", "skips at run time"],
+}
+
 SOURCES = {"vitest": VITEST, "jest": JEST, "pytest": PYTEST, "node:test": NODE}
 # where the failing assertion of each "red" workspace is: file and line
 RED_AT = {
@@ -233,6 +278,18 @@ def test_green_suite(framework: str, tmp_path: Path) -> None:
     assert (code, r["outcome"], r["ok"]) == (0, "green", True), r
     assert r["summary"] == {"total": 1, "passed": 1, "failed": 0, "skipped": 0}
     assert r["failures"] == [] and r["crashed"] is False and r["next_action"] is None
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_skipped_tests_are_named(framework: str, tmp_path: Path) -> None:
+    ws = build(framework, "skips", tmp_path / "ws")
+    code, r = run_json(ws)
+    assert (code, r["outcome"]) == (0, "green"), r
+    assert sorted(r["skipped_tests"]) == SKIPPED[framework], r
+    assert r["summary"]["skipped"] == len(SKIPPED[framework])
+    passed = {"test_calc.py::test_adds", "test_calc.py::test_xpass"} if framework == "pytest" else \
+        {"math › adds" if framework == "jest" else "math > adds"}
+    assert set(r["passed_tests"]) == passed, r["passed_tests"]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

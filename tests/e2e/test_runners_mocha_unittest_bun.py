@@ -186,6 +186,14 @@ RED: dict[str, tuple[dict[str, int], list[tuple[str, str, str, int, str | None, 
     ),
 }
 
+# the red suite's skipped tests (mocha's pending, unittest's skip, bun's skip and todo), named
+# as the runner names its failures
+SKIPPED = {
+    "mocha": ["math > ünïcode ✓ > is pending", "math > ünïcode ✓ > is skipped"],
+    "unittest": ["test_calc.TestCalc.test_skipped"],
+    "bun": ["math > ünïcode ✓ > is skipped", "math > ünïcode ✓ > is todo"],
+}
+
 
 def build(framework: str, kind: str, root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
@@ -240,6 +248,7 @@ def test_red_suite_of_tricky_failures(framework: str, tmp_path: Path) -> None:
     assert (code, r["outcome"], r["ok"], r["next_action"]) == (1, "red", False, "retry_coder"), r
     summary, failures = RED[framework]
     assert r["summary"] == summary
+    assert sorted(r["skipped_tests"]) == SKIPPED[framework], r["skipped_tests"]
     got = [(f["test"], f["kind"], f["file"], f["line"], f["expected"], f["got"]) for f in r["failures"]]
     assert sorted(got) == sorted(failures), r["failures"]
     for f in r["failures"]:

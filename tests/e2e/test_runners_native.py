@@ -71,6 +71,7 @@ def test_go_red_suite(tmp_path: Path) -> None:
     assert (panic["file"], panic["line"]) == ("crash/crash.go", 3)
     assert "index out of range" in str(panic["message"])
     assert "TestAdd" in r["passed_tests"]  # type: ignore[operator]
+    assert r["skipped_tests"] == ["TestSkipped"]  # test2json's skip action, as failures are named
     # a rerun of the failures: -run per level, only the failing packages
     code, again, _ = _run(ws, "--last-failed")
     assert again["selection"] == "last_failed"
@@ -177,6 +178,7 @@ def test_cargo_red_suite(tmp_path: Path) -> None:
     assert failures["tests::grüße_名前"]["expected"] == '"hallo wörld"'
     assert failures["integration_fails"]["file"] == "tests/integration.rs"
     assert "index out of bounds" in str(failures["tests::explicit_panic"]["message"])
+    assert sorted(r["skipped_tests"]) == ["tests::ignored", "tests::ignored_with_reason"]  # type: ignore[call-overload]
     assert (ws / "target").is_dir(), "CARGO_TARGET_DIR stays in the workspace"
     code, again, _ = _run(ws, "--last-failed")
     assert "--exact" in str(again["command"]) and again["selection"] == "last_failed"

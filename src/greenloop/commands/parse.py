@@ -35,7 +35,8 @@ def render_text(framework: str, res: ParseResult) -> str:
         out.append(f"could not load: {res.load_error}")
     for f in res.failures[:_SHOW_FAILURES]:
         where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "")
-        label = {"load": "LOAD ", "hook": "HOOK ", "timeout": "TIMED OUT ", "test": ""}[f.kind]
+        label = {"load": "LOAD ", "hook": "HOOK ", "timeout": "TIMED OUT ", "cancelled": "CANCELLED ",
+                 "test": ""}.get(f.kind, "")
         out.append(f"  ✗ {label}{f.test}" + (f"  ({where})" if where else ""))
         first = f.message.splitlines()[0] if f.message else ""
         if first:

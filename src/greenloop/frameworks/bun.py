@@ -124,6 +124,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 def _parse_report(path: str, root: str | None) -> ParseResult:
     failures: list[Failure] = []
     passed_names: list[str] = []
+    skipped_names: list[str] = []  # <skipped/> and todo's <skipped message="TODO"/>
     passed = failed = skipped = 0
     suites: list[str] = []
     files: list[str | None] = []
@@ -180,6 +181,7 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
                 failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
         elif skip is not None:
             skipped += 1
+            skipped_names.append(name)
         else:
             passed += 1
             passed_names.append(name)
@@ -191,6 +193,7 @@ def _parse_report(path: str, root: str | None) -> ParseResult:
         failures,
         duration_ms=int(duration * 1000) if duration is not None else None,
         passed_names=passed_names,
+        skipped_names=skipped_names,
     )
 
 
@@ -215,6 +218,7 @@ class TextParser:
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # `(skip)` and `(todo)` lines
     load_errors: list[str] = field(default_factory=list)
     after_fail: int | None = None  # the failure a "  ^ this test …" line right after it belongs to
 
@@ -274,6 +278,9 @@ class TextParser:
         if status == "pass":
             self.passed_names.append(name)
             return
+        if status in ("skip", "todo"):
+            self.skipped_names.append(name)
+            return
         if status != "fail" or len(self.failures) >= MAX_NAMED_FAILURES:
             return
         kind: Kind = "hook" if name.endswith(_UNNAMED) else "test"
@@ -314,6 +321,7 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
 
 

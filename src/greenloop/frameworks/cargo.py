@@ -61,7 +61,8 @@ _DIED = re.compile(r"process didn't exit successfully: .*?\((signal: .*|exit (?:
 # cargo nextest's human output (the fallback when its JUnit report is missing)
 _NX_RESULT = re.compile(
     r"^\s*(PASS|FAIL|SKIP|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL|SIGBUS|SIGILL|ABORT|LEAK|FLAKY)"
-    r"(?: \[\s*[\d.]+m?s\])? (\S+) (.+?)\s*$"
+    # a SKIP's time is blank (`[         ]`); nextest 0.9.100+ prints a counter, `( 1/12)`, `(─────)`
+    r"(?: \[\s*(?:[\d.]+m?s)?\s*\])?(?: \((?:\s*\d+/\d+|─+)\))? (\S+) (.+?)\s*$"
 )
 _NX_BLOCK = re.compile(r"^\s*(?:-{3}|─+)\s*(?:TRY \d+ )?STD(?:OUT|ERR):\s+(\S+) (.+?)\s*(?:-{3}|─+)?\s*$")
 _NX_SUMMARY = re.compile(
@@ -156,6 +157,7 @@ class CargoParser:
         self.duration = 0.0
         self.failing: list[str] = []
         self.passed_names: list[str] = []
+        self.skipped_names: list[str] = []  # libtest's `ignored`, nextest's SKIP
         self.bodies: dict[str, list[str]] = {}
         self.block: list[str] | None = None
         self.in_list = False
@@ -194,6 +196,7 @@ class CargoParser:
                 self.passed_names.append(name)
             elif status == "SKIP":
                 self.line_skipped += 1
+                self.skipped_names.append(name)
             else:
                 self.line_failed += 1
                 if name not in self.failing:
@@ -222,6 +225,7 @@ class CargoParser:
             else:
                 self.line_skipped += 1
                 self.open_counts[2] += 1
+                self.skipped_names.append(name)
             return
         m = _BLOCK.match(line)
         if m:
@@ -355,6 +359,7 @@ class CargoParser:
             duration_ms=int(self.duration * 1000) if self.results or self.nx_summary else None,
             load_errors=[f.test for f in self.loads],
             passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
 
 

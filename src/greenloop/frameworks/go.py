@@ -295,6 +295,7 @@ class GoParser:
         passed = failed = skipped = 0
         failures: list[Failure] = []
         passed_names: list[str] = []
+        skipped_names: list[str] = []
         failing_pkgs: set[str] = set()
         for t in self.tests.values():
             if t.pending and t.outcome not in ("pass", "skip"):  # the bodies read below
@@ -311,6 +312,7 @@ class GoParser:
                 passed_names.append(t.name)
             elif t.outcome == "skip":
                 skipped += 1
+                skipped_names.append(t.name)
             else:
                 failed += 1
                 failing_pkgs.add(t.package)
@@ -384,6 +386,7 @@ class GoParser:
             duration_ms=int(self.elapsed * 1000) if self.events else None,
             load_errors=load_errors,
             passed_names=passed_names,
+            skipped_names=skipped_names,
             timed_out=self.timeout is not None,
         )
 

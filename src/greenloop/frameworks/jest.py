@@ -42,6 +42,7 @@ _SUITES = re.compile(r"^Test Suites:\s+(.+?)\s*$")
 _TIME = re.compile(r"^Time:\s+([\d.]+)\s*(ms|s|m)\b")
 _PART = re.compile(r"(\d+) (failed|passed|skipped|todo|pending|total)")
 _TREE = re.compile(r"^\s+([✓✕○✎√×])\s+(.+?)\s*$")
+_TREE_TIME = re.compile(r" \(\d+(?:\.\d+)? m?s\)$")
 _CODE = re.compile(r"^\s*>?\s*\d+ \|")
 _LOAD_HEADER = "Test suite failed to run"
 # jest-worker's words when the worker process running a file died inside it (a test that
@@ -132,6 +133,11 @@ class TextParser:
     load_errors: list[str] = field(default_factory=list)
     suites_failed_to_run: int = 0
     draft_is_suite: bool = False  # the open block is a "Test suite failed to run" one
+    # --verbose's tree under a file's PASS/FAIL line: its describes by depth, and the tests it
+    # names as failures are named (`describe › test`); None outside a tree
+    describes: list[str] | None = None
+    passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)
 
     def _close(self) -> None:
         if self.draft is not None:
@@ -162,10 +168,12 @@ class TextParser:
             self._close()
             self.console = False
             self.file = m.group(2)[2:] if m.group(2).startswith("./") else m.group(2)
+            self.describes = []
             return
         m = _BLOCK.match(line)
         if m:
             self._close()
+            self.describes = None
             title = m.group(1)
             if title == "Console":
                 self.console = True
@@ -195,7 +203,33 @@ class TextParser:
         t = _TREE.match(line)
         if t:
             sym = t.group(1)
-            self.tree["pass" if sym in "✓√" else "fail" if sym in "✕×" else "skip"] += 1
+            event = "pass" if sym in "✓√" else "fail" if sym in "✕×" else "skip"
+            self.tree[event] += 1
+            if self.describes is not None and event != "fail":
+                self._tree_name(line, event, t.group(2))
+        elif self.describes is not None:
+            self._describe(line)
+
+    def _level(self, line: str) -> int:
+        return max((len(line) - len(line.lstrip())) // 2 - 1, 0)
+
+    def _describe(self, line: str) -> None:
+        """A describe's line in --verbose's tree (indented, no mark); a blank line ends the tree."""
+        assert self.describes is not None
+        if not line.strip() or not line.startswith("  "):
+            self.describes = None
+            return
+        level = self._level(line)
+        self.describes = [*self.describes[:level], line.strip()]
+
+    def _tree_name(self, line: str, event: str, title: str) -> None:
+        assert self.describes is not None
+        title = _TREE_TIME.sub("", title)
+        if event == "skip":  # `○ skipped title`, `✎ todo title`
+            title = title.split(" ", 1)[1] if title.startswith(("skipped ", "todo ")) else title
+            self.skipped_names.append(" › ".join([*self.describes[: self._level(line)], title]))
+        else:
+            self.passed_names.append(" › ".join([*self.describes[: self._level(line)], title]))
 
     def _summary(self, line: str) -> None:
         m = _TESTS.match(line)
@@ -234,6 +268,7 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=self.load_errors,
+            passed_names=self.passed_names, skipped_names=self.skipped_names,
         )
 
 

@@ -25,6 +25,7 @@ class ReportTally:
     skipped: int = 0
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # skipped, pending and todo alike
     load_errors: list[str] = field(default_factory=list)
     end: float | None = None
 
@@ -46,7 +47,8 @@ class ReportTally:
         name_of: Callable[[dict[str, Any]], str],
         failure_of: Callable[[dict[str, Any]], Failure],
     ) -> None:
-        """Count one file's tests: passed (named), failed (with its failure), else skipped."""
+        """Count one file's tests: passed (named), failed (with its failure), else skipped
+        (named: skipped, pending and todo are what a test taken away looks like)."""
         for a in assertions:
             status = a.get("status")
             if status == "passed":
@@ -57,12 +59,13 @@ class ReportTally:
                 self.failures.append(failure_of(a))
             else:
                 self.skipped += 1
+                self.skipped_names.append(name_of(a))
 
     def result(self, start: object) -> ParseResult:
         """The report's ParseResult; `start` is its startTime (ms)."""
         return json_report_result(
             self.passed, self.failed, self.skipped, self.failures, start, self.end, self.load_errors,
-            self.passed_names,
+            self.passed_names, self.skipped_names,
         )
 
 
@@ -98,6 +101,7 @@ def read_json_report(
 def json_report_result(
     passed: int, failed: int, skipped: int, failures: Iterable[Failure],
     start: object, end: float | None, load_errors: list[str], passed_names: Iterable[str] = (),
+    skipped_names: Iterable[str] = (),
 ) -> ParseResult:
     """The ParseResult of a vitest/jest JSON report from its counts and its start/end times (ms)."""
     duration = int(end - start) if end is not None and isinstance(start, int | float) else None
@@ -107,4 +111,5 @@ def json_report_result(
         duration_ms=max(duration, 0) if duration is not None else None,
         load_errors=load_errors,
         passed_names=passed_names,
+        skipped_names=skipped_names,
     )

@@ -78,6 +78,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
 def _parse(path: str, root: str | None) -> ParseResult:
     failures: list[Failure] = []
     passed_names: list[str] = []
+    skipped_names: list[str] = []
     passed = failed = skipped = 0
     suites: list[dict[str, object]] = []  # open <testsuite> stack: name, counts
     dialect: Literal["pytest", "node", "generic"] | None = None
@@ -155,6 +156,7 @@ def _parse(path: str, root: str | None) -> ParseResult:
                 failures.append(f)
             elif skip is not None:
                 skipped += 1
+                skipped_names.append(test)
             else:
                 passed += 1
                 passed_names.append(test)
@@ -180,6 +182,7 @@ def _parse(path: str, root: str | None) -> ParseResult:
         duration_ms=int(duration * 1000),
         load_errors=load_errors,
         passed_names=passed_names,
+        skipped_names=skipped_names,
     )
 
 

@@ -112,6 +112,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         f = _failure(_name(item), kind, err or {}, file, root)
         failures.append(f if len(failures) < MAX_DETAILED_FAILURES else undetailed(f))
     passes = [_name(p) for p in data.get("passes") or () if isinstance(p, dict)]
+    pending = [_name(p) for p in data.get("pending") or () if isinstance(p, dict)]
     duration = stats.get("duration")
     counts = (int(stats.get("passes") or 0), int(stats.get("failures") or 0), int(stats.get("pending") or 0))
     return closing_result(
@@ -119,6 +120,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         failures,
         duration_ms=int(duration) if isinstance(duration, int | float) else None,
         passed_names=passes,
+        skipped_names=pending,
     )
 
 
@@ -157,6 +159,7 @@ class TextParser:
     duration_ms: int | None = None
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # the spec reporter's pending `- title`
     failures: list[Failure] = field(default_factory=list)
     in_details: bool = False
     title: list[str] = field(default_factory=list)  # the detail header being read
@@ -246,6 +249,7 @@ class TextParser:
         m = _PENDING.match(line)
         if m:
             self.progress["skip"] += 1
+            self.skipped_names.append(" > ".join([*self.stack[:level], m.group(2)]))
             return
         if indent >= 2:
             self.stack = [*self.stack[:level], line.strip()]
@@ -295,6 +299,7 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
 
 

@@ -26,6 +26,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
     passed = failed = skipped = 0
     failures: list[Failure] = []
     passed_names: list[str] = []
+    skipped_names: list[str] = []
     duration = 0.0
     for suite in tree.getroot().iter("testsuite"):
         with contextlib.suppress(ValueError):
@@ -37,6 +38,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
                 problem = case.find("error")
             if case.find("skipped") is not None:
                 skipped += 1
+                skipped_names.append(name)
             elif problem is not None:
                 failed += 1
                 parts = (problem, case.find("system-out"), case.find("system-err"))
@@ -50,7 +52,8 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
                 passed += 1
                 passed_names.append(name)
     return closing_result(
-        (passed, failed, skipped), failures, duration_ms=int(duration * 1000), passed_names=passed_names
+        (passed, failed, skipped), failures, duration_ms=int(duration * 1000), passed_names=passed_names,
+        skipped_names=skipped_names,
     )
 
 
@@ -72,4 +75,6 @@ def with_skipped_from_summary(report: ParseResult, text: ParseResult) -> ParseRe
     return report._replace(
         summary=s._replace(total=s.total + extra, skipped=s.skipped + extra),
         notes=(*report.notes, note),
+        # the text names them where nextest printed a SKIP line for them
+        skipped_tests=tuple(dict.fromkeys((*report.skipped_tests, *text.skipped_tests))),
     )

@@ -17,7 +17,9 @@ children are counted as suites there (the closing lines correct it).
 
 Failures: one record per failing test; a suite whose hook failed is one record of kind
 "hook" named after the suite (node counts it nowhere: its tests are cancelled, or passed
-before a failing after-hook), and the tests cancelled under it get no record of their own;
+before a failing after-hook), and each test cancelled under it (which node counts failed)
+has a record of kind "cancelled" of its own, whose file and line are the hook's failure and
+whose message names that hook, so every failure counted has a name;
 a test file that fails outside any test (import error, syntax error) is one load failure
 named after the file; one whose process was killed by a signal while its tests ran (TAP's
 `signal:`, e.g. a test that killed its own process under `--test-concurrency`) is one
@@ -105,6 +107,7 @@ class TextParser:
     cancelled_records: list[Failure] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # `# SKIP` and `# TODO` entries
     recent_errors: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
     repeat: bool = False  # inside the spec reporter's "✖ failing tests:" recap
@@ -138,9 +141,11 @@ class TextParser:
             return
         if r.directive == "SKIP":
             self.skipped += 1
+            self.skipped_names.append(full)
             return
         if r.directive == "TODO":
             self.todo += 1  # node counts a todo as todo whether it passed or failed
+            self.skipped_names.append(full)
             return
         if r.ok:
             self.passed += 1
@@ -346,13 +351,17 @@ class TextParser:
         self._flush()
         recognized = "tests" in self.counts
         notes: list[str] = []
-        # the tests cancelled under a suite whose hook failed: that hook's record says why
+        hooks = {f.test: f for f in self.failures if f.kind == "hook" and f.test in self.hook_suites}
         for f in self.cancelled_records:
-            if not any(f.test.startswith(h + " > ") for h in self.hook_suites):
-                if len(self.failures) < MAX_DETAILED_FAILURES:
-                    self.failures.append(f)
-                elif len(self.failures) < MAX_NAMED_FAILURES:
-                    self.failures.append(Failure(test=f.test, kind=f.kind))
+            # a test cancelled under a suite whose hook failed: a record of its own that points
+            # at the hook's failure (the nearest such suite above it)
+            suite = max((h for h in self.hook_suites if f.test.startswith(h + " > ")), key=len, default=None)
+            if suite is not None:
+                f = _cancelled_by(f, suite, hooks.get(suite))
+            if len(self.failures) < MAX_DETAILED_FAILURES:
+                self.failures.append(f)
+            elif len(self.failures) < MAX_NAMED_FAILURES:
+                self.failures.append(Failure(test=f.test, file=f.file, line=f.line, kind=f.kind))
         c = {k: int(v) for k, v in self.counts.items()}
         parts = (c.get("pass", 0), c.get("fail", 0) + c.get("cancelled", 0),
                  c.get("skipped", 0) + c.get("todo", 0))
@@ -382,7 +391,19 @@ class TextParser:
             counts, self.failures, notes=notes, recognized=recognized,
             duration_ms=int(dur) if dur is not None else None,
             load_errors=self.load_errors, passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
+
+
+def _cancelled_by(f: Failure, suite: str, hook: Failure | None) -> Failure:
+    """The record of test `f`, cancelled because a hook of `suite` failed (`hook`: that
+    failure's record, when it was kept): placed where the hook failed, its message naming it."""
+    why = hook.message.splitlines()[0] if hook is not None and hook.message else ""
+    message = (f"cancelled: a hook of '{suite}' failed" + (f" ({why})" if why else "")
+               + "; node counts this test failed, and it runs once that hook is fixed")
+    return Failure(test=f.test, file=hook.file if hook is not None and hook.file else f.file,
+                   line=hook.line if hook is not None and hook.file else f.line, message=message,
+                   kind="cancelled")
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:

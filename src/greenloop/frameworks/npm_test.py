@@ -120,8 +120,8 @@ class TextParser:
 
 
 def _with_notes(res: ParseResult, notes: list[str]) -> ParseResult:
-    return ParseResult(summary=res.summary, failures=res.failures, notes=(*notes, *res.notes),
-                       recognized=res.recognized, duration_ms=res.duration_ms, load_error=res.load_error)
+    # the runner's whole result (its passed and skipped tests by name too), the notes first
+    return res._replace(notes=(*notes, *res.notes))
 
 
 def parse_text(lines: Iterable[Any], root: str | None = None) -> ParseResult:

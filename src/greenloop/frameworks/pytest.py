@@ -147,6 +147,9 @@ class TextParser:
     duration_ms: int | None = None
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     progress_failed: list[str] = field(default_factory=list)
+    # node ids the -v lines and -rA's summary name: passed (xpass too) and skipped (xfail too)
+    passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)
     interrupted: str | None = None
     xdist: bool = False  # pytest-xdist's header was seen: a line of bare letters is outcomes
 
@@ -169,6 +172,7 @@ class TextParser:
                 raw = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
             if fast and " PASSED" in raw and "::" in raw and "\x1b" not in raw and raw[0] != "[":
                 progress["pass"] += 1
+                self.passed_names.append(raw[: raw.find(" PASSED")])
                 continue
             feed(raw.rstrip("\r\n"))
             fast = self.draft is None and self.section in ("", "test session starts")
@@ -239,6 +243,10 @@ class TextParser:
         self.progress[ev] += 1
         if ev == "fail" and len(self.progress_failed) < MAX_NAMED_FAILURES:
             self.progress_failed.append(nodeid)
+        elif ev == "pass":
+            self.passed_names.append(nodeid)
+        elif ev == "skip":
+            self.skipped_names.append(nodeid)
 
     def _equals(self, line: str) -> None:
         if self._closing(line):
@@ -287,7 +295,11 @@ class TextParser:
         elif line.startswith("ERROR "):
             nodeid, msg = split_summary_line(line[6:])
             self.summary_lines.append(("ERROR", nodeid, msg))
-        elif not line.startswith(("PASSED", "SKIPPED", "XFAIL", "XPASS")):
+        elif line.startswith(("PASSED ", "XPASS ")):
+            self.passed_names.append(split_summary_line(line.split(" ", 1)[1])[0])
+        elif line.startswith("XFAIL "):
+            self.skipped_names.append(split_summary_line(line[6:])[0])
+        elif not line.startswith("SKIPPED"):  # (-rA's SKIPPED lines give a file:line, not a node id)
             self._closing(line)
 
     def finish(self) -> ParseResult:
@@ -359,6 +371,7 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=load_errors,
+            passed_names=dict.fromkeys(self.passed_names), skipped_names=dict.fromkeys(self.skipped_names),
         )
 
 

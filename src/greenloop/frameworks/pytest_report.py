@@ -131,4 +131,5 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
         load_errors=load_errors,
         passed_names=(str(n) for n in data.get("passed") or () if isinstance(n, str)),
+        skipped_names=(str(n) for n in data.get("skipped") or () if isinstance(n, str)),
     )

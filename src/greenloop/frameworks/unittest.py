@@ -201,6 +201,7 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         duration_ms=int(duration * 1000) if isinstance(duration, int | float) else None,
         load_errors=load_errors,
         passed_names=(str(n) for n in data.get("passed") or () if isinstance(n, str)),
+        skipped_names=(str(n) for n in data.get("skipped") or () if isinstance(n, str)),
     )
 
 
@@ -217,6 +218,7 @@ class TextParser:
     body: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)  # -v's skipped and expected failures
     progress: dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "skip": 0})
     ran: int | None = None
     duration_ms: int | None = None
@@ -302,6 +304,8 @@ class TextParser:
         self.progress[ev] += 1
         if ev == "pass":
             self.passed_names.append(_name(desc)[0])
+        elif ev == "skip":
+            self.skipped_names.append(_name(desc)[0])
 
     def _closing(self, inner: str) -> None:
         counts: dict[str, int] = {}
@@ -335,6 +339,7 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
+            skipped_names=self.skipped_names,
         )
 
 

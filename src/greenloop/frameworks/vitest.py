@@ -137,6 +137,10 @@ class TextParser:
     tree_failed: list[str] = field(default_factory=list)
     tree_file: str | None = None  # the file line the tree's test lines follow
     tree_failed_file: dict[str, str] = field(default_factory=dict)
+    # the verbose reporter's `✓ file > describe > test` lines name their tests as failures are
+    # named (the default reporter's tree leaves the describes out, so its lines name none)
+    passed_names: list[str] = field(default_factory=list)
+    skipped_names: list[str] = field(default_factory=list)
     annotations: list[Failure] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
 
@@ -262,8 +266,11 @@ class TextParser:
             return
         sym = m.group(2)
         name = _TIME_SUFFIX.sub("", rest)
+        full = _verbose_name(m.group(1), name)
         if sym in "✓✔":
             self.tree["pass"] += 1
+            if full:
+                self.passed_names.append(full)
         elif sym in "×✗✖":
             self.tree["fail"] += 1
             if len(self.tree_failed) < MAX_DETAILED_FAILURES:
@@ -272,6 +279,8 @@ class TextParser:
                     self.tree_failed_file.setdefault(name, self.tree_file)
         else:
             self.tree["skip"] += 1
+            if full and sym in "↓□":
+                self.skipped_names.append(full)
 
     def _summary(self, line: str) -> bool:
         m = _TESTS.match(line)
@@ -373,7 +382,17 @@ class TextParser:
         return closing_result(
             (passed, failed, skipped), self.failures, notes=notes, recognized=recognized,
             duration_ms=self.duration_ms, load_errors=self.load_errors,
+            passed_names=self.passed_names, skipped_names=self.skipped_names,
         )
+
+
+def _verbose_name(indent: str, rest: str) -> str | None:
+    """The test a verbose line (` ✓ math.test.js > math > adds`) names, without its file
+    (`math > adds`, as a failure's header names it); None for the default reporter's tree."""
+    if len(indent) > 1 or " > " not in rest:
+        return None
+    file, name = rest.split(" > ", 1)
+    return name if "." in file else None
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:

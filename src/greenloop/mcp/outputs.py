@@ -37,7 +37,7 @@ __all__ = [
 # The library's fixed sets of values (model.Outcome, model.Failure.kind, closure.jobs.JobState,
 # bugs.Status / Source / Severity, devloop.timeline.Kind).
 Outcome = Literal["green", "red", "broken"]
-FailureKind = Literal["test", "load", "hook", "timeout"]
+FailureKind = Literal["test", "load", "hook", "timeout", "cancelled"]
 JobState = Literal["starting", "running", "done", "failed", "lost", "cancelled"]
 BugStatus = Literal["open", "fixing", "fixed", "verified"]
 BugSource = Literal["unit_test", "unit_test_infra", "integration_test"]
@@ -76,6 +76,7 @@ class FailureOutput(_Output):
     hint: str = ""
     bug_id: str | None = None
     kind: FailureKind = "test"
+    origin: str | None = None  # where in source the error was thrown, when file:line is the test's
 
 
 class SandboxOutput(_Output):

@@ -152,6 +152,7 @@ def merge(
     for r in results:
         notes += [f"{label[id(r)]}: {n}" for n in r.notes]
     passed = tuple(dict.fromkeys(t for r in results for t in r.passed_tests))
+    skipped = tuple(dict.fromkeys(t for r in results for t in r.skipped_tests))
     exit_codes = [r.exit_code for r in results]
     exit_code = 0 if all(c == 0 for c in exit_codes) else next(
         (c for c in exit_codes if c not in (0, None)), None)
@@ -185,4 +186,5 @@ def merge(
         # The whole suite only when every shard is there; else still a narrowed run.
         selection=None if not missing else "shard",
         passed_tests=passed,
+        skipped_tests=skipped,
     )

@@ -136,5 +136,5 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
         notes=tuple(dict.fromkeys([*plan.notes, *parsed.notes, *verdict.notes, note])),
         duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / layout.RESULT_NAME),
         workspace=workspace, next_action=verdict.next_action, passed_tests=parsed.passed_tests,
-        selection=plan.selection,
+        skipped_tests=parsed.skipped_tests, selection=plan.selection,
     )

@@ -128,6 +128,7 @@ def _sum(kept: list[FileTests]) -> FileTests:
     return FileTests(
         sum(k.passed for k in kept), sum(k.failed for k in kept), sum(k.skipped for k in kept),
         tuple(t for k in kept for t in k.passed_tests), tuple(f for k in kept for f in k.failures),
+        tuple(t for k in kept for t in k.skipped_tests),
     )
 
 
@@ -208,17 +209,18 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
                       failed=kept.failed + r.failed, skipped=kept.skipped + r.skipped, flaky=r.flaky)
     failures: tuple[Failure, ...] = (*kept_failures, *(rerun.failures if rerun is not None else ()))
     passed = (*kept.passed_tests, *(rerun.passed_tests if rerun is not None else ()))
+    skipped = (*kept.skipped_tests, *(rerun.skipped_tests if rerun is not None else ()))
     notes = [*plan.notes, *(rerun.notes if rerun is not None else ()),
              _note(info, half, rerun.command if rerun is not None else "")]
     if rerun is not None and rerun.outcome == "broken" and rerun.crash_reason != "no tests ran":
         return rerun._replace(
             run_id=run_dir.name, summary=summary, failures=failures, passed_tests=passed,
-            notes=tuple(dict.fromkeys(notes)), result_ref=str(run_dir / "result.json"),
+            skipped_tests=skipped, notes=tuple(dict.fromkeys(notes)), result_ref=str(run_dir / "result.json"),
             workspace=str(workspace), selection=plan.selection, command=plan.command_text, resume=info)
     loads = [f"{f.test}: {(f.message.splitlines() or ['failed to load'])[0]}"
              for f in failures if f.kind == "load"]
     parsed = ParseResult(summary=summary, failures=failures, recognized=True, passed_tests=passed,
-                         load_error=load_error_of(loads))
+                         skipped_tests=skipped, load_error=load_error_of(loads))
     stdout, stderr = str(run_dir / "stdout.txt"), str(run_dir / "stderr.txt")
     # the rerun's own code when it failed; else what the runner says of a run with (or without)
     # failing tests (a rerun that found no test left, pytest's 5, is not a failure of the run)
@@ -238,7 +240,7 @@ def _merged(workspace: Path, run_dir: Path, plan: Plan, kept: FileTests, rerun: 
         sandbox=rerun.sandbox if rerun is not None else SandboxInfo(),
         result_ref=str(run_dir / "result.json"), workspace=str(workspace),
         started_at=rerun.started_at if rerun is not None else None, next_action=verdict.next_action,
-        passed_tests=passed, selection=plan.selection, resume=info,
+        passed_tests=passed, skipped_tests=skipped, selection=plan.selection, resume=info,
     )
 
 

@@ -45,6 +45,7 @@ class FileTests(NamedTuple):
     skipped: int = 0
     passed_tests: tuple[str, ...] = ()
     failures: tuple[Failure, ...] = ()
+    skipped_tests: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -89,8 +90,8 @@ def _count(statuses: list[tuple[str, str]], failures: list[Failure]) -> FileTest
     """A file's results from its (status, name) lines and its failures."""
     passed = [name for status, name in statuses if status == "pass"]
     failed = sum(1 for status, _ in statuses if status == "fail")
-    skipped = sum(1 for status, _ in statuses if status == "skip")
-    return FileTests(len(passed), failed, skipped, tuple(passed), tuple(failures))
+    skipped = [name for status, name in statuses if status == "skip"]
+    return FileTests(len(passed), failed, len(skipped), tuple(passed), tuple(failures), tuple(skipped))
 
 
 def _rel(path: str, cwd: str) -> str:
@@ -266,6 +267,7 @@ def _unittest(plan: Plan) -> Finished | str:
     for test_id, file in collected:
         ids_of.setdefault(file, []).append(test_id)
     passed: dict[str, list[str]] = {}
+    skipped: dict[str, list[str]] = {}
     counts: dict[str, list[int]] = {file: [0, 0] for file in ids_of}  # failed, skipped
     failures: dict[str, list[Failure]] = {}
     file_of = {test_id: file for test_id, file in collected}
@@ -277,6 +279,8 @@ def _unittest(plan: Plan) -> Finished | str:
             passed.setdefault(file, []).append(test_id)
         counts[file][0] += int(end.get("failed") or 0)
         counts[file][1] += int(end.get("skipped") or 0)
+        if end.get("skipped") and not end.get("passed") and not end.get("failed"):
+            skipped.setdefault(file, []).append(test_id)
         failures.setdefault(file, []).extend(report_failure(f, cwd) for f in end.get("failures") or ())
     for item in between:  # a class or module fixture failed: the file its traceback names
         found = [f for f in item.get("failures") or () if isinstance(f, dict)]
@@ -293,7 +297,7 @@ def _unittest(plan: Plan) -> Finished | str:
         if all(i in ends for i in ids):
             own = passed.get(file, [])
             done[file] = FileTests(len(own), counts[file][0], counts[file][1], tuple(own),
-                                   tuple(failures.get(file, ())))
+                                   tuple(failures.get(file, ())), tuple(skipped.get(file, ())))
     unplaced = [file for file in ids_of if file not in done and not file.endswith(".py")]
     if unplaced:
         return f"{unplaced[0]} did not finish and names no file to run again"

@@ -43,7 +43,8 @@ are kept in detail: node id, phase, file and line, message and the long represen
 
 The report: {"version": 1, "pytest": "8.x", "counts": {"passed": n, "failed": n, …},
 "failures": [{"nodeid", "when", "category", "file", "line", "message", "longrepr"}],
-"omitted": n, "duration": seconds, "exitstatus": n}
+"passed": [nodeid], "skipped": [nodeid] (skipped and xfailed), "omitted": n, "duration": seconds,
+"exitstatus": n}
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ class _Report:
         counts: dict[str, int] = {}
         failures: list[dict[str, Any]] = []
         passed: list[str] = []
+        skipped: list[str] = []
         omitted = 0
         for category in CATEGORIES:
             reports = [r for r in stats.get(category, ()) if hasattr(r, "nodeid")]
@@ -216,6 +218,10 @@ class _Report:
             if category in ("passed", "xpassed"):
                 # the evidence a bug needs to move to fixed: this test ran and passed
                 passed.extend(str(r.nodeid) for r in reports)
+            elif category in ("skipped", "xfailed"):
+                # the evidence of a test taken away to get green (a skip or xfail mark, a
+                # pytest.skip() call, a module skipped whole: then its file's node id)
+                skipped.extend(str(r.nodeid) for r in reports)
             if category not in ("failed", "error"):
                 continue
             for report in reports:
@@ -229,6 +235,7 @@ class _Report:
             "counts": counts,
             "failures": failures,
             "passed": passed,
+            "skipped": list(dict.fromkeys(skipped)),
             "omitted": omitted,
             "duration": round(time.time() - self.started, 3),
             "exitstatus": int(exitstatus),

@@ -23,7 +23,8 @@ greenloop (only the standard library) and keeps to Python 3.8+ syntax.
 
 The report: {"version": 1, "python": "3.x", "counts": {"passed", "failures", "errors",
 "skipped", "expected_failures", "unexpected_successes", "run"}, "failures": [{"id", "kind",
-"category", "file", "line", "message", "traceback"}], "passed": [ids], "omitted": n,
+"category", "file", "line", "message", "traceback"}], "passed": [ids], "skipped": [ids] (skipped
+and expected failures), "omitted": n,
 "duration": seconds}. Counts are unittest's own: `Ran N tests` and `FAILED (failures=…)`.
 """
 
@@ -316,6 +317,9 @@ def _write(result: unittest.TestResult, duration: float) -> None:
         "counts": counts,
         "failures": getattr(result, "greenloop_failures", []),
         "passed": getattr(result, "greenloop_passed", []),
+        # the tests skipped (a skip decorator, skipTest()) and expected to fail, by id
+        "skipped": list(dict.fromkeys(
+            _name(test)[0] for test, _ in (*result.skipped, *result.expectedFailures))),
         "omitted": getattr(result, "greenloop_omitted", 0),
         "duration": round(duration, 3),
     }
