@@ -147,7 +147,8 @@ PINS: dict[str, Pin] = {
     ),
     "owed": Pin(
         outputs.OwedOutput,
-        gate.ClosureCheck("s1", False, None, 1, 3, False, (), (_owed(),), 1, "taken_away").to_json()["owed"][0],
+        gate.ClosureCheck("s1", False, None, 1, 3, False, (), (_owed(),), 1, "taken_away")
+        .to_json()["owed"][0],
         {**_hints(evidence.OwedTest), "at": str, "why": str},  # check adds the ISO time, the words
     ),
     "last_run": Pin(

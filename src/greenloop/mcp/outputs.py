@@ -198,10 +198,10 @@ class ClosureOutput(_Output):
     )
     owed_count: int = Field(default=0, description="How many tests the session owes.")
     holding: str = Field(
-        default="", description="The rule holding the turn: owed, taken_away, red, stale, not_run; empty if none."
+        default="", description="The rule holding the turn (owed, taken_away, red, stale, not_run), or empty."
     )
     unresolved_reason: str | None = Field(
-        default=None, description="Why the open unresolved record was made (owed, taken away, stale, not run, red)."
+        default=None, description="Why the open unresolved record was made (owed, taken away, stale, not run)."
     )
 
 
