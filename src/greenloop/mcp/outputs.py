@@ -201,7 +201,7 @@ class ClosureOutput(_Output):
         default="", description="The rule holding the turn (owed, taken_away, red, stale, not_run), or empty."
     )
     unresolved_reason: str | None = Field(
-        default=None, description="Why the open unresolved record was made (owed, taken away, stale, not run)."
+        default=None, description="Why the open unresolved record was made: owed, taken away, stale, not run."
     )
 
 
