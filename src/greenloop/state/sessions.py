@@ -131,8 +131,9 @@ class SessionTables(RecordTables):
                 (session_id, seq),
             ).fetchall()
         )
-        (open_unresolved,) = self.conn.execute(
-            "SELECT COUNT(*) FROM unresolved WHERE session_id = ? AND cleared_at IS NULL", (session_id,)
+        (open_unresolved, last_unresolved) = self.conn.execute(
+            "SELECT COUNT(*), MAX(at) FROM unresolved WHERE session_id = ? AND cleared_at IS NULL",
+            (session_id,),
         ).fetchone()
         run = effective_run(
             self.latest_run(session_id=session_id),
@@ -147,7 +148,10 @@ class SessionTables(RecordTables):
             turn_id=turn_id,
             intercepts_this_turn=len(steered),
             released_this_turn=released_at is not None,
-            unresolved=bool(open_unresolved) and not (run is not None and run.ok and not owed_count),
+            # A green run that owes nothing answers a record made before it (a workspace run, which
+            # record_run could not tie to this session); a record made after it (stale) stands.
+            unresolved=bool(open_unresolved)
+            and not (run is not None and run.ok and not owed_count and run.at >= float(last_unresolved)),
             last_run=run,
             first_seen=first_seen,
             owed=owed,
