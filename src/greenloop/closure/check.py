@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from greenloop.closure.evidence import OwedTest
 from greenloop.closure.gate import _rule, needs_fingerprint
 from greenloop.closure.messages import MAX_NAMED, why_owed
+from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store
 from greenloop.closure.transitions import ClosureState, RunRecord, iso
 from greenloop.config import Config

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from greenloop.closure.owed import REASONS, TAKEN_AWAY, OwedTest
+
 __all__ = [
     "REASONS",
     "TAKEN_AWAY",
@@ -32,9 +34,6 @@ __all__ = [
     "owed_after",
 ]
 
-REASONS = ("failed", "skipped", "removed", "only")
-# The reasons that mean a test was taken away (a person may accept these; a failure never).
-TAKEN_AWAY = frozenset({"skipped", "removed", "only"})
 _MARK_REASON = {
     "skip": "skipped",
     "xfail": "skipped",
@@ -44,29 +43,6 @@ _MARK_REASON = {
     "only": "only",
 }
 _SEPARATORS = ("::", " > ", " ", ".", "/", "#", ":")
-
-
-class OwedTest(NamedTuple):
-    """One test the session owes: its name, why, the run that made it owed, and where."""
-
-    test: str
-    reason: str  # failed | skipped | removed | only
-    run_id: str
-    at: float = 0.0
-    file: str | None = None
-    line: int | None = None
-    detail: str = ""  # the mark's text (`@pytest.mark.skip`), when the working tree shows it
-
-    def to_json(self) -> dict[str, Any]:
-        """The owed test as JSON (what `check --json` lists)."""
-        return {
-            "test": self.test,
-            "reason": self.reason,
-            "run_id": self.run_id,
-            "file": self.file,
-            "line": self.line,
-            "detail": self.detail,
-        }
 
 
 class MarkNote(NamedTuple):

@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from greenloop.closure.evidence import OwedTest
-from greenloop.closure.messages import RULE_REASONS, release_message, steer_message
+from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 from greenloop.closure.transitions import ClosureState
 from greenloop.config import Config
@@ -39,8 +38,6 @@ __all__ = [
     "closure_check",  # noqa: F822
     "decide",
     "needs_fingerprint",
-    "release_message",
-    "steer_message",
 ]
 
 DecisionKind = Literal["allow", "steer", "release"]
@@ -140,6 +137,8 @@ def decide(state: ClosureState, config: Config) -> Decision:
         return Decision("allow", reason=why, **base)
     base["rule"] = rule
     once = rule in ("stale", "not_run")
+    from greenloop.closure.messages import release_message, steer_message  # only a hold has words
+
     if state.released_this_turn or state.intercepts_this_turn >= budget or (once and rule in state.steered):
         base["unresolved"] = True
         return Decision(
@@ -276,6 +275,8 @@ class Gate:
                 elif decision.kind == "release" and not state.released_this_turn:
                     store.add_interception(session_id, state.turn_seq, "release", decision.run_id,
                                            decision.message, self.harness, decision.rule)
+                    from greenloop.closure.messages import RULE_REASONS
+
                     store.mark_released(session_id, state.turn_seq, decision.run_id,
                                         RULE_REASONS.get(decision.rule, decision.rule))
                 return decision

@@ -8,7 +8,7 @@ where the working tree shows it), and the command that reruns exactly them.
 
 from __future__ import annotations
 
-from greenloop.closure.evidence import OwedTest
+from greenloop.closure.owed import OwedTest
 from greenloop.closure.transitions import ClosureState, RunRecord
 
 __all__ = ["MAX_NAMED", "RULE_REASONS", "release_message", "rerun_command", "steer_message", "why_owed"]

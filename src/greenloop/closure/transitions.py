@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from greenloop.closure.evidence import OwedTest
+from greenloop.closure.owed import OwedTest
 
 __all__ = [
     "ClosureState",

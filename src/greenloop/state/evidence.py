@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from greenloop.closure.evidence import TAKEN_AWAY, OwedTest, RunEvidence, owed_after
+from greenloop.closure.owed import TAKEN_AWAY, OwedTest
 from greenloop.state.tables import Tables
+
+if TYPE_CHECKING:
+    from greenloop.closure.evidence import RunEvidence
 
 __all__ = ["OWED_SHOWN", "Acceptance", "EvidenceTables", "SessionStart"]
 
@@ -94,6 +97,8 @@ class EvidenceTables(Tables):
     def record_evidence(self, session_id: str, run_id: str, at: float, ev: RunEvidence) -> int:
         """Fold one run of the session into its owed tests (call inside the run's transaction);
         returns how many tests the session owes now (acceptances not counted out)."""
+        from greenloop.closure.evidence import owed_after  # the rules: record time, never the Stop path
+
         conn = self.conn
         row = conn.execute(
             "SELECT guarded, baseline FROM session_evidence WHERE session_id = ?", (session_id,)

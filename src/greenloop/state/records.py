@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from greenloop.closure.evidence import RunEvidence
 from greenloop.closure.transitions import Counts, RunRecord
 from greenloop.state.backend import column_names
 from greenloop.state.evidence import EvidenceTables
+
+if TYPE_CHECKING:
+    from greenloop.closure.evidence import RunEvidence
 
 __all__ = ["MAX_FAILING_NAMES", "JobRow", "RecordTables", "run_from_row"]
 
