@@ -3,8 +3,12 @@ gate deciding on them, and the store keeping them (both backends)."""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+import types
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -12,7 +16,7 @@ from greenloop.closure.evidence import MarkNote, OwedTest, RunEvidence, matches,
 from greenloop.closure.gate import decide, needs_fingerprint
 from greenloop.closure.messages import rerun_command
 from greenloop.closure.run_evidence import command_scope, evidence_of
-from greenloop.closure.store import Store
+from greenloop.closure.store import Store, record_result
 from greenloop.closure.transitions import ClosureState, Counts, RunRecord
 from greenloop.config import Config, validate
 from greenloop.errors import ConfigError
@@ -310,3 +314,77 @@ def test_a_session_of_two_thousand_tests_records_a_run_in_a_few_ms(
     took.sort()
     limit = 0.05 if state_backend == "sqlite" else 0.25  # a loaded shared machine; typical is a few ms
     assert took[len(took) // 2] < limit, took
+
+
+# ------------------------------------------------------------------ marks, through record_result
+
+
+class Mark(NamedTuple):  # greenloop.closure.marks.Mark's fields
+    file: str
+    line: int
+    kind: str
+    test: str | None
+    text: str
+
+
+def test_a_runs_marks_are_read_against_the_sessions_start_and_name_the_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """greenloop.closure.marks is read at record time: a snapshot at the session's start, then
+    `taken_away(root, that snapshot)` for each run (a stand-in module with its API here)."""
+    seen: list[tuple[str, str | None]] = []
+    now: list[Mark] = []
+    def snapshot(root: str) -> str:
+        seen.append(("snapshot", root))
+        return '{"marks": []}'
+
+    def taken_away(root: str, baseline: str | None) -> tuple[Mark, ...]:
+        seen.append(("taken_away", baseline))
+        return tuple(now)
+
+    marks = types.ModuleType("greenloop.closure.marks")
+    marks.snapshot = snapshot  # type: ignore[attr-defined]
+    marks.taken_away = taken_away  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "greenloop.closure.marks", marks)
+    red = RunResult(
+        "run-1",
+        False,
+        "red",
+        "pytest",
+        "pytest",
+        1,
+        summary=Summary(2, 1, 1, 0),
+        failures=(Failure(A, "tests/test_a.py", 3),),
+        passed_tests=(B,),
+        session_id="s1",
+    )
+    record_result(tmp_path, red, session_id="s1", fingerprint=lambda: "fp")
+    assert seen == [("snapshot", str(tmp_path)), ("taken_away", '{"marks": []}')]
+    now[:] = [
+        Mark("tests/test_a.py", 2, "skip", "test_add", "@pytest.mark.skip"),
+        Mark("web/cart.test.js", 7, "only", "adds", "it.only("),
+    ]
+    green = red._replace(
+        run_id="run-2",
+        ok=True,
+        outcome="green",
+        summary=Summary(2, 1, 0, 1),
+        failures=(),
+        passed_tests=(B,),
+        skipped_tests=(A,),
+    )
+    record_result(tmp_path, green, session_id="s1", fingerprint=lambda: "fp")
+    with Store(tmp_path) as store:
+        owed, count = store.owed("s1")
+        row = store.conn.execute("SELECT marks FROM runs WHERE run_id = 'run-2'").fetchone()
+    assert count == 2 and json.loads(row[0])[0]["line"] == 2
+    by_reason = {o.reason: o for o in owed}
+    assert (by_reason["skipped"].test, by_reason["skipped"].file, by_reason["skipped"].line) == (
+        A,
+        "tests/test_a.py",
+        2,
+    )
+    assert by_reason["only"].file == "web/cart.test.js" and by_reason["only"].line == 7
+    d = decide(ClosureState("s1", owed=owed, owed_count=count), Config())
+    assert "skipped in this session: tests/test_a.py:2 @pytest.mark.skip" in d.message
+    assert ".only web/cart.test.js:7" in d.message
