@@ -9,7 +9,11 @@ this benchmark), open the state database, decide, record the interception, print
 `--rounds` times; the medians and the ratio are printed. Target: hook p50 <= 1.5x
 `python -c pass`. `python -I -S -c pass` is shown too: the floor of any hook started that way.
 
-Usage: python bench/hook_latency.py [--rounds N] [--importtime]
+`--green`: the session's last run is green instead and the tree unchanged since, so the hook
+allows the stop after taking the working tree's fingerprint (the gate's stale-green rule):
+the Stop of an honest session.
+
+Usage: python bench/hook_latency.py [--rounds N] [--importtime] [--green]
 """
 
 from __future__ import annotations
@@ -36,21 +40,27 @@ def hook_argv() -> list[str]:
     return shlex.split(hook_command("claude-code"))
 
 
-def prepare(ws: Path) -> None:
+def prepare(ws: Path, green: bool = False) -> None:
     from greenloop.closure.store import Store
     from greenloop.closure.transitions import Counts, RunRecord
 
     (ws / "greenloop.toml").write_text("max_intercept_rounds = 1000000\n")
+    fingerprint = None
+    if green:
+        from greenloop.system.fingerprint import working_tree
+
+        fingerprint = working_tree(ws)
     with Store(ws) as store:
         store.record_run(
             RunRecord(
                 "run-bench",
-                ok=False,
+                ok=green,
                 at=time.time(),
-                outcome="red",
+                outcome="green" if green else "red",
                 session_id="bench",
-                summary=Counts(10, 8, 2, 0),
-                failing=("tests/test_a.py::test_one", "tests/test_a.py::test_two"),
+                summary=Counts(10, 10, 0, 0) if green else Counts(10, 8, 2, 0),
+                failing=() if green else ("tests/test_a.py::test_one", "tests/test_a.py::test_two"),
+                fingerprint=fingerprint,
             )
         )
 
@@ -74,10 +84,11 @@ def main() -> int:
     parser.add_argument(
         "--importtime", action="store_true", help="also print the slowest imports of one hook"
     )
+    parser.add_argument("--green", action="store_true", help="a green last run: the hook allows (see above)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="greenloop-hook-bench-") as tmp:
         ws = Path(tmp)
-        prepare(ws)
+        prepare(ws, args.green)
         env = {**os.environ, "GREENLOOP_CONFIG_HOME": str(ws / "no-user-config")}
         env.pop("CLAUDE_PROJECT_DIR", None)
         event = json.dumps(
@@ -95,7 +106,9 @@ def main() -> int:
         baseline = [sys.executable, "-c", "pass"]
         floor = [sys.executable, "-I", "-S", "-c", "pass"]
         check = subprocess.run(hook, input=event, capture_output=True, env=env, cwd=ws, check=False)
-        if b'"decision": "block"' not in check.stdout:
+        if args.green and check.stdout.strip():
+            raise SystemExit(f"the hook did not allow: {check.stdout!r} {check.stderr!r}")
+        if not args.green and b'"decision": "block"' not in check.stdout:
             raise SystemExit(f"the hook did not steer: {check.stdout!r} {check.stderr!r}")
         for _ in range(3):  # warm the page cache (and greenloop's config parse cache)
             timed(baseline, b"", env, ws)

@@ -537,3 +537,41 @@ def test_permission_mode_is_never_written_without_state_or_from_garbage(tmp_path
         p = hook("claude-code", claude("UserPromptSubmit", "s1", other, permission_mode=bad), cwd=other)
         assert p.returncode == 0 and p.stdout == ""
     assert _mode_rows(other, "s1") == []
+
+
+# ------------------------------------------------------------------ the session's evidence (issue 31)
+
+
+def test_claude_code_a_narrowed_shell_run_does_not_clear_what_it_did_not_run(tmp_path: Path) -> None:
+    out, _ = _pytest_output(tmp_path, RED)
+    bash = {"command": "python -m pytest test_calc.py", "description": "run tests"}
+    payload = claude("PostToolUse", "s1", tmp_path, tool_name="Bash", tool_input=bash,
+                     tool_response={"stdout": out, "stderr": ""})
+    assert "recorded" in hook("claude-code", payload, cwd=tmp_path).stderr
+    narrowed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_calc.py", "-k", "test_ok"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert narrowed.returncode == 0, narrowed.stdout
+    payload.update(tool_input={"command": "python -m pytest test_calc.py -k test_ok"},
+                   tool_response={"stdout": narrowed.stdout, "stderr": ""})
+    assert "(green" in hook("claude-code", payload, cwd=tmp_path).stderr
+    stop = hook("claude-code", claude("Stop", "s1", tmp_path), cwd=tmp_path)
+    reason = json.loads(stop.stdout)["reason"]
+    assert "test_calc.py::test_add (failed in run-" in reason and "--target test_calc.py::test_add" in reason
+
+
+def test_codex_files_changed_after_green_are_asked_about_once(tmp_path: Path) -> None:
+    from greenloop.system.fingerprint import working_tree
+
+    (tmp_path / "calc.py").write_text("x = 1\n")
+    with Store(tmp_path) as store:
+        store.record_run(RunRecord("run-green", ok=True, at=1.0, outcome="green", session_id="c1",
+                                   fingerprint=working_tree(tmp_path)))
+    assert hook("codex", codex_stop("c1", "turn-1", tmp_path), cwd=tmp_path).stdout == ""
+    (tmp_path / "calc.py").write_text("x = 2\n")
+    p = hook("codex", codex_stop("c1", "turn-2", tmp_path), cwd=tmp_path)
+    steer = json.loads(p.stdout)
+    assert list(steer) == ["decision", "reason"] and "files changed since the last run" in steer["reason"]
+    p = hook("codex", codex_stop("c1", "turn-2", tmp_path), cwd=tmp_path)
+    assert "unresolved (stale)" in json.loads(p.stdout)["systemMessage"]

@@ -207,3 +207,23 @@ def test_the_process_tree_ties_a_shell_run_to_the_conversation(tmp_path: Path) -
     assert json.loads(prompt["stdout"]) == {"continue": True}
     assert json.loads(run["stdout"])["session_id"] == conv
     assert "test_add" in json.loads(held["stdout"])["followup_message"]
+
+
+def test_a_test_skipped_after_it_failed_stays_owed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def pytest_run(body: str) -> str:
+        (tmp_path / "test_calc.py").write_text(body)
+        p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        return p.stdout
+
+    red = "def test_add():\n    assert 1 + 1 == 3\n\ndef test_ok():\n    assert True\n"
+    shell = event("afterShellExecution", "k9", tmp_path, command="pytest -v", output=pytest_run(red))
+    assert "recorded" in answer(shell, tmp_path)[1]
+    skipped = "import pytest\n\n@pytest.mark.skip\n" + red
+    shell["output"] = pytest_run(skipped)
+    assert "(green" in answer(shell, tmp_path)[1]
+    out, _ = answer(stop("k9", tmp_path, 0), tmp_path)
+    assert "test_calc.py::test_add (skipped in this session" in out["followup_message"]

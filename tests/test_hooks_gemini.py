@@ -235,3 +235,15 @@ def test_before_agent_without_state_or_prompt_is_harmless(tmp_path: Path) -> Non
     assert p.returncode == 0 and json.loads(p.stdout) == {} and "no prompt" in p.stderr
     p = hook("gemini", event("SessionStart", "g1", tmp_path, source="startup"), cwd=tmp_path)
     assert p.returncode == 0 and json.loads(p.stdout) == {}
+
+
+def test_edits_with_no_run_are_denied_once_then_released(tmp_path: Path) -> None:
+    assert json.loads(hook("gemini", before_agent("g9", tmp_path, PROMPT), cwd=tmp_path).stdout) == {}
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # the agent edits, runs nothing
+    out = json.loads(hook("gemini", after_agent("g9", tmp_path), cwd=tmp_path).stdout)
+    assert out["decision"] == "deny" and "recorded no test run" in out["reason"]
+    out = json.loads(hook("gemini", after_agent("g9", tmp_path), cwd=tmp_path).stdout)
+    assert "unresolved (not run)" in out["systemMessage"]
+    # A session that changes nothing is never held.
+    assert json.loads(hook("gemini", before_agent("g10", tmp_path, PROMPT), cwd=tmp_path).stdout) == {}
+    assert json.loads(hook("gemini", after_agent("g10", tmp_path), cwd=tmp_path).stdout) == {}

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from greenloop import api, model, result
 from greenloop.bugs import record as bugs
-from greenloop.closure import gate, jobs, transitions
+from greenloop.closure import evidence, gate, jobs, transitions
 from greenloop.devloop import timeline
 from greenloop.integration import result as integration_run
 from greenloop.mcp import outputs, tools
@@ -95,6 +95,10 @@ def _last_run() -> transitions.RunRecord:
     )
 
 
+def _owed() -> evidence.OwedTest:
+    return evidence.OwedTest("t.py::test_a", "skipped", "r1", 1.0, "t.py", 3, "@pytest.mark.skip")
+
+
 class Pin(typing.NamedTuple):
     output: type[BaseModel]
     record: Mapping[str, Any]  # the record's JSON form, every optional field set
@@ -140,6 +144,12 @@ PINS: dict[str, Pin] = {
         gate.ClosureCheck("s1", False, _last_run(), 1, 3, False, ("n",)).to_json(),
         _hints(gate.ClosureCheck),
         added=frozenset({"session_source"}),
+    ),
+    "owed": Pin(
+        outputs.OwedOutput,
+        gate.ClosureCheck("s1", False, None, 1, 3, False, (), (_owed(),), 1, "taken_away")
+        .to_json()["owed"][0],
+        {**_hints(evidence.OwedTest), "at": str, "why": str},  # check adds the ISO time, the words
     ),
     "last_run": Pin(
         outputs.LastRunOutput,

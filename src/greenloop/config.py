@@ -35,6 +35,7 @@ __all__ = [
     "FLAKY_POLICIES",
     "HINT_LANGUAGES",
     "SANDBOX_MODES",
+    "STALE_GREEN",
     "Config",
     "Layer",
     "Loaded",
@@ -51,6 +52,7 @@ __all__ = [
 HINT_LANGUAGES = ("en", "zh")
 FLAKY_POLICIES = ("fail", "warn")
 SANDBOX_MODES = ("auto", "read-only", "workspace-write", "full-access")
+STALE_GREEN = ("steer", "note")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
@@ -72,6 +74,11 @@ class Config(NamedTuple):
     # where the closure state lives: "" is the embedded SQLite database, a postgresql:// URL a
     # shared PostgreSQL database ($GREENLOOP_STATE_URL wins; greenloop.state.url)
     state_url: str = ""
+    # files changed after the run that cleared the owed set: "steer" holds the turn once
+    # ("run the tests again"), "note" only says so in `check`
+    stale_green: str = "steer"
+    # a session that changed the working tree and recorded no run is asked for one, once
+    require_run: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -91,7 +98,11 @@ _ALIASES = {
     "hintLanguage": "hint_language",
     "writeUnitStatus": "write_unit_status",
     "stateUrl": "state_url",
+    "staleGreen": "stale_green",
+    "requireRun": "require_run",
 }
+# the fields whose value is one of a few words
+_CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN}
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
 
@@ -142,7 +153,7 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
             else:
                 out[name] = int(value)
-        elif name in ("enabled", "write_unit_status"):
+        elif name in ("enabled", "write_unit_status", "require_run"):
             if not isinstance(value, bool):
                 problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
             else:
@@ -152,9 +163,9 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be one of {', '.join(HINT_LANGUAGES)} (got {value!r})")
             else:
                 out[name] = value
-        elif name == "flaky":
-            if value not in FLAKY_POLICIES:
-                problems.append(f"'{key}' must be one of {', '.join(FLAKY_POLICIES)} (got {value!r})")
+        elif name in _CHOICES:
+            if value not in _CHOICES[name]:
+                problems.append(f"'{key}' must be one of {', '.join(_CHOICES[name])} (got {value!r})")
             else:
                 out[name] = value
         elif name == "state_url":

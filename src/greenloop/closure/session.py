@@ -198,6 +198,12 @@ def record_binding(
         shown = json.dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
         with store.Store(workspace, clock=clock, location=location) as st, st.transaction():
             st.bind(ptree.proc_key(harness_proc), session_id, harness, os.path.abspath(workspace), shown)
+            if st.session_start(session_id) is None:
+                # The session's first event: what the tree looked like before the agent acted
+                # (the gate's no-run rule and the marks baseline compare against it).
+                from greenloop.closure.run_evidence import ensure_start
+
+                ensure_start(st, workspace, session_id)
             if forget_old:
                 st.forget_bindings(clock() - BINDING_MAX_AGE_S)
     except Exception as exc:

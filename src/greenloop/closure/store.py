@@ -174,6 +174,7 @@ def run_record(
         exit_code=result.exit_code,
         result_ref=result.result_ref,
         reason=reason,
+        selection=result.selection if result.shard is None else "shard",
     )
 
 
@@ -215,7 +216,14 @@ def record_result(
     try:
         with Store(workspace, clock=clock, warn=warn) as store:
             record = make()
-            store.record_run(record)
+            evidence = None
+            if record.session_id is not None:
+                from greenloop.closure import run_evidence
+
+                fp = record.fingerprint
+                baseline = run_evidence.ensure_start(store, ws, record.session_id, lambda: fp)
+                evidence = run_evidence.evidence_of(result, run_evidence.marks_now(ws, baseline))
+            store.record_run(record, evidence)
     except state_errors() as exc:
         warn(f"could not record run {result.run_id} in the state database: {exc}")
     return record if record is not None else make()

@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
+from greenloop.closure.owed import OwedTest
+
 __all__ = [
     "ClosureState",
     "Counts",
@@ -72,6 +74,8 @@ class RunRecord(NamedTuple):
     exit_code: int | None = None
     result_ref: str | None = None
     reason: str | None = None  # for broken runs: timed out, crashed, no tests ran
+    # None: the whole suite; else how it was narrowed (target, last_failed, command, shard)
+    selection: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The closure state as JSON."""
@@ -90,6 +94,7 @@ class RunRecord(NamedTuple):
             "exit_code": self.exit_code,
             "result_ref": self.result_ref,
             "reason": self.reason,
+            "selection": self.selection,
         }
 
 
@@ -104,6 +109,14 @@ class ClosureState(NamedTuple):
     unresolved: bool = False
     last_run: RunRecord | None = None
     first_seen: float | None = None
+    # The session's evidence (greenloop.closure.evidence): the tests it owes (the first few)
+    # and how many; the working tree's fingerprint at its start; the rule of each steer of
+    # this turn (owed, red, stale, not_run); the fingerprint now, when the gate took one.
+    owed: tuple[OwedTest, ...] = ()
+    owed_count: int = 0
+    start_fingerprint: str | None = None
+    steered: tuple[str, ...] = ()
+    fingerprint_now: str | None = None
 
 
 def effective_run(

@@ -71,7 +71,8 @@ def hook(args: Any) -> int:
 
 
 def check(args: Any) -> int:
-    """`greenloop check [PATH] [--session S] [--json]`: 0 satisfied, 1 not (the last run is red)."""
+    """`greenloop check [PATH] [--session S] [--json]`: 0 satisfied, 1 not (tests owed, the last
+    run red, files changed since it, or changed with no run)."""
     from greenloop.closure.gate import closure_check
     from greenloop.closure.session import resolve
     from greenloop.commands.output import chosen
@@ -99,11 +100,17 @@ def check(args: Any) -> int:
             )
         else:
             print("  no recorded run")
+        for owed in data["owed"]:
+            print(f"  owed: {owed['test']} ({owed['why']})")
+        if result.owed_count > len(result.owed):
+            print(f"  owed: +{result.owed_count - len(result.owed)} more")
         print(f"  interceptions this turn: {result.intercepts_this_turn} of {result.budget}")
         if result.unresolved:
-            print("  unresolved: a turn ended red after its interception budget")
+            why = result.unresolved_reason or "red"
+            print(f"  unresolved ({why}): a turn ended after its interception budget")
         for note in result.notes:
-            print(f"  note: {note}")
+            if not note.startswith("owed: "):  # listed above
+                print(f"  note: {note}")
     return ExitCode.OK if result.satisfied else ExitCode.FAILED
 
 

@@ -263,6 +263,9 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
         for run_id in reversed(ids):
             run = st.attach_run(run_id, session_id)
             if run is not None:
+                from greenloop.closure.run_evidence import fold_attached
+
+                fold_attached(st, workspace, run_id, session_id, run.result_ref)
                 return f"greenloop: run {run_id} ({run.outcome}) belongs to session {session_id}\n"
     return ""
 
@@ -351,7 +354,16 @@ def record_shell_run(
         reason=reason,
     )
     with Store(workspace, clock=ctx.clock, warn=_stderr_warn) as store:
-        store.record_run(record)
+        evidence = None
+        if session_id is not None:
+            from greenloop.closure import run_evidence
+
+            fp = record.fingerprint
+            baseline = run_evidence.ensure_start(store, workspace, session_id, lambda: fp)
+            evidence = run_evidence.evidence_of_parse(parsed, command, record.ok)._replace(
+                marks=run_evidence.marks_now(workspace, baseline)
+            )
+        store.record_run(record, evidence)
     return (
         f"greenloop: recorded {record.run_id} ({outcome}: {s.failed} failed, {s.passed} passed) "
         f"from {command!r}\n"

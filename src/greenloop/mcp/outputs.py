@@ -24,6 +24,7 @@ __all__ = [
     "ClosureOutput",
     "IntegrationOutput",
     "JobOutput",
+    "OwedOutput",
     "ProbeOutput",
     "RunOutput",
     "TimelineOutput",
@@ -168,6 +169,19 @@ class LastRunOutput(_Output):
     source: str | None = Field(default=None, description="Who ran it: a greenloop run, or a hook's parse.")
 
 
+class OwedOutput(_Output):
+    """A test the session owes: it failed and no later run passed it, or it was taken away."""
+
+    test: str
+    reason: str = Field(description="failed | skipped | removed | only")
+    run_id: str = Field(description="The run that made it owed.")
+    at: str | None = None
+    file: str | None = None
+    line: int | None = None
+    detail: str = Field(default="", description="The mark the working tree shows (`@pytest.mark.skip`).")
+    why: str = Field(default="", description="Why it is owed, in words (failed in run X, skipped …).")
+
+
 class ClosureOutput(_Output):
     """Whether the session may end its turn, and why."""
 
@@ -179,6 +193,16 @@ class ClosureOutput(_Output):
     budget: int | None = None
     unresolved: bool = False
     notes: list[str] = Field(default_factory=list)
+    owed: list[OwedOutput] = Field(
+        default_factory=list, description="The first tests the session owes, failures first (see owed_count)."
+    )
+    owed_count: int = Field(default=0, description="How many tests the session owes.")
+    holding: str = Field(
+        default="", description="The rule holding the turn (owed, taken_away, red, stale, not_run), or empty."
+    )
+    unresolved_reason: str | None = Field(
+        default=None, description="Why the open unresolved record was made: owed, taken away, stale, not run."
+    )
 
 
 class JobOutput(_Output):

@@ -125,6 +125,42 @@ CREATE INDEX IF NOT EXISTS bindings_by_at ON bindings (at)
 """
 
 
+_EVIDENCE = """
+CREATE TABLE IF NOT EXISTS owed (
+    session_id TEXT NOT NULL,
+    test TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    at {float} NOT NULL,
+    file TEXT,
+    line INTEGER,
+    detail TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (session_id, test)
+);
+CREATE TABLE IF NOT EXISTS session_evidence (
+    session_id TEXT PRIMARY KEY,
+    at {float} NOT NULL,
+    start_fingerprint TEXT,
+    marks TEXT,
+    baseline TEXT,
+    guarded TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS acceptances (
+    id {serial},
+    session_id TEXT,
+    test TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    accepted_by TEXT NOT NULL,
+    at {float} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS acceptances_by_test ON acceptances (test);
+ALTER TABLE runs ADD COLUMN selection TEXT;
+ALTER TABLE runs ADD COLUMN marks TEXT;
+ALTER TABLE interceptions ADD COLUMN rule TEXT;
+ALTER TABLE unresolved ADD COLUMN reason TEXT
+"""
+
+
 _NOTES_SAID = """
 CREATE TABLE IF NOT EXISTS notes_said (
     session_id TEXT NOT NULL,
@@ -149,9 +185,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     # A job's pid means something only on the machine that started it: with a database several
     # machines share, the others must not judge the job by a pid of theirs.
     Migration(3, "the host a background job runs on", ("ALTER TABLE jobs ADD COLUMN host TEXT",)),
+    # The gate judges the session's evidence, not only its last run (docs/closure-gate.md).
+    Migration(
+        4,
+        "the session's evidence: owed tests, its start and baseline, people's acceptances; "
+        "each run's selection and marks, each interception's rule, each unresolved record's reason",
+        _statements(_EVIDENCE),
+    ),
     # The agent format says a note that stays true across runs (the tests' environment, the
     # virtualenv) once per session: this is where it remembers having said it.
-    Migration(4, "notes said once per session", _statements(_NOTES_SAID)),
+    Migration(5, "notes said once per session", _statements(_NOTES_SAID)),
 )
 LATEST = MIGRATIONS[-1].version
 # The tables a complete database has (greenloop doctor checks them).

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greenloop.closure.transitions import Counts, RunRecord
 from greenloop.state.backend import column_names
-from greenloop.state.tables import Tables
+from greenloop.state.evidence import EvidenceTables
+
+if TYPE_CHECKING:
+    from greenloop.closure.evidence import RunEvidence
 
 __all__ = ["MAX_FAILING_NAMES", "JobRow", "RecordTables", "run_from_row"]
 
@@ -30,6 +33,8 @@ _RUN_COLUMNS = (
     "exit_code",
     "result_ref",
     "reason",
+    "selection",
+    "marks",
 )
 # Recording a run id again replaces its row (an upsert both SQLite and PostgreSQL accept).
 _RECORD_RUN = (
@@ -71,15 +76,20 @@ def run_from_row(d: dict[str, Any]) -> RunRecord:
         exit_code=d.get("exit_code"),
         result_ref=d.get("result_ref"),
         reason=d.get("reason"),
+        selection=d.get("selection"),
     )
 
 
-class RecordTables(Tables):
+class RecordTables(EvidenceTables):
     """The queries of runs, jobs and sandbox events, written once for both backends."""
     # ------------------------------------------------------------------ runs
-    def record_run(self, run: RunRecord) -> None:
-        """Record a run; a passing run clears the unresolved records it answers."""
+    def record_run(self, run: RunRecord, evidence: RunEvidence | None = None) -> None:
+        """Record a run, and fold its `evidence` into its session's owed tests; a passing run
+        clears the unresolved records it answers (for a session: once it owes nothing)."""
         failing = json.dumps(list(run.failing[:MAX_FAILING_NAMES]))
+        marks = None
+        if evidence is not None and evidence.marks is not None:
+            marks = json.dumps([m.to_json() for m in evidence.marks])
         s = run.summary
         with self.transaction() as conn:
             conn.execute(
@@ -102,9 +112,14 @@ class RecordTables(Tables):
                     run.exit_code,
                     run.result_ref,
                     run.reason,
+                    run.selection,
+                    marks,
                 ),
             )
-            if not run.ok:
+            owes = 0
+            if evidence is not None and run.session_id is not None:
+                owes = self.record_evidence(run.session_id, run.run_id, run.at, evidence)
+            if not run.ok or owes:
                 return
             if run.session_id is not None:
                 conn.execute(

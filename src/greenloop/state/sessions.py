@@ -50,16 +50,26 @@ class SessionTables(RecordTables):
         return seq
 
     def add_interception(
-        self, session_id: str, turn_seq: int, kind: str, run_id: str | None, message: str, harness: str | None
+        self,
+        session_id: str,
+        turn_seq: int,
+        kind: str,
+        run_id: str | None,
+        message: str,
+        harness: str | None,
+        rule: str | None = None,
     ) -> None:
-        """Record that the gate sent the agent back in this turn."""
+        """Record that the gate sent the agent back (or released it) in this turn, and by which
+        rule (owed, red, stale, not_run)."""
         self.conn.execute(
-            "INSERT INTO interceptions (session_id, turn_seq, at, kind, run_id, harness, message) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (session_id, turn_seq, self.clock(), kind, run_id, harness, message),
+            "INSERT INTO interceptions (session_id, turn_seq, at, kind, run_id, harness, message, rule) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, turn_seq, self.clock(), kind, run_id, harness, message, rule),
         )
 
-    def mark_released(self, session_id: str, turn_seq: int, run_id: str | None) -> None:
+    def mark_released(
+        self, session_id: str, turn_seq: int, run_id: str | None, reason: str | None = None
+    ) -> None:
         """The turn ended red after its budget: record the session unresolved."""
         now = self.clock()
         if turn_seq == 0:
@@ -73,8 +83,8 @@ class SessionTables(RecordTables):
             "UPDATE turns SET released_at = ? WHERE session_id = ? AND seq = ?", (now, session_id, turn_seq)
         )
         self.conn.execute(
-            "INSERT INTO unresolved (session_id, turn_seq, run_id, at) VALUES (?, ?, ?, ?)",
-            (session_id, turn_seq, run_id, now),
+            "INSERT INTO unresolved (session_id, turn_seq, run_id, at, reason) VALUES (?, ?, ?, ?, ?)",
+            (session_id, turn_seq, run_id, now, reason),
         )
 
     def last_steer(self, session_id: str, turn_seq: int) -> str:
@@ -98,11 +108,13 @@ class SessionTables(RecordTables):
 
     def unresolved_records(self, session_id: str, *, open_only: bool = True) -> list[dict[str, Any]]:
         """The session's unresolved records (open ones only, unless asked)."""
-        sql = "SELECT turn_seq, run_id, at, cleared_at, cleared_by FROM unresolved WHERE session_id = ?"
+        sql = (
+            "SELECT turn_seq, run_id, at, cleared_at, cleared_by, reason FROM unresolved WHERE session_id = ?"
+        )
         if open_only:
             sql += " AND cleared_at IS NULL"
         rows = self.conn.execute(sql + " ORDER BY id", (session_id,)).fetchall()
-        keys = ("turn_seq", "run_id", "at", "cleared_at", "cleared_by")
+        keys = ("turn_seq", "run_id", "at", "cleared_at", "cleared_by", "reason")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def state(self, session_id: str, *, first_seen: float | None = None) -> ClosureState:
@@ -111,27 +123,41 @@ class SessionTables(RecordTables):
             row = self.conn.execute("SELECT first_seen FROM sessions WHERE id = ?", (session_id,)).fetchone()
             first_seen = None if row is None else float(row[0])
         seq, turn_id, released_at = self.current_turn(session_id)
-        (count,) = self.conn.execute(
-            "SELECT COUNT(*) FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer'",
-            (session_id, seq),
-        ).fetchone()
-        (open_unresolved,) = self.conn.execute(
-            "SELECT COUNT(*) FROM unresolved WHERE session_id = ? AND cleared_at IS NULL", (session_id,)
+        steered = tuple(
+            str(r[0] or "red")
+            for r in self.conn.execute(
+                "SELECT rule FROM interceptions WHERE session_id = ? AND turn_seq = ? AND kind = 'steer' "
+                "ORDER BY id",
+                (session_id, seq),
+            ).fetchall()
+        )
+        (open_unresolved, last_unresolved) = self.conn.execute(
+            "SELECT COUNT(*), MAX(at) FROM unresolved WHERE session_id = ? AND cleared_at IS NULL",
+            (session_id,),
         ).fetchone()
         run = effective_run(
             self.latest_run(session_id=session_id),
             self.latest_run(session_id=None, since=first_seen) if first_seen is not None else None,
             first_seen,
         )
+        owed, owed_count = self.owed(session_id)
+        start = self.session_start(session_id)
         return ClosureState(
             session_id=session_id,
             turn_seq=seq,
             turn_id=turn_id,
-            intercepts_this_turn=int(count),
+            intercepts_this_turn=len(steered),
             released_this_turn=released_at is not None,
-            unresolved=bool(open_unresolved) and not (run is not None and run.ok),
+            # A green run that owes nothing answers a record made before it (a workspace run, which
+            # record_run could not tie to this session); a record made after it (stale) stands.
+            unresolved=bool(open_unresolved)
+            and not (run is not None and run.ok and not owed_count and run.at >= float(last_unresolved)),
             last_run=run,
             first_seen=first_seen,
+            owed=owed,
+            owed_count=owed_count,
+            start_fingerprint=None if start is None else start.fingerprint,
+            steered=steered,
         )
 
     # ------------------------------------------------------------------ process-tree bindings

@@ -18,57 +18,19 @@ import contextlib
 import os
 import shutil
 
-from greenloop.layout import NOT_CODE_DIRS, git_root
+from greenloop.layout import git_root
 from greenloop.system import proc
+from greenloop.system.tree_digest import (
+    GIT_ARGS,
+    GIT_TIMEOUT_S,
+    SKIP_DIRS,
+    SKIP_FILES,
+    WALK_BUDGET,
+    git_digest,
+    walk,
+)
 
 __all__ = ["SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "Pending", "start", "working_tree"]
-
-WALK_BUDGET = 20_000
-# greenloop's own outputs in a workspace: they change with every run and are not code.
-SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})
-SKIP_DIRS = NOT_CODE_DIRS
-
-
-def _stat_token(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "gone"
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
-_GIT_ARGS = (
-    "status",
-    "--porcelain=v2",
-    "--branch",
-    "-z",
-    "--untracked-files=all",
-    "--",
-    ".",
-    ":(exclude,glob)**/.greenloop/**",
-    ":(exclude,glob)**/bugs.ndjson",
-    ":(exclude,glob)**/timeline.ndjson",
-)
-GIT_TIMEOUT_S = 10.0
-
-
-def _git_digest(data: bytes, root: str) -> str:
-    import hashlib  # (~5 ms to import; api.test_run creates a Pending before the runner starts)
-
-    h = hashlib.sha256()
-    for entry in data.split(b"\0"):
-        if not entry:
-            continue
-        text = entry.decode("utf-8", "surrogateescape")
-        h.update(entry + b"\0")
-        if text.startswith("# branch.oid"):
-            continue
-        if text[:1] in ("1", "2", "u", "?"):
-            # The path is the last space-separated field (renames carry the old path in the next entry).
-            fields_before_path = {"1": 8, "2": 9, "u": 10}.get(text[0])
-            rel = text[2:] if fields_before_path is None else text.split(" ", fields_before_path)[-1]
-            h.update(_stat_token(os.path.join(root, rel)).encode())
-    return "git:" + h.hexdigest()[:20]
 
 
 class Pending:
@@ -100,7 +62,7 @@ class Pending:
         self._tmp = tempfile.mkdtemp(prefix="greenloop-fp-")
         with contextlib.suppress(OSError):
             self._child = proc.spawn(
-                [git, *_GIT_ARGS],
+                [git, *GIT_ARGS],
                 cwd=self.workspace,
                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
                 stdout_path=os.path.join(self._tmp, "out"),
@@ -131,8 +93,8 @@ class Pending:
         finally:
             self.close()
         if data is not None and self._root is not None:
-            return _git_digest(data, self._root)
-        return _walk(self.workspace) if os.path.isdir(self.workspace) else None
+            return git_digest(data, self._root)
+        return walk(self.workspace) if os.path.isdir(self.workspace) else None
 
     def close(self) -> None:
         """Stop a hash still running; nothing starts after this."""
@@ -143,37 +105,6 @@ class Pending:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-
-def _walk(workspace: str) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    seen = 0
-    queue = [workspace]
-    while queue and seen < WALK_BUDGET:
-        folder = queue.pop(0)
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            if seen > WALK_BUDGET:
-                break
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIP_DIRS and not entry.name.endswith(".egg-info"):
-                        queue.append(entry.path)
-                    continue
-                if entry.name in SKIP_FILES:
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            rel = os.path.relpath(entry.path, workspace)
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return "walk:" + h.hexdigest()[:20]
 
 
 def start(workspace: str | os.PathLike[str]) -> Pending:
