@@ -72,8 +72,9 @@ ACT: tuple[str, ...] = (
     "survived the shutdown",
     "greenloop is disabled",
     "no recorded run",
-    "the working tree changed after",
-    "a turn ended red",
+    "files changed since the last run",
+    "files changed in this session and no run was recorded",
+    "a turn ended unresolved",
 )
 _SAID_BRIEFLY = {"sandbox NOT enforced": "sandbox NOT enforced (said above in this session)"}
 # Closure-check notes the headline already says, or that change nothing an agent does.
