@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 from greenloop.closure import marks
 from greenloop.closure.marks import Mark, snapshot, taken_away
+
+SRC = str(Path(marks.__file__).resolve().parents[2])
 
 
 def write(root: Path, rel: str, text: str) -> Path:
@@ -351,3 +354,121 @@ def test_bounds_big_files_and_the_file_limit(tmp_path: Path, monkeypatch: pytest
     assert data["too_big"] == ["big.test.js"]
     assert data["over_limit"] == 1
     assert sorted(f"{m.test}.test.js" for m in taken_away(str(tmp_path), None)) == read
+
+
+def test_a_conftest_that_skips_whole_folders_is_a_mark(tmp_path: Path) -> None:
+    conftest = """
+    import pytest
+
+
+    def pytest_collection_modifyitems(items):
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason="not today"))
+    """
+    assert added(tmp_path, {"tests/conftest.py": conftest}) == [("tests/conftest.py", 6, "skip", None)]
+
+
+def test_code_in_a_multiline_string_declares_nothing(tmp_path: Path) -> None:
+    py = '''
+    SOURCE = """
+    import pytest
+
+    @pytest.mark.skip
+    def test_written_to_a_fixture():
+        pass
+    """
+
+
+    def test_real():
+        assert SOURCE
+    '''
+    write(tmp_path, "tests/test_gen.py", py)
+    data = json.loads(snapshot(str(tmp_path)))
+    _size, _mtime, found_marks, decls = data["files"]["tests/test_gen.py"]
+    assert found_marks == []
+    assert [name for _ln, name, _text in decls] == ["test_real"]
+
+
+def test_rust_cfg_attr_ignore_and_a_removed_test(tmp_path: Path) -> None:
+    write(tmp_path, "tests/it.rs", "#[test]\nfn keep() {}\n\n#[tokio::test]\nasync fn drop_me() {}\n")
+    base = snapshot(str(tmp_path))
+    write(tmp_path, "tests/it.rs", '#[test]\n#[cfg_attr(not(feature = "x"), ignore)]\nfn keep() {}\n')
+    got = [(m.line, m.kind, m.test) for m in taken_away(str(tmp_path), base)]
+    assert got == [(2, "ignore", "keep"), (5, "removed", "drop_me")]
+
+
+def test_head_of_a_workspace_below_the_repository_root(tmp_path: Path) -> None:
+    write(tmp_path, "svc/tests/test_a.py", "def test_a():\n    pass\n")
+    write(tmp_path, "other/tests/test_b.py", "def test_b():\n    pass\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "tests")
+    (tmp_path / "other/tests/test_b.py").unlink()  # outside the workspace: not its business
+    write(tmp_path, "svc/tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    pass\n")
+    got = taken_away(str(tmp_path / "svc"), None)
+    assert [(m.file, m.line, m.kind, m.test) for m in got] == [("tests/test_a.py", 3, "skip", "test_a")]
+
+
+def test_a_repository_without_a_commit_reports_only_only_marks(tmp_path: Path) -> None:
+    write(tmp_path, "a.test.js", "it.only('x', () => {})\ntest.skip('y', () => {})\n")
+    git(tmp_path, "init", "-q")
+    assert [m.kind for m in taken_away(str(tmp_path), None)] == ["only"]
+
+
+def test_a_snapshot_in_git_keeps_the_files_git_holds_as_blobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(marks, "GIT_FROM_FILES", 0)  # (the route is for large workspaces)
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    write(tmp_path, "tests/test_gone.py", "def test_g():\n    pass\n")
+    write(tmp_path, "src/c.test.js", "test('c', () => {})\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "tests")
+    write(tmp_path, "src/c.test.js", "test.skip('c', () => {})\n")  # changed before the session
+    base = snapshot(str(tmp_path))
+    files = json.loads(base)["files"]
+    assert isinstance(files["tests/test_a.py"][2], str) and files["tests/test_a.py"][3] is None
+    assert files["src/c.test.js"][2] == [[1, "skip", "c", "test.skip('c', () => {})"]]
+    write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.xfail\ndef test_a():\n    pass\n")
+    (tmp_path / "tests/test_gone.py").unlink()
+    got = sorted((m.file, m.line, m.kind, m.test) for m in taken_away(str(tmp_path), base))
+    assert got == [
+        ("tests/test_a.py", 3, "xfail", "test_a"),
+        ("tests/test_a.py", 5, "removed", "test_b"),
+        ("tests/test_gone.py", 1, "removed", "test_g"),
+    ]  # the skip that was there when the session began is not new
+
+
+def test_reuse_reads_only_the_files_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n")
+    write(tmp_path, "tests/test_b.py", "def test_b():\n    pass\n")
+    earlier = snapshot(str(tmp_path))
+    assert snapshot(str(tmp_path), reuse=earlier) == earlier
+    write(tmp_path, "tests/test_b.py", "import pytest\n\n@pytest.mark.skip\ndef test_b():\n    pass\n")
+    read: list[str] = []
+    real_read = marks._read
+
+    def counted(path: str) -> bytes | None:
+        read.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(marks, "_read", counted)
+    again = json.loads(snapshot(str(tmp_path), reuse=earlier))
+    assert [Path(p).name for p in read] == ["test_b.py"]
+    assert again["files"]["tests/test_b.py"][2] == [[3, "skip", "test_b", "@pytest.mark.skip"]]
+    assert snapshot(str(tmp_path), reuse="not a snapshot") == snapshot(str(tmp_path))
+
+
+def test_the_module_stays_light_for_the_stop_hook() -> None:
+    code = (
+        "import sys; import greenloop.closure.marks; "
+        "print(sorted(m for m in ('subprocess', 'greenloop.model', 'pathlib') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {SRC!r}); {code}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"

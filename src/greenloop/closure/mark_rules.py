@@ -47,14 +47,12 @@ def language_of(rel: str, js_or_py: str | None) -> str | None:
 
 # What opens a string or comment that may cross lines, and what closes it.
 _OPENERS = {"py": ('"""', "'''"), "js": ("/*", "`"), "go": ("/*", "`"), "rs": ("/*",)}
-_C_MULTI = re.compile(r"/\*.*?(?:\*/|\Z)|`(?:[^`\\]|\\.)*(?:`|\Z)", re.S)
-_MULTI = {
-    "py": re.compile(
-        r'"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*(?:\'\'\'|\Z)', re.S
-    ),
-    "js": _C_MULTI,
-    "go": _C_MULTI,
-    "rs": re.compile(r"/\*.*?(?:\*/|\Z)", re.S),
+# Each opener's whole string or comment (to the end of the text when it never closes).
+_TOKEN = {
+    '"""': re.compile(r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'),
+    "'''": re.compile(r"'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"),
+    "/*": re.compile(r"/\*.*?(?:\*/|\Z)", re.S),
+    "`": re.compile(r"`[^`\\]*(?:\\.[^`\\]*)*(?:`|\Z)"),
 }
 
 # Same-line strings, then what starts a comment, for the text before a match on its line.
@@ -87,26 +85,36 @@ class _Text:
         self._ends: list[int] = []
         self._line_pos = 0
         self._line_no = 0
-        if any(o in text for o in _OPENERS[lang]):
-            self._dead_spans()
+        openers = [o for o in _OPENERS[lang] if o in text]
+        if openers:
+            self._dead_spans(openers)
 
-    def _dead_spans(self) -> None:
+    def _dead_spans(self, openers: list[str]) -> None:
         """The multi-line strings and comments, in order. One that stays on its line is left to
         the same-line rules; one whose opener is not code (inside a same-line string, after a
-        comment start) is no span, and the search goes on just after that opener."""
-        text, multi = self.text, _MULTI[self.lang]
+        comment start) is no span, and the search goes on just after that opener. Openers are
+        found by substring search, each once (a pattern search is ten times slower here)."""
+        text = self.text
+        ahead = {o: text.find(o) for o in openers}
         pos = 0
         while True:
-            m = multi.search(text, pos)
-            if m is None:
+            at, token = -1, ""
+            for o in openers:
+                i = ahead[o]
+                if -1 < i < pos:
+                    i = ahead[o] = text.find(o, pos)
+                if i != -1 and (at == -1 or i < at):
+                    at, token = i, o
+            if at == -1:
                 return
-            start, end = m.span()
-            if text.find("\n", start, end) == -1:
+            m = _TOKEN[token].match(text, at)
+            end = m.end() if m else len(text)
+            if text.find("\n", at, end) == -1:
                 pos = end
-            elif not self._line_code(start):
-                pos = start + 1
+            elif not self._line_code(at):
+                pos = at + 1
             else:
-                self._starts.append(start)
+                self._starts.append(at)
                 self._ends.append(end)
                 pos = end
 
@@ -189,7 +197,9 @@ class _Text:
 
 # -- Python ---------------------------------------------------------------------------------
 
-_PY_DEF = re.compile(r"\n[ \t]*((?:async[ \t]+)?(def|class)[ \t]+(\w+)[^\n]*)")
+# (An optional `async` in one pattern would cost every line a try; it gets a pattern of its own.)
+_PY_DEF = re.compile(r"\n[ \t]*((def|class)[ \t]+(\w+)[^\n]*)")
+_PY_ASYNC_DEF = re.compile(r"\n[ \t]*(async[ \t]+(def)[ \t]+(\w+)[^\n]*)")
 _PY_MARK = re.compile(
     r"(?<![\w.])(?:pytest\.)?mark\.(?P<mark>skipif|skip|xfail)\b"
     r"|(?<![\w.])pytest\.(?P<call>skip|xfail|importorskip)\s*\("
@@ -241,7 +251,10 @@ def _line_text(matched: str) -> str:
 def _scan_py(t: _Text) -> Found:
     defs: list[_Def] = []
     decls: list[Decl] = []
-    for m in _PY_DEF.finditer(t.text):
+    found = list(_PY_DEF.finditer(t.text))
+    if "async" in t.text:
+        found = sorted([*found, *_PY_ASYNC_DEF.finditer(t.text)], key=lambda m: m.start())
+    for m in found:
         pos = m.start(1)
         if t.dead(pos):
             continue
@@ -262,18 +275,22 @@ def _scan_py(t: _Text) -> Found:
 # -- JavaScript and TypeScript --------------------------------------------------------------
 
 _JS_CHAIN_RE = r"(?P<chain>(?:[ \t]*\.[ \t]*\w+(?:\((?:[^()\n]|\([^()\n]*\))*\))?)*)\s*\(\s*"
-_JS_TITLE_RE = r"(?:(?P<q>['\"`])(?P<title>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q))?"
-# A test declaration starts its line (after closing brackets of the one before, at most).
-_JS_DECL = re.compile(
-    r"\n[ \t]*(?P<line>(?:[})\];,]+[ \t]*)?(?P<fn>it|test|specify|xit|xtest|xspecify|fit|ftest)\b"
-    + _JS_CHAIN_RE
-    + _JS_TITLE_RE
-    + r"[^\n]*)"
+_JS_TITLE_RE = (
+    r"(?:'(?P<t1>[^'\\\n]*(?:\\.[^'\\\n]*)*)'"
+    r'|"(?P<t2>[^"\\\n]*(?:\\.[^"\\\n]*)*)"'
+    r"|`(?P<t3>[^`\\\n]*(?:\\.[^`\\\n]*)*)`)?"
 )
-_JS_CALL = re.compile(
-    r"(?<![\w$.])(?P<fn>it|test|specify|describe|context|suite|xit|xtest|xspecify|xdescribe|xcontext"
-    r"|xsuite|fit|ftest|fdescribe|fcontext)\b" + _JS_CHAIN_RE + _JS_TITLE_RE
+_JS_NAMES = (
+    r"(?P<fn>it|test|specify|describe|context|suite|xit|xtest|xspecify|xdescribe|xcontext|xsuite"
+    r"|fit|ftest|fdescribe|fcontext)\b"
 )
+# A call that starts its line (after the closing brackets of the one before, at most)...
+_JS_LINE = re.compile(
+    r"\n[ \t]*(?P<line>(?:[})\];,]+[ \t]*)?" + _JS_NAMES + _JS_CHAIN_RE + _JS_TITLE_RE + r"[^\n]*)"
+)
+# ...and anywhere on a line that holds a mark's word.
+_JS_CALL = re.compile(r"(?<![\w$.])" + _JS_NAMES + _JS_CHAIN_RE + _JS_TITLE_RE)
+_JS_TESTS = frozenset({"it", "test", "specify", "xit", "xtest", "xspecify", "fit", "ftest"})
 _JS_PREFIX = {"x": "skip", "f": "only"}
 _JS_CHAIN = {
     "skip": "skip",
@@ -286,47 +303,61 @@ _JS_CHAIN = {
 }
 _JS_OPTION = re.compile(r"\b(skip|todo|only)\s*:\s*(?!false\b|undefined\b|null\b|0\b|''|\"\")[^,}\s]")
 _JS_CONTEXT = re.compile(r"(?<![\w$.])(?:t|ctx|context|this|tc)\s*\.\s*(skip|todo)\s*\(")
-# The lines worth a closer look hold one of these (a file with none has no JS mark).
-_JS_WORDS = (
-    *("skip", "only", "todo", "fail", "runIf"),
-    *("xit", "xtest", "xdesc", "xcon", "xsp", "xsu", "fit", "ftest", "fdesc", "fcon"),
-)
+_JS_WORDS = ("skip", "only", "todo", "fail", "runIf")  # on a line worth the closer look
 
 
-def _js_chain(m: re.Match[str]) -> list[str]:
-    return [part.split("(")[0].strip() for part in m.group("chain").split(".")[1:]]
+def _js_title(m: re.Match[str]) -> str | None:
+    t1, t2, t3 = m.group("t1", "t2", "t3")
+    return t1 if t1 is not None else t2 if t2 is not None else t3
+
+
+def _js_kinds(m: re.Match[str], text: str, line_end: int) -> list[str]:
+    """What a call's name, its chain (`.skip`, `.only`, `.skipIf(…)`) and node:test's options
+    object on the call's own line (`test('x', { skip: true }, …)`) make of it."""
+    fn = m.group("fn")
+    kinds = [_JS_PREFIX[fn[0]]] if fn[0] in _JS_PREFIX and len(fn) > 2 else []
+    chain = m.group("chain")
+    if chain:
+        kinds += [
+            _JS_CHAIN[c] for c in (p.split("(")[0].strip() for p in chain.split(".")[1:]) if c in _JS_CHAIN
+        ]
+    option = _JS_OPTION.search(text, m.end(), line_end)
+    if option and "{" in text[m.end() : option.start()]:
+        kinds.append(option.group(1))
+    return kinds
 
 
 def _scan_js(t: _Text) -> Found:
     text = t.text
     decls: list[Decl] = []
+    marks: dict[tuple[int, str, str | None], str] = {}  # (line, kind, test) -> text
     titled: list[tuple[int, str]] = []  # (position, title) of each test call, for t.skip()
-    for m in _JS_DECL.finditer(text):
-        pos, title = m.start("fn"), m.group("title")
-        if title is not None and not t.dead(pos) and "each" not in m.group("chain"):
-            decls.append((t.line_of(pos), title, _line_text(m.group("line"))))
+    for m in _JS_LINE.finditer(text):
+        pos = m.start("fn")
+        if t.dead(pos):
+            continue
+        fn, title, line = m.group("fn"), _js_title(m), m.group("line")
+        ln = t.line_of(pos)
+        if title is not None and fn in _JS_TESTS and "each" not in m.group("chain"):
+            decls.append((ln, title, _line_text(line)))
             titled.append((pos, title))
-    marks: list[Mark] = []
+        if fn[0] in _JS_PREFIX and len(fn) > 2:
+            marks[(ln, _JS_PREFIX[fn[0]], title)] = _line_text(line)
     for start in t.lines_with(_JS_WORDS):
         line_start, line_end = t.line_span(start)
         for m in _JS_CALL.finditer(text, line_start, line_end):
-            pos, fn, title = m.start(), m.group("fn"), m.group("title")
-            if not t.in_code(pos):
-                continue
-            kinds = [_JS_CHAIN[c] for c in _js_chain(m) if c in _JS_CHAIN]
-            if fn[0] in _JS_PREFIX and len(fn) > 2:
-                kinds.insert(0, _JS_PREFIX[fn[0]])
-            # node:test's options object on the call's own line: test('x', { skip: true }, …)
-            option = _JS_OPTION.search(text, m.end(), line_end)
-            if option and "{" in text[m.end() : option.start()]:
-                kinds.append(option.group(1))
-            marks.extend((t.line_of(pos), kind, title, t.line_at(pos)) for kind in dict.fromkeys(kinds))
+            pos = m.start()
+            if t.in_code(pos):
+                title, ln = _js_title(m), t.line_of(pos)
+                for kind in _js_kinds(m, text, line_end):
+                    marks.setdefault((ln, kind, title), t.line_at(pos))
         for m in _JS_CONTEXT.finditer(text, line_start, line_end):
             pos = m.start()
             if t.in_code(pos):
                 owner = next((title for p, title in reversed(titled) if p < pos), None)
-                marks.append((t.line_of(pos), m.group(1), owner, t.line_at(pos)))
-    return Found(tuple(marks), tuple(decls))
+                marks.setdefault((t.line_of(pos), m.group(1), owner), t.line_at(pos))
+    ordered = sorted(marks.items(), key=lambda item: item[0][0])
+    return Found(tuple((ln, kind, test, x) for (ln, kind, test), x in ordered), tuple(decls))
 
 
 # -- Go and Rust ----------------------------------------------------------------------------
