@@ -25,11 +25,13 @@ def write(root: Path, rel: str, text: str) -> Path:
 
 
 def added(root: Path, files: dict[str, str]) -> list[tuple[str, int, str, str | None]]:
-    """(file, line, kind, test) of what writing `files` into an empty workspace takes away."""
+    """(file, line, kind, test) of what writing `files` into an empty workspace takes away,
+    file by file in name order (the walk reads a folder in the order the file system gives)."""
     base = snapshot(str(root))
     for rel, text in files.items():
         write(root, rel, text)
-    return [(m.file, m.line, m.kind, m.test) for m in taken_away(str(root), base)]
+    got = [(m.file, m.line, m.kind, m.test) for m in taken_away(str(root), base)]
+    return sorted(got, key=lambda mark: mark[0])
 
 
 def git(root: Path, *args: str) -> None:
@@ -177,11 +179,11 @@ def test_go_skips_and_rust_ignores(tmp_path: Path) -> None:
     }
     """
     assert added(tmp_path, {"x_test.go": go, "src/lib.rs": rust}) == [
+        ("src/lib.rs", 4, "ignore", "slow_one"),
+        ("src/lib.rs", 8, "ignore", "slow_two"),
         ("x_test.go", 4, "skip", "TestA"),
         ("x_test.go", 7, "skip", "TestB"),
         ("x_test.go", 11, "skip", "TestC"),
-        ("src/lib.rs", 4, "ignore", "slow_one"),
-        ("src/lib.rs", 8, "ignore", "slow_two"),
     ]
 
 
@@ -472,3 +474,75 @@ def test_the_module_stays_light_for_the_stop_hook() -> None:
         check=True,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_more_runner_forms(tmp_path: Path) -> None:
+    py = """
+    import pytest
+
+    pytest.importorskip("numpy")
+
+
+    def test_x():
+        pytest.xfail("known")
+    """
+    js = """
+    describe('suite', function () {
+      it('mocha', function () {
+        this.skip()
+      })
+      test('vitest', (ctx) => {
+        ctx.skip()
+      })
+      test('node', (t) => {
+        t.todo('later')
+      })
+      it.fails('vitest fails', () => {})
+      xcontext('x ctx', () => {})
+      fcontext('f ctx', () => {})
+      ftest('f test', () => {})
+      test('node only', { only: true }, () => {})
+      test.if(process.env.CI)('bun if', () => {})
+      describe('one line', () => { it.only('mid', () => {}) })
+      it('paged', async () => { await db.find({ skip: 0 }) })
+    })
+    """
+    go = """
+    package x
+
+    func needsDB(t *testing.T) {
+    \tt.Skip("no database")
+    }
+
+    func TestY(t *testing.T) {
+    \tt.Run("sub", func(t *testing.T) { t.Skipf("later") })
+    }
+    """
+    rust = """
+    #[rstest]
+    #[ignore]
+    fn cases() {}
+    """
+    assert added(tmp_path, {"test_m.py": py, "m.test.js": js, "m_test.go": go, "lib.rs": rust}) == [
+        ("lib.rs", 2, "ignore", "cases"),
+        ("m.test.js", 3, "skip", "mocha"),
+        ("m.test.js", 6, "skip", "vitest"),
+        ("m.test.js", 9, "todo", "node"),
+        ("m.test.js", 11, "xfail", "vitest fails"),
+        ("m.test.js", 12, "skip", "x ctx"),
+        ("m.test.js", 13, "only", "f ctx"),
+        ("m.test.js", 14, "only", "f test"),
+        ("m.test.js", 15, "only", "node only"),
+        ("m.test.js", 16, "skip", "bun if"),
+        ("m.test.js", 17, "only", "mid"),
+        ("m_test.go", 4, "skip", None),  # a helper: the test it skips is its caller
+        ("m_test.go", 8, "skip", "TestY"),
+        ("test_m.py", 3, "skip", None),
+        ("test_m.py", 7, "xfail", "test_x"),
+    ]
+
+
+def test_go_test_names_follow_go_test(tmp_path: Path) -> None:
+    write(tmp_path, "a_test.go", "package a\n\nfunc Testify(t *testing.T) {}\nfunc Test_x(t *testing.T) {}\n")
+    data = json.loads(snapshot(str(tmp_path)))
+    assert [d[1] for d in data["files"]["a_test.go"][3]] == ["Test_x"]

@@ -300,10 +300,12 @@ _JS_CHAIN = {
     "todo": "todo",
     "failing": "xfail",
     "fails": "xfail",
+    "if": "skip",  # bun: test.if(cond) runs only when cond holds
+    "todoIf": "todo",
 }
 _JS_OPTION = re.compile(r"\b(skip|todo|only)\s*:\s*(?!false\b|undefined\b|null\b|0\b|''|\"\")[^,}\s]")
 _JS_CONTEXT = re.compile(r"(?<![\w$.])(?:t|ctx|context|this|tc)\s*\.\s*(skip|todo)\s*\(")
-_JS_WORDS = ("skip", "only", "todo", "fail", "runIf")  # on a line worth the closer look
+_JS_WORDS = ("skip", "only", "todo", "fail", "runIf", ".if")  # on a line worth the closer look
 
 
 def _js_title(m: re.Match[str]) -> str | None:
@@ -362,7 +364,8 @@ def _scan_js(t: _Text) -> Found:
 
 # -- Go and Rust ----------------------------------------------------------------------------
 
-_GO_FUNC = re.compile(r"\n(func[ \t]+(?:\([^)\n]*\)[ \t]*)?(Test\w*)[ \t]*\([^\n]*)")
+_GO_FUNC = re.compile(r"\n(func[ \t]+(?:\([^)\n]*\)[ \t]*)?(\w+)[ \t]*[\[(][^\n]*)")
+_GO_TEST = re.compile(r"Test(?![a-z])")  # go test's rule: TestX, Test_x, Test; not Testify
 _GO_SKIP = re.compile(r"\.(?:Skip|Skipf|SkipNow)[ \t]*\(")
 _RS_TEST = re.compile(r"\n[ \t]*(#)\[(?:\w+::)*(?:test|rstest|test_case)\b[^\n]*\]")
 _RS_IGNORE = re.compile(r"^[ \t]*(#)\[(?:ignore\b|cfg_attr\([^\n]*\bignore\b)[^\n]*\]", re.M)
@@ -370,14 +373,16 @@ _RS_FN = re.compile(r"\bfn[ \t]+(\w+)")
 
 
 def _scan_go(t: _Text) -> Found:
-    found = [m for m in _GO_FUNC.finditer(t.text) if m.group(2) != "TestMain" and not t.dead(m.start(1))]
-    funcs = [(m.start(1), m.group(2)) for m in found]
-    decls = tuple((t.line_of(m.start(1)), m.group(2), _line_text(m.group(1))) for m in found)
+    funcs = [(m.start(1), m.group(2), m) for m in _GO_FUNC.finditer(t.text) if not t.dead(m.start(1))]
+    tests = {pos for pos, name, _m in funcs if _GO_TEST.match(name) and name != "TestMain"}
+    decls = tuple((t.line_of(pos), name, _line_text(m.group(1))) for pos, name, m in funcs if pos in tests)
     marks: list[Mark] = []
     for start in t.lines_with(("Skip",)):
         for m in _GO_SKIP.finditer(t.text, *t.line_span(start)):
             if t.in_code(m.start()):
-                owner = next((name for p, name in reversed(funcs) if p < m.start()), None)
+                # The enclosing func: a test names itself; a helper that skips its caller, nothing.
+                pos, name = next(((p, n) for p, n, _m in reversed(funcs) if p < m.start()), (-1, None))
+                owner = name if pos in tests else None
                 marks.append((t.line_of(m.start()), "skip", owner, t.line_at(m.start())))
     return Found(tuple(marks), decls)
 
