@@ -546,3 +546,29 @@ def test_go_test_names_follow_go_test(tmp_path: Path) -> None:
     write(tmp_path, "a_test.go", "package a\n\nfunc Testify(t *testing.T) {}\nfunc Test_x(t *testing.T) {}\n")
     data = json.loads(snapshot(str(tmp_path)))
     assert [d[1] for d in data["files"]["a_test.go"][3]] == ["Test_x"]
+
+
+def test_a_function_nested_in_a_test_is_not_a_test(tmp_path: Path) -> None:
+    py = """
+    class TestA:
+        def test_method(self):
+            def test_helper():
+                pass
+
+            async def test_inner():
+                pass
+
+        async def test_async(self):
+            pass
+
+
+    def test_module():
+        pass
+    """
+    write(tmp_path, "tests/test_a.py", py)
+    decls = json.loads(snapshot(str(tmp_path)))["files"]["tests/test_a.py"][3]
+    assert [(ln, name) for ln, name, _text in decls] == [
+        (2, "test_method"),
+        (9, "test_async"),
+        (13, "test_module"),
+    ]

@@ -254,14 +254,20 @@ def _scan_py(t: _Text) -> Found:
     found = list(_PY_DEF.finditer(t.text))
     if "async" in t.text:
         found = sorted([*found, *_PY_ASYNC_DEF.finditer(t.text)], key=lambda m: m.start())
+    held: list[tuple[int, str]] = []  # (indent, kind) of the defs and classes this one is inside
     for m in found:
         pos = m.start(1)
         if t.dead(pos):
             continue
         line, kind, name = m.group(1, 2, 3)
         defs.append((pos, kind, name))
-        if kind == "def" and name.startswith("test"):
+        indent = pos - m.start() - 1
+        while held and held[-1][0] >= indent:
+            held.pop()
+        # pytest collects a module's and a class's test functions, not one nested in a function
+        if kind == "def" and name.startswith("test") and not (held and held[-1][1] == "def"):
             decls.append((t.line_of(pos), name, line.rstrip()[:MAX_TEXT]))
+        held.append((indent, kind))
     marks: list[Mark] = []
     for start in t.lines_with(_PY_WORDS):
         for m in _PY_MARK.finditer(t.text, *t.line_span(start)):

@@ -344,6 +344,6 @@ def _only_marks(f: _File) -> list[Mark]:
 def _accepts(rel: str) -> str | None:
     """The rules a baseline path is read with, when the walk would have read it (None otherwise)."""
     parts = rel.split("/")
-    if len(parts) - 1 > MAX_DEPTH + 1 or any(skipped_dir(p) for p in parts[:-1]):
+    if len(parts) - 1 > MAX_DEPTH or any(skipped_dir(p) for p in parts[:-1]):
         return None
     return language_of(rel, is_test_file(rel))
