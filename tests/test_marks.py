@@ -504,7 +504,8 @@ def test_more_runner_forms(tmp_path: Path) -> None:
       test('node only', { only: true }, () => {})
       test.if(process.env.CI)('bun if', () => {})
       describe('one line', () => { it.only('mid', () => {}) })
-      it('paged', async () => { await db.find({ skip: 0 }) })
+      it('paged', async () => { await db.find({ skip: 10 }) })
+      test('both', { skip: 'not yet', todo: true }, () => {})
     })
     """
     go = """
@@ -535,6 +536,8 @@ def test_more_runner_forms(tmp_path: Path) -> None:
         ("m.test.js", 15, "only", "node only"),
         ("m.test.js", 16, "skip", "bun if"),
         ("m.test.js", 17, "only", "mid"),
+        ("m.test.js", 19, "skip", "both"),
+        ("m.test.js", 19, "todo", "both"),
         ("m_test.go", 4, "skip", None),  # a helper: the test it skips is its caller
         ("m_test.go", 8, "skip", "TestY"),
         ("test_m.py", 3, "skip", None),
@@ -572,3 +575,20 @@ def test_a_function_nested_in_a_test_is_not_a_test(tmp_path: Path) -> None:
         (9, "test_async"),
         (13, "test_module"),
     ]
+
+
+def test_a_title_on_the_next_line_still_names_the_test(tmp_path: Path) -> None:
+    js = """
+    it.skip(
+      'long title',
+      () => {},
+    )
+    test(
+      'removed later',
+      () => {},
+    )
+    """
+    assert added(tmp_path, {"a.test.js": js}) == [("a.test.js", 1, "skip", "long title")]
+    base = snapshot(str(tmp_path))
+    write(tmp_path, "a.test.js", "it.skip(\n  'long title',\n  () => {},\n)\n")
+    assert [(m.kind, m.test) for m in taken_away(str(tmp_path), base)] == [("removed", "removed later")]

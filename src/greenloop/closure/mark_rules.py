@@ -309,6 +309,8 @@ _JS_CHAIN = {
     "if": "skip",  # bun: test.if(cond) runs only when cond holds
     "todoIf": "todo",
 }
+# node:test's options object comes right after the title: test('x', { skip: true }, fn)
+_JS_OPTIONS = re.compile(r"\s*,\s*\{([^{}\n]*)\}")
 _JS_OPTION = re.compile(r"\b(skip|todo|only)\s*:\s*(?!false\b|undefined\b|null\b|0\b|''|\"\")[^,}\s]")
 _JS_CONTEXT = re.compile(r"(?<![\w$.])(?:t|ctx|context|this|tc)\s*\.\s*(skip|todo)\s*\(")
 _JS_WORDS = ("skip", "only", "todo", "fail", "runIf", ".if")  # on a line worth the closer look
@@ -321,7 +323,7 @@ def _js_title(m: re.Match[str]) -> str | None:
 
 def _js_kinds(m: re.Match[str], text: str, line_end: int) -> list[str]:
     """What a call's name, its chain (`.skip`, `.only`, `.skipIf(…)`) and node:test's options
-    object on the call's own line (`test('x', { skip: true }, …)`) make of it."""
+    object right after its title (`test('x', { skip: true }, …)`) make of it."""
     fn = m.group("fn")
     kinds = [_JS_PREFIX[fn[0]]] if fn[0] in _JS_PREFIX and len(fn) > 2 else []
     chain = m.group("chain")
@@ -329,9 +331,9 @@ def _js_kinds(m: re.Match[str], text: str, line_end: int) -> list[str]:
         kinds += [
             _JS_CHAIN[c] for c in (p.split("(")[0].strip() for p in chain.split(".")[1:]) if c in _JS_CHAIN
         ]
-    option = _JS_OPTION.search(text, m.end(), line_end)
-    if option and "{" in text[m.end() : option.start()]:
-        kinds.append(option.group(1))
+    options = _JS_OPTIONS.match(text, m.end(), line_end) if _js_title(m) is not None else None
+    if options:
+        kinds += [o.group(1) for o in _JS_OPTION.finditer(options.group(1))]
     return kinds
 
 
@@ -353,7 +355,12 @@ def _scan_js(t: _Text) -> Found:
             marks[(ln, _JS_PREFIX[fn[0]], title)] = _line_text(line)
     for start in t.lines_with(_JS_WORDS):
         line_start, line_end = t.line_span(start)
-        for m in _JS_CALL.finditer(text, line_start, line_end):
+        # A call's title may stand on the next line: it.skip(\n  'title', …)
+        for m in _JS_CALL.finditer(
+            text, line_start, t.line_span(line_end + 1)[1] if line_end < len(text) else line_end
+        ):
+            if m.start() >= line_end:
+                break
             pos = m.start()
             if t.in_code(pos):
                 title, ln = _js_title(m), t.line_of(pos)
