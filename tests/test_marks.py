@@ -592,3 +592,35 @@ def test_a_title_on_the_next_line_still_names_the_test(tmp_path: Path) -> None:
     base = snapshot(str(tmp_path))
     write(tmp_path, "a.test.js", "it.skip(\n  'long title',\n  () => {},\n)\n")
     assert [(m.kind, m.test) for m in taken_away(str(tmp_path), base)] == [("removed", "removed later")]
+
+
+def test_the_declaration_bound_keeps_marks_but_not_removals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(marks, "MAX_DECLS", 2)
+    write(tmp_path, "tests/test_a.py", "def test_a1():\n    pass\n\n\ndef test_a2():\n    pass\n")
+    write(tmp_path, "tests/test_b.py", "import pytest\n\n@pytest.mark.skip\ndef test_b():\n    pass\n")
+    base = snapshot(str(tmp_path))
+    files = json.loads(base)["files"]
+    kept = sorted(rel for rel, entry in files.items() if entry[3] is not None)
+    assert len(kept) == 1  # whichever the walk read first fits; the other keeps its marks only
+    assert files["tests/test_b.py"][2] == [[3, "skip", "test_b", "@pytest.mark.skip"]]
+    for rel in ("tests/test_a.py", "tests/test_b.py"):
+        write(tmp_path, rel, "")
+    got = {(m.file, m.test) for m in taken_away(str(tmp_path), base)}
+    expected = {"tests/test_a.py": {("tests/test_a.py", "test_a1"), ("tests/test_a.py", "test_a2")}}
+    assert got == expected.get(kept[0], {("tests/test_b.py", "test_b")})
+
+
+def test_a_file_that_grew_past_the_bound_is_not_a_removal(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n")
+    base = snapshot(str(tmp_path))
+    write(tmp_path, "tests/test_a.py", "#" * (marks.MAX_FILE_BYTES + 1))
+    assert taken_away(str(tmp_path), base) == ()
+    assert json.loads(snapshot(str(tmp_path)))["too_big"] == ["tests/test_a.py"]
+
+
+def test_bytes_that_are_not_utf8_are_read_anyway(tmp_path: Path) -> None:
+    base = snapshot(str(tmp_path))
+    (tmp_path / "a.test.js").write_bytes(b"// \xff\xfe\nit.only('x', () => {})\n")
+    assert [(m.line, m.kind, m.test) for m in taken_away(str(tmp_path), base)] == [(2, "only", "x")]
