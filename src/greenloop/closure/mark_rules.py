@@ -95,6 +95,12 @@ class _Text:
         comment start) is no span, and the search goes on just after that opener. Openers are
         found by substring search, each once (a pattern search is ten times slower here)."""
         text = self.text
+        if len(openers) == 1:  # the usual case: docstrings only, or template literals only
+            token = openers[0]
+            at = text.find(token)
+            while at != -1:
+                at = text.find(token, self._take(at, token))
+            return
         ahead = {o: text.find(o) for o in openers}
         pos = 0
         while True:
@@ -107,16 +113,20 @@ class _Text:
                     at, token = i, o
             if at == -1:
                 return
-            m = _TOKEN[token].match(text, at)
-            end = m.end() if m else len(text)
-            if text.find("\n", at, end) == -1:
-                pos = end
-            elif not self._line_code(at):
-                pos = at + 1
-            else:
-                self._starts.append(at)
-                self._ends.append(end)
-                pos = end
+            pos = self._take(at, token)
+
+    def _take(self, at: int, token: str) -> int:
+        """Read the string or comment `token` opens at `at`; where the search goes on."""
+        text = self.text
+        m = _TOKEN[token].match(text, at)
+        end = m.end() if m else len(text)
+        if text.find("\n", at, end) == -1:
+            return end
+        if not self._line_code(at):
+            return at + 1
+        self._starts.append(at)
+        self._ends.append(end)
+        return end
 
     def line_of(self, pos: int) -> int:
         """The 1-based line of `pos` (cheapest when asked in increasing order)."""
@@ -154,6 +164,11 @@ class _Text:
         strings, comment, quotes = _LINE_RULES[self.lang]
         rest = strings.sub("", prefix)
         return comment not in rest and not any(q in rest for q in quotes)
+
+    @property
+    def has_spans(self) -> bool:
+        """Does the text hold any multi-line string or comment?"""
+        return bool(self._starts)
 
     def dead(self, pos: int) -> bool:
         """Is `pos` inside a multi-line string or comment? (Enough for a match that starts
@@ -255,9 +270,10 @@ def _scan_py(t: _Text) -> Found:
     if "async" in t.text:
         found = sorted([*found, *_PY_ASYNC_DEF.finditer(t.text)], key=lambda m: m.start())
     held: list[tuple[int, str]] = []  # (indent, kind) of the defs and classes this one is inside
+    dead = t.dead if t.has_spans else None
     for m in found:
         pos = m.start(1)
-        if t.dead(pos):
+        if dead is not None and dead(pos):
             continue
         line, kind, name = m.group(1, 2, 3)
         defs.append((pos, kind, name))
@@ -342,13 +358,15 @@ def _scan_js(t: _Text) -> Found:
     decls: list[Decl] = []
     marks: dict[tuple[int, str, str | None], str] = {}  # (line, kind, test) -> text
     titled: list[tuple[int, str]] = []  # (position, title) of each test call, for t.skip()
+    dead = t.dead if t.has_spans else None
     for m in _JS_LINE.finditer(text):
         pos = m.start("fn")
-        if t.dead(pos):
+        if dead is not None and dead(pos):
             continue
-        fn, title, line = m.group("fn"), _js_title(m), m.group("line")
+        fn, chain, t1, t2, t3, line = m.group("fn", "chain", "t1", "t2", "t3", "line")
+        title = t1 if t1 is not None else t2 if t2 is not None else t3
         ln = t.line_of(pos)
-        if title is not None and fn in _JS_TESTS and "each" not in m.group("chain"):
+        if title is not None and fn in _JS_TESTS and "each" not in chain:
             decls.append((ln, title, _line_text(line)))
             titled.append((pos, title))
         if fn[0] in _JS_PREFIX and len(fn) > 2:
