@@ -624,3 +624,25 @@ def test_bytes_that_are_not_utf8_are_read_anyway(tmp_path: Path) -> None:
     base = snapshot(str(tmp_path))
     (tmp_path / "a.test.js").write_bytes(b"// \xff\xfe\nit.only('x', () => {})\n")
     assert [(m.line, m.kind, m.test) for m in taken_away(str(tmp_path), base)] == [(2, "only", "x")]
+
+
+def test_files_left_out_of_the_run_whole(tmp_path: Path) -> None:
+    conftest = """
+    collect_ignore = ["test_cart.py"]
+    collect_ignore_glob = []
+    collect_ignore_glob.append("test_x*.py")
+    """
+    go = """
+    //go:build ignore
+
+    package x
+
+    // a comment that says //go:build is not a constraint here
+    func TestA(t *testing.T) {}
+    """
+    assert added(tmp_path, {"tests/conftest.py": conftest, "x_test.go": go}) == [
+        ("tests/conftest.py", 1, "skip", None),
+        ("tests/conftest.py", 2, "skip", None),
+        ("tests/conftest.py", 3, "skip", None),
+        ("x_test.go", 1, "skip", None),
+    ]

@@ -220,11 +220,13 @@ _PY_MARK = re.compile(
     r"|(?<![\w.])pytest\.(?P<call>skip|xfail|importorskip)\s*\("
     r"|^[ \t]*@(?:unittest\.)?(?P<deco>skipIf|skipUnless|skip|expectedFailure)\b"
     r"|\.(?P<self>skipTest)\s*\("
-    r"|\braise[ \t]+(?:unittest\.)?(?P<exc>SkipTest)\b",
+    r"|\braise[ \t]+(?:unittest\.)?(?P<exc>SkipTest)\b"
+    # a conftest's collect_ignore leaves whole files out of the collection
+    r"|^[ \t]*(?P<ignore>collect_ignore(?:_glob)?)\b[ \t]*(?:\+?=|\.(?:append|extend|insert)\b)",
     re.M,
 )
 _PY_OWNER = re.compile(r"(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
-_PY_WORDS = ("skip", "Skip", "xfail", "expectedFailure")
+_PY_WORDS = ("skip", "Skip", "xfail", "expectedFailure", "collect_ignore")
 _PY_KIND = {"xfail": "xfail", "expectedFailure": "xfail"}
 
 _Def = tuple[int, str, str]  # (position of the name's keyword, def | class, name)
@@ -398,6 +400,8 @@ def _scan_js(t: _Text) -> Found:
 _GO_FUNC = re.compile(r"\n(func[ \t]+(?:\([^)\n]*\)[ \t]*)?(\w+)[ \t]*[\[(][^\n]*)")
 _GO_TEST = re.compile(r"Test(?![a-z])")  # go test's rule: TestX, Test_x, Test; not Testify
 _GO_SKIP = re.compile(r"\.(?:Skip|Skipf|SkipNow)[ \t]*\(")
+# A build constraint above the package clause can leave the whole file out of `go test`.
+_GO_BUILD = re.compile(r"\n(//[ \t]*(?:go:build|\+build)\b[^\n]*)")
 _RS_TEST = re.compile(r"\n[ \t]*(#)\[(?:\w+::)*(?:test|rstest|test_case)\b[^\n]*\]")
 _RS_IGNORE = re.compile(r"^[ \t]*(#)\[(?:ignore\b|cfg_attr\([^\n]*\bignore\b)[^\n]*\]", re.M)
 _RS_FN = re.compile(r"\bfn[ \t]+(\w+)")
@@ -415,6 +419,11 @@ def _scan_go(t: _Text) -> Found:
                 pos, name = next(((p, n) for p, n, _m in reversed(funcs) if p < m.start()), (-1, None))
                 owner = name if pos in tests else None
                 marks.append((t.line_of(m.start()), "skip", owner, t.line_at(m.start())))
+    if "build" in t.text:
+        package = t.text.find("\npackage ")
+        for m in _GO_BUILD.finditer(t.text, 0, package if package != -1 else len(t.text)):
+            marks.append((t.line_of(m.start(1)), "skip", None, _line_text(m.group(1))))
+        marks.sort(key=lambda mark: mark[0])
     return Found(tuple(marks), decls)
 
 
