@@ -646,3 +646,17 @@ def test_files_left_out_of_the_run_whole(tmp_path: Path) -> None:
         ("tests/conftest.py", 3, "skip", None),
         ("x_test.go", 1, "skip", None),
     ]
+
+
+def test_a_blob_git_no_longer_has_is_not_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(marks, "GIT_FROM_FILES", 0)
+    write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    pass\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "tests")
+    base = snapshot(str(tmp_path))
+    files = json.loads(base)
+    files["files"]["tests/test_a.py"][2] = "0" * 40  # an object git does not hold
+    write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    assert 1\n")
+    # Compared with nothing, its old skip would read as new; not compared, nothing is said.
+    assert taken_away(str(tmp_path), json.dumps(files)) == ()

@@ -55,7 +55,6 @@ MAX_DECLS = 20_000
 # hook event takes the working-tree fingerprint, which imports it anyway).
 GIT_FROM_FILES = 100
 SNAPSHOT_VERSION = 1
-GIT_TIMEOUT_S = 10.0
 
 
 class Mark(NamedTuple):
@@ -333,11 +332,14 @@ def _from_blobs(root: str, base: dict[str, _Base]) -> set[str]:
     got = blobs(root, [(b.blob, b.stat[0]) for _rel, b in need if b.blob and b.stat])
     if got is None:
         return {rel for rel, _b in need}
+    lost: set[str] = set()
     for (rel, b), data in zip(need, got, strict=True):
         lang = _accepts(rel)
-        if lang is not None:
+        if lang is None:
+            lost.add(rel)  # (a stub compared would make every mark of the file look new)
+        else:
             base[rel] = _Base(*_scan(data, lang), b.stat)
-    return set()
+    return lost
 
 
 def _only_marks(f: _File) -> list[Mark]:
