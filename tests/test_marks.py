@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.closure import marks
+from greenloop.closure import mark_rules, marks
 from greenloop.closure.marks import Mark, snapshot, taken_away
 
 SRC = str(Path(marks.__file__).resolve().parents[2])
@@ -660,3 +660,15 @@ def test_a_blob_git_no_longer_has_is_not_compared(tmp_path: Path, monkeypatch: p
     write(tmp_path, "tests/test_a.py", "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    assert 1\n")
     # Compared with nothing, its old skip would read as new; not compared, nothing is said.
     assert taken_away(str(tmp_path), json.dumps(files)) == ()
+
+
+def test_pathological_files_stay_fast(tmp_path: Path) -> None:
+    import time
+
+    body = "import pytest\n\n\ndef test_long():\n" + '    pytest.skip("x")\n' * 20_000
+    minified = "it('a', () => {" + "x('\\'', \"q\", `t`);" * 30_000 + "}); it.only('b', () => {})\n"
+    start = time.monotonic()
+    found = added(tmp_path, {"tests/test_long.py": body, "min.test.js": minified})
+    assert time.monotonic() - start < 5
+    assert len(found) == mark_rules.MAX_MARK_LINES  # the long file's first 1,000 mark lines
+    assert {m[3] for m in found} == {"test_long"}

@@ -17,6 +17,9 @@ from typing import NamedTuple
 __all__ = ["MAX_TEXT", "Decl", "Found", "Mark", "language_of", "scan"]
 
 MAX_TEXT = 200  # characters of a line kept in a mark
+MAX_PREFIX = 4_000  # a match further into its line than this is not read (minified code)
+MAX_LOOK_BACK = 200  # lines walked up from a Python mark to find what holds it
+MAX_MARK_LINES = 1_000  # lines holding a mark's word read per file (the rest are not)
 
 
 Mark = tuple[int, str, str | None, str]  # (line, kind, test, text)
@@ -158,6 +161,8 @@ class _Text:
         start = self.text.rfind("\n", 0, pos) + 1
         if spans and start < self._ends[spans - 1] <= pos:
             start = self._ends[spans - 1]  # a multi-line string or comment ended on this line
+        if pos - start > MAX_PREFIX:
+            return False  # deep in a very long line (generated or minified code): not read
         prefix = self.text[start:pos]
         if _SUSPECT.search(prefix) is None:
             return True  # no quote and no comment start before it on its line
@@ -207,7 +212,7 @@ class _Text:
                 if nl == -1:
                     break
                 i = text.find(word, nl)
-        return sorted(starts)
+        return sorted(starts)[:MAX_MARK_LINES]
 
 
 # -- Python ---------------------------------------------------------------------------------
@@ -236,13 +241,16 @@ def _py_owner(t: _Text, pos: int, defs: list[_Def]) -> str | None:
     """The test a Python mark applies to: a decorator (or a mark inside one, such as
     `pytest.param(..., marks=…)`) the next def; a call inside a test that test; in a helper
     (setUp, a fixture) or `pytestmark` in a class the class; at module level none."""
-    following = next((d for d in defs if d[0] > pos), None)
+    i = bisect_right(defs, (pos, "\uffff"))
+    following = defs[i] if i < len(defs) else None
     if t.line_at(pos).startswith("@"):
         return following[2] if following else None
     indent = t.indent_at(pos)
     # Walk back over the lines above to the nearest one indented less: what holds this mark.
     end = t.text.rfind("\n", 0, pos)
-    while end > 0 and indent > 0:
+    looked = 0
+    while end > 0 and indent > 0 and looked < MAX_LOOK_BACK:
+        looked += 1
         start = t.text.rfind("\n", 0, end) + 1
         above = t.text[start:end]
         end = start - 1
@@ -256,6 +264,9 @@ def _py_owner(t: _Text, pos: int, defs: list[_Def]) -> str | None:
         if m and (m.group(1) == "class" or m.group(2).startswith("test")):
             return m.group(2)
         indent = depth  # a helper or a block: what holds it decides
+    if looked >= MAX_LOOK_BACK and i:  # a very long body: the nearest def above holds it
+        _pos, kind, name = defs[i - 1]
+        return name if kind == "class" or name.startswith("test") else None
     return None
 
 
@@ -389,7 +400,8 @@ def _scan_js(t: _Text) -> Found:
         for m in _JS_CONTEXT.finditer(text, line_start, line_end):
             pos = m.start()
             if t.in_code(pos):
-                owner = next((title for p, title in reversed(titled) if p < pos), None)
+                i = bisect_right(titled, (pos, ""))
+                owner = titled[i - 1][1] if i else None
                 marks.setdefault((t.line_of(pos), m.group(1), owner), t.line_at(pos))
     ordered = sorted(marks.items(), key=lambda item: item[0][0])
     return Found(tuple((ln, kind, test, x) for (ln, kind, test), x in ordered), tuple(decls))
@@ -410,14 +422,15 @@ _RS_FN = re.compile(r"\bfn[ \t]+(\w+)")
 def _scan_go(t: _Text) -> Found:
     funcs = [(m.start(1), m.group(2), m) for m in _GO_FUNC.finditer(t.text) if not t.dead(m.start(1))]
     tests = {pos for pos, name, _m in funcs if _GO_TEST.match(name) and name != "TestMain"}
+    starts = [pos for pos, _name, _m in funcs]
     decls = tuple((t.line_of(pos), name, _line_text(m.group(1))) for pos, name, m in funcs if pos in tests)
     marks: list[Mark] = []
     for start in t.lines_with(("Skip",)):
         for m in _GO_SKIP.finditer(t.text, *t.line_span(start)):
             if t.in_code(m.start()):
                 # The enclosing func: a test names itself; a helper that skips its caller, nothing.
-                pos, name = next(((p, n) for p, n, _m in reversed(funcs) if p < m.start()), (-1, None))
-                owner = name if pos in tests else None
+                i = bisect_right(starts, m.start())
+                owner = funcs[i - 1][1] if i and funcs[i - 1][0] in tests else None
                 marks.append((t.line_of(m.start()), "skip", owner, t.line_at(m.start())))
     if "build" in t.text:
         package = t.text.find("\npackage ")

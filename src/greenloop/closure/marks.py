@@ -18,8 +18,9 @@ entries, never node_modules, virtualenvs, hidden or build folders), plus `confte
 
 Bounds: a file over MAX_FILE_BYTES (1 MB) is not read, nor are test files after the first
 MAX_FILES (2,000) of the walk; a snapshot keeps at most MAX_DECLS (20,000) declarations (a
-file past that keeps its marks, and its removed tests are not reported). Lines are cut at
-200 characters.
+file past that keeps its marks, and its removed tests are not reported). In a file at most
+1,000 lines holding a mark's word are read (mark_rules.MAX_MARK_LINES), and a match more than
+4,000 characters into its line is not (MAX_PREFIX). Lines are cut at 200 characters.
 
 Speed (bench/marks_snapshot.py, one run, a 2-core machine at load 0.4, files of ten tests):
 `snapshot` of 200 test files (0.4 MB) takes 19 ms in a plain folder (reading them alone
