@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from greenloop.closure import mark_rules, marks
+from greenloop.closure import mark_text, marks
 from greenloop.closure.marks import Mark, snapshot, taken_away
 
 SRC = str(Path(marks.__file__).resolve().parents[2])
@@ -670,5 +670,5 @@ def test_pathological_files_stay_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     found = added(tmp_path, {"tests/test_long.py": body, "min.test.js": minified})
     assert time.monotonic() - start < 5
-    assert len(found) == mark_rules.MAX_MARK_LINES  # the long file's first 1,000 mark lines
+    assert len(found) == mark_text.MAX_MARK_LINES  # the long file's first 1,000 mark lines
     assert {m[3] for m in found} == {"test_long"}

@@ -3,9 +3,12 @@
 The rules behind closure/marks.py, per language (`py`, `js`, `go`, `rs`), pure: text in, lines
 out. A match counts only in code: a comment line, a docstring, a template literal, a block
 comment or a string that merely mentions `skip` is not a mark, and a test that is commented
-out is no longer declared (so it reads as removed). Two steps keep this fast on thousands of
-files: the multi-line strings and comments are found only in files that have them, and the
-same-line strings and comments only around a match.
+out is no longer declared (so it reads as removed).
+
+Python's regular expressions try every position of a text unless a pattern starts with a
+literal, so the rules are shaped for that: declarations start their line (the patterns begin
+with a newline) and the mark patterns run only on the lines that hold a mark's word (found by
+substring search). Where code is, as against strings and comments, is mark_text.py.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ import re
 from bisect import bisect_right
 from typing import NamedTuple
 
-__all__ = ["MAX_TEXT", "Decl", "Found", "Mark", "language_of", "scan"]
+from greenloop.closure.mark_text import MAX_MARK_LINES, MAX_TEXT, Text
 
-MAX_TEXT = 200  # characters of a line kept in a mark
-MAX_PREFIX = 4_000  # a match further into its line than this is not read (minified code)
+__all__ = ["MAX_MARK_LINES", "MAX_TEXT", "Decl", "Found", "Mark", "language_of", "scan"]
+
 MAX_LOOK_BACK = 200  # lines walked up from a Python mark to find what holds it
-MAX_MARK_LINES = 1_000  # lines holding a mark's word read per file (the rest are not)
 
 
 Mark = tuple[int, str, str | None, str]  # (line, kind, test, text)
@@ -48,173 +50,6 @@ def language_of(rel: str, js_or_py: str | None) -> str | None:
     return None
 
 
-# What opens a string or comment that may cross lines, and what closes it.
-_OPENERS = {"py": ('"""', "'''"), "js": ("/*", "`"), "go": ("/*", "`"), "rs": ("/*",)}
-# Each opener's whole string or comment (to the end of the text when it never closes).
-_TOKEN = {
-    '"""': re.compile(r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*(?:"""|\Z)'),
-    "'''": re.compile(r"'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*(?:'''|\Z)"),
-    "/*": re.compile(r"/\*.*?(?:\*/|\Z)", re.S),
-    "`": re.compile(r"`[^`\\]*(?:\\.[^`\\]*)*(?:`|\Z)"),
-}
-
-# Same-line strings, then what starts a comment, for the text before a match on its line.
-_PY_STRINGS = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
-_C_STRINGS = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`""")
-_RS_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_LINE_RULES = {
-    "py": (_PY_STRINGS, "#", "'\""),
-    "js": (_C_STRINGS, "//", "'\"`"),
-    "go": (_C_STRINGS, "//", "'\"`"),
-    "rs": (_RS_STRINGS, "//", '"'),
-}
-
-
-_SUSPECT = re.compile(r"['\"`#/]")
-
-
-class _Text:
-    """A file's text with its dead spans (multi-line strings and comments) and line lookups.
-
-    The text is held with a newline in front, so that every line starts after a newline and
-    the line-start patterns can begin with a literal newline (which the regular expression
-    engine finds fast), and positions count from that newline.
-    """
-
-    def __init__(self, text: str, lang: str) -> None:
-        self.text = "\n" + text
-        self.lang = lang
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._line_pos = 0
-        self._line_no = 0
-        openers = [o for o in _OPENERS[lang] if o in text]
-        if openers:
-            self._dead_spans(openers)
-
-    def _dead_spans(self, openers: list[str]) -> None:
-        """The multi-line strings and comments, in order. One that stays on its line is left to
-        the same-line rules; one whose opener is not code (inside a same-line string, after a
-        comment start) is no span, and the search goes on just after that opener. Openers are
-        found by substring search, each once (a pattern search is ten times slower here)."""
-        text = self.text
-        if len(openers) == 1:  # the usual case: docstrings only, or template literals only
-            token = openers[0]
-            at = text.find(token)
-            while at != -1:
-                at = text.find(token, self._take(at, token))
-            return
-        ahead = {o: text.find(o) for o in openers}
-        pos = 0
-        while True:
-            at, token = -1, ""
-            for o in openers:
-                i = ahead[o]
-                if -1 < i < pos:
-                    i = ahead[o] = text.find(o, pos)
-                if i != -1 and (at == -1 or i < at):
-                    at, token = i, o
-            if at == -1:
-                return
-            pos = self._take(at, token)
-
-    def _take(self, at: int, token: str) -> int:
-        """Read the string or comment `token` opens at `at`; where the search goes on."""
-        text = self.text
-        m = _TOKEN[token].match(text, at)
-        end = m.end() if m else len(text)
-        if text.find("\n", at, end) == -1:
-            return end
-        if not self._line_code(at):
-            return at + 1
-        self._starts.append(at)
-        self._ends.append(end)
-        return end
-
-    def line_of(self, pos: int) -> int:
-        """The 1-based line of `pos` (cheapest when asked in increasing order)."""
-        if pos >= self._line_pos:
-            self._line_no += self.text.count("\n", self._line_pos, pos)
-        else:
-            self._line_no = self.text.count("\n", 0, pos)
-        self._line_pos = pos
-        return self._line_no
-
-    def line_at(self, pos: int) -> str:
-        """The whole line holding `pos`, stripped and bounded."""
-        start = self.text.rfind("\n", 0, pos) + 1
-        end = self.text.find("\n", pos)
-        return self.text[start : end if end != -1 else len(self.text)].strip()[:MAX_TEXT]
-
-    def line_span(self, start: int) -> tuple[int, int]:
-        """The line starting at `start`: (start, end), the end at its newline."""
-        end = self.text.find("\n", start)
-        return start, end if end != -1 else len(self.text)
-
-    def _line_code(self, pos: int) -> bool:
-        """Is `pos` code as far as its own line shows (after the last dead span ending on it)?"""
-        return self._prefix_code(len(self._ends), pos)
-
-    def _prefix_code(self, spans: int, pos: int) -> bool:
-        """Does the line before `pos` (after the last of the first `spans` dead spans, when
-        that ends on this line) leave `pos` outside a same-line string or comment?"""
-        start = self.text.rfind("\n", 0, pos) + 1
-        if spans and start < self._ends[spans - 1] <= pos:
-            start = self._ends[spans - 1]  # a multi-line string or comment ended on this line
-        if pos - start > MAX_PREFIX:
-            return False  # deep in a very long line (generated or minified code): not read
-        prefix = self.text[start:pos]
-        if _SUSPECT.search(prefix) is None:
-            return True  # no quote and no comment start before it on its line
-        strings, comment, quotes = _LINE_RULES[self.lang]
-        rest = strings.sub("", prefix)
-        return comment not in rest and not any(q in rest for q in quotes)
-
-    @property
-    def has_spans(self) -> bool:
-        """Does the text hold any multi-line string or comment?"""
-        return bool(self._starts)
-
-    def dead(self, pos: int) -> bool:
-        """Is `pos` inside a multi-line string or comment? (Enough for a match that starts
-        its line.)"""
-        if not self._starts:
-            return False
-        i = bisect_right(self._starts, pos)
-        return bool(i) and pos < self._ends[i - 1]
-
-    def in_code(self, pos: int) -> bool:
-        """Is `pos` in code: outside a multi-line string or comment, and not after a comment
-        start or inside a string on its own line?"""
-        i = bisect_right(self._starts, pos)
-        if i and pos < self._ends[i - 1]:
-            return False
-        return self._prefix_code(i, pos)
-
-    def indent_at(self, pos: int) -> int:
-        """How far the line holding `pos` is indented."""
-        start = self.text.rfind("\n", 0, pos) + 1
-        end = start
-        while end < len(self.text) and self.text[end] in " \t":
-            end += 1
-        return end - start
-
-    def lines_with(self, words: tuple[str, ...]) -> list[int]:
-        """The starts of the lines holding any of `words`, in order (found by substring search,
-        so that the mark patterns run on a few lines, not the whole file)."""
-        text = self.text
-        starts: set[int] = set()
-        for word in words:
-            i = text.find(word)
-            while i != -1:
-                starts.add(text.rfind("\n", 0, i) + 1)
-                nl = text.find("\n", i)
-                if nl == -1:
-                    break
-                i = text.find(word, nl)
-        return sorted(starts)[:MAX_MARK_LINES]
-
-
 # -- Python ---------------------------------------------------------------------------------
 
 # (An optional `async` in one pattern would cost every line a try; it gets a pattern of its own.)
@@ -237,7 +72,7 @@ _PY_KIND = {"xfail": "xfail", "expectedFailure": "xfail"}
 _Def = tuple[int, str, str]  # (position of the name's keyword, def | class, name)
 
 
-def _py_owner(t: _Text, pos: int, defs: list[_Def]) -> str | None:
+def _py_owner(t: Text, pos: int, defs: list[_Def]) -> str | None:
     """The test a Python mark applies to: a decorator (or a mark inside one, such as
     `pytest.param(..., marks=…)`) the next def; a call inside a test that test; in a helper
     (setUp, a fixture) or `pytestmark` in a class the class; at module level none."""
@@ -276,7 +111,7 @@ def _line_text(matched: str) -> str:
     return (matched if end == -1 else matched[:end]).strip()[:MAX_TEXT]
 
 
-def _scan_py(t: _Text) -> Found:
+def _scan_py(t: Text) -> Found:
     defs: list[_Def] = []
     decls: list[Decl] = []
     found = list(_PY_DEF.finditer(t.text))
@@ -366,7 +201,7 @@ def _js_kinds(m: re.Match[str], text: str, line_end: int) -> list[str]:
     return kinds
 
 
-def _scan_js(t: _Text) -> Found:
+def _scan_js(t: Text) -> Found:
     text = t.text
     decls: list[Decl] = []
     marks: dict[tuple[int, str, str | None], str] = {}  # (line, kind, test) -> text
@@ -419,7 +254,7 @@ _RS_IGNORE = re.compile(r"^[ \t]*(#)\[(?:ignore\b|cfg_attr\([^\n]*\bignore\b)[^\
 _RS_FN = re.compile(r"\bfn[ \t]+(\w+)")
 
 
-def _scan_go(t: _Text) -> Found:
+def _scan_go(t: Text) -> Found:
     funcs = [(m.start(1), m.group(2), m) for m in _GO_FUNC.finditer(t.text) if not t.dead(m.start(1))]
     tests = {pos for pos, name, _m in funcs if _GO_TEST.match(name) and name != "TestMain"}
     starts = [pos for pos, _name, _m in funcs]
@@ -440,12 +275,12 @@ def _scan_go(t: _Text) -> Found:
     return Found(tuple(marks), decls)
 
 
-def _rs_next_fn(t: _Text, pos: int) -> tuple[int, str] | None:
+def _rs_next_fn(t: Text, pos: int) -> tuple[int, str] | None:
     m = _RS_FN.search(t.text, pos)
     return (m.start(), m.group(1)) if m else None
 
 
-def _scan_rs(t: _Text) -> Found:
+def _scan_rs(t: Text) -> Found:
     decls: list[Decl] = []
     seen: set[int] = set()
     for m in _RS_TEST.finditer(t.text):
@@ -467,4 +302,4 @@ _SCANNERS = {"py": _scan_py, "js": _scan_js, "go": _scan_go, "rs": _scan_rs}
 
 def scan(text: str, lang: str) -> Found:
     """The marks and test declarations of one file's text, in the rules of `lang`."""
-    return _SCANNERS[lang](_Text(text, lang))
+    return _SCANNERS[lang](Text(text, lang))

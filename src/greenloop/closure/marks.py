@@ -24,7 +24,7 @@ file past that keeps its marks, and its removed tests are not reported). In a fi
 
 Speed (bench/marks_snapshot.py, one run, a 2-core machine at load 0.4, files of ten tests):
 `snapshot` of 200 test files (0.4 MB) takes 19 ms in a plain folder (reading them alone
-takes 1.2 ms), of 2,000 (4.2 MB) 174-179 ms; in a git work tree, where a file whose bytes
+takes 1.2 ms), of 2,000 (4.2 MB) 174-190 ms; in a git work tree, where a file whose bytes
 are the blob in git's index is hashed and not scanned, 200 files take 9 ms and 2,000 take
 36 ms. Given the previous snapshot (`reuse`): 2.4 ms for 200, 12-32 ms for 2,000.
 `taken_away` against a snapshot after one edit: 1.5 ms for 200 files, 14-27 ms for 2,000;
