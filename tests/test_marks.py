@@ -672,3 +672,14 @@ def test_pathological_files_stay_fast(tmp_path: Path) -> None:
     assert time.monotonic() - start < 5
     assert len(found) == mark_text.MAX_MARK_LINES  # the long file's first 1,000 mark lines
     assert {m[3] for m in found} == {"test_long"}
+
+
+def test_against_head_an_ignored_test_file_is_new(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "tests/test_local.py\n")
+    write(tmp_path, "tests/test_a.py", "def test_a():\n    pass\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "tests")
+    write(tmp_path, "tests/test_local.py", "import pytest\n\n@pytest.mark.skip\ndef test_l():\n    pass\n")
+    got = [(m.file, m.kind, m.test) for m in taken_away(str(tmp_path), None)]
+    assert got == [("tests/test_local.py", "skip", "test_l")]
