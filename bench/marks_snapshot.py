@@ -4,11 +4,16 @@ Builds a workspace of test files shaped like real ones (half Python with docstri
 a decorator and ten tests each; half TypeScript with a describe block, template literals and
 ten tests each; a few skips), then times, in one process, median of --repeat runs:
 
+- reading the test files alone (open, read, decode): the floor any scan stands on;
 - `snapshot(root)`: what the gate takes at a session's first hook event (every file read);
+- `snapshot(root, reuse=earlier)`: the same with an earlier snapshot of the workspace at hand;
 - `taken_away(root, snapshot)` with nothing changed (every file only stat'ed);
 - the same after one file gained a skip.
 
-The page cache is warm (the files were just written), as it is for a project being edited.
+Each size is measured twice: a plain folder, and the same files committed in a git repository
+(where a snapshot of GIT_FROM_FILES files or more keeps the files git holds as blob ids, and
+only a changed file is read back from git at the end). The page cache is warm (the files were
+just written), as it is for a project being edited.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +77,13 @@ def build(root: Path, files: int) -> None:
             (folder / f"mod{i}.test.ts").write_text(body)
 
 
+def commit(root: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.com"}
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "tests"]):
+        subprocess.run(["git", *argv], cwd=root, env=env, check=True)
+
+
 def median_ms(fn: Callable[[], object], repeat: int) -> str:
     """Median wall and CPU milliseconds (CPU time is what other work on the machine disturbs least)."""
     wall, cpu = [], []
@@ -88,13 +101,18 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    for files in args.files:
+    for files, in_git in [(n, g) for n in args.files for g in (False, True)]:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             build(root, files)
-            size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+            if in_git:
+                commit(root)
+            size = sum(p.stat().st_size for p in (root / "tests").rglob("*") if p.is_file())
             base = snapshot(tmp)
+            paths = [p for p in (root / "tests").rglob("*") if p.is_file()]
+            reading = median_ms(lambda: [p.read_bytes().decode() for p in paths], args.repeat)  # noqa: B023
             snap = median_ms(lambda: snapshot(tmp), args.repeat)
+            reused = median_ms(lambda: snapshot(tmp, reuse=base), args.repeat)  # noqa: B023
             same = median_ms(lambda: taken_away(tmp, base), args.repeat)  # noqa: B023
             first = next(root.rglob("test_mod0.py"))
             first.write_text(
@@ -103,8 +121,10 @@ def main() -> int:
             found = taken_away(tmp, base)
             edited = median_ms(lambda: taken_away(tmp, base), args.repeat)  # noqa: B023
             print(
-                f"{files} test files ({size / 1e6:.1f} MB, snapshot {len(base) / 1e3:.0f} KB): "
-                f"snapshot {snap}, taken_away unchanged {same}, after one skip {edited} ({len(found)} mark)"
+                f"{files} test files{' in git' if in_git else ''} ({size / 1e6:.1f} MB, "
+                f"snapshot {len(base) / 1e3:.0f} KB): "
+                f"reading {reading}, snapshot {snap}, snapshot reusing the earlier one {reused}, "
+                f"taken_away unchanged {same}, after one skip {edited} ({len(found)} mark)"
             )
     return 0
 
