@@ -133,9 +133,11 @@ def main() -> int:
         named_all = True
         for name, r, raw, real in cases:
             kind = category(r)
-            agent = agent_format.run_text(r, cwd=r.workspace)
+            # with the run id, as a shell run without a session prints it (the larger figure)
+            agent = agent_format.run_text(r, cwd=r.workspace, run_id=True)
             new = set(agent_format.once_keys(r.notes, green=r.outcome == "green"))
-            first = str(count(agent_format.run_text(r, new_once=new, cwd=r.workspace))) if real else ""
+            first_text = agent_format.run_text(r, new_once=new, cwd=r.workspace, run_id=True)
+            first = str(count(first_text)) if real else ""
             human = render.run_text(r, cwd=r.workspace)
             a, h, w = count(agent), count(human), count(raw)
             if kind in TARGETS:

@@ -182,7 +182,7 @@ def _counts(r: RunResult) -> str:
     return text + (f" of {s.total}" if s.failed or r.outcome == "red" else "")
 
 
-def _context(r: RunResult) -> str:
+def _context(r: RunResult, run_id: bool) -> str:
     bits = [r.framework or "unknown runner"]
     if r.shard is not None:
         bits.append(f"shard {r.shard.index}/{r.shard.total}")
@@ -190,6 +190,8 @@ def _context(r: RunResult) -> str:
         bits.append("narrowed")
     secs = r.duration_ms / 1000
     bits.append(f"{secs:.1f}s" if secs < 60 else f"{int(secs // 60)}m{int(secs % 60):02d}s")
+    if run_id:
+        bits.append(r.run_id)
     return "(" + ", ".join(bits) + ")"
 
 
@@ -226,16 +228,19 @@ def run_text(
     new_once: Collection[str] = (),
     rerun: str = "greenloop run --last-failed",
     cwd: str | None = None,
+    run_id: bool = False,
 ) -> str:
     """A run in the agent format (module docstring). `new_once`: the `once_key`s of notes not
-    yet said in the run's session; `rerun`: the command that reruns just the failures."""
+    yet said in the run's session; `rerun`: the command that reruns just the failures;
+    `run_id`: name the run (a harness hook that watched the shell command finds the run by
+    its id in the output and gives it to the session; needed when the run has none)."""
     ref = _rel(r.result_ref, cwd)
     where_more = " in result.json" if ref else ""
     lines: list[str] = []
     sandbox_note = r.sandbox.note if r.sandbox.note and r.sandbox.enforced_by is None else None
     notes = [*r.notes, *([sandbox_note] if sandbox_note else [])]
     if r.outcome == "green":
-        lines.append(f"green: {_counts(r)} {_context(r)}")
+        lines.append(f"green: {_counts(r)} {_context(r, run_id)}")
     elif r.outcome == "red":
         shown, used = 0, 0
         for f in r.failures:
@@ -252,10 +257,10 @@ def run_text(
         if r.retry is not None:
             rt = r.retry
             lines.append(f"retry: {len(rt.fixed)} fixed, {len(rt.remain)} still failing, {len(rt.new)} new")
-        lines.append(f"red: {_counts(r)} {_context(r)}")
+        lines.append(f"red: {_counts(r)} {_context(r, run_id)}")
         lines.append(f"rerun the failures: {rerun}")
     else:
-        lines.append(f"broken: {r.crash_reason or 'broken'} {_context(r)}")
+        lines.append(f"broken: {r.crash_reason or 'broken'} {_context(r, run_id)}")
         if r.summary.total:
             lines.append(f"counts so far: {_counts(r)}")
         for f in r.failures[:DETAIL_MAX]:
