@@ -293,3 +293,33 @@ def test_a_run_without_a_session_names_its_id_so_a_hook_can_give_it_to_the_sessi
         assert store.latest_run(session_id="gemini-s1") is not None
     _code, out = _run(capsys, ".", "--session", "s2")
     assert re.fullmatch(r"green: 2 passed \(pytest, \d+\.\ds\)\n", out)  # its session is known: no id
+
+
+def test_no_virtualenv_or_lockfile_note_names_a_path_of_greenloops_source(tmp_path: Path) -> None:
+    from greenloop.runner.toolchain import python_runner
+
+    def venv(root: Path, name: str = ".venv") -> Path:
+        (root / name / "bin").mkdir(parents=True)
+        (root / name / "bin" / "python").write_text("")
+        (root / name / "lib" / "python3.11" / "site-packages" / "pytest").mkdir(parents=True)
+        return root / name
+
+    notes: list[str] = []
+    for case in ("workspace", "active", "uv", "poetry-missing"):
+        root = tmp_path / case
+        (root / ".git").mkdir(parents=True)
+        env: dict[str, str] = {}
+        if case == "workspace":
+            venv(root)
+        elif case == "active":
+            env["VIRTUAL_ENV"] = str(venv(tmp_path / "elsewhere", "env"))
+        else:
+            (root / ("uv.lock" if case == "uv" else "poetry.lock")).write_text("")
+        _argv, said, _unavailable = python_runner(
+            str(root), env, lambda tool: "/usr/bin/uv" if tool == "uv" else None
+        )
+        assert said, case
+        notes += said
+    for note in notes:
+        assert agent_format.note_kind(note) == "once", note  # true from run to run: said once
+        assert not _SOURCE_PATH.search(note), note

@@ -74,6 +74,7 @@ ACT: tuple[str, ...] = (
     "no recorded run",
     "the working tree changed after",
     "a turn ended red",
+    "failed, then passed when rerun",
 )
 _SAID_BRIEFLY = {"sandbox NOT enforced": "sandbox NOT enforced (said above in this session)"}
 # Closure-check notes the headline already says, or that change nothing an agent does.
