@@ -74,6 +74,7 @@ def fixture_results() -> list[tuple[str, RunResult, str]]:
             run_id="run-bench", ok=ok, outcome="green" if ok else "red", framework=meta["framework"],
             command=" ".join(meta.get("argv") or []), exit_code=meta["exit_code"], summary=parsed.summary,
             failures=failures, duration_ms=parsed.duration_ms or 0, notes=parsed.notes,
+            output_tail=raw[-3000:],
             result_ref=f"{meta['cwd']}/.greenloop/runs/run-bench/result.json", workspace=meta["cwd"],
         )
         out.append((f"fixture {meta_path.parent.parent.name}/{suite_dir.name}", result, raw))

@@ -323,3 +323,15 @@ def test_no_virtualenv_or_lockfile_note_names_a_path_of_greenloops_source(tmp_pa
     for note in notes:
         assert agent_format.note_kind(note) == "once", note  # true from run to run: said once
         assert not _SOURCE_PATH.search(note), note
+
+
+def test_a_red_run_with_no_failing_test_recognised_shows_what_the_runner_said() -> None:
+    r = _result(ok=False, outcome="red", exit_code=1, summary=Summary(total=2, passed=2),
+                output_tail="Error: something outside any test\n  at setup.js:3\n")
+    assert agent_format.run_text(r).splitlines() == [
+        "no failing test was recognised in the output",
+        "output (last lines):",
+        "  Error: something outside any test",
+        "    at setup.js:3",
+        "red: 0 failed, 2 passed of 2 (pytest, 0.8s)",
+    ]

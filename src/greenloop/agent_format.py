@@ -223,6 +223,14 @@ def _notes(notes: Iterable[str], new_once: Collection[str], *, broken: bool, gre
     return out
 
 
+def _tail(r: RunResult) -> list[str]:
+    tail = r.output_tail.rstrip().splitlines()[-TAIL_LINES:]
+    if not tail:
+        return []
+    text = "\n".join(tail)[-TAIL_CHARS:]
+    return ["output (last lines):", *(f"  {t}" for t in text.splitlines())]
+
+
 def run_text(
     r: RunResult,
     *,
@@ -258,8 +266,12 @@ def run_text(
         if r.retry is not None:
             rt = r.retry
             lines.append(f"retry: {len(rt.fixed)} fixed, {len(rt.remain)} still failing, {len(rt.new)} new")
+        if not r.failures:  # red, and no failing test recognised: what the runner said
+            lines.append("no failing test was recognised in the output")
+            lines += _tail(r)
         lines.append(f"red: {_counts(r)} {_context(r, run_id)}")
-        lines.append(f"rerun the failures: {rerun}")
+        if r.failures:
+            lines.append(f"rerun the failures: {rerun}")
     else:
         lines.append(f"broken: {r.crash_reason or 'broken'} {_context(r, run_id)}")
         if r.summary.total:
@@ -267,11 +279,7 @@ def run_text(
         for f in r.failures[:DETAIL_MAX]:
             lines += _failure(f, where_more)
         lines.append(f"command: {cut(r.command, 300)}")
-        tail = r.output_tail.rstrip().splitlines()[-TAIL_LINES:]
-        if tail:
-            text = "\n".join(tail)[-TAIL_CHARS:]
-            lines.append("output (last lines):")
-            lines += [f"  {t}" for t in text.splitlines()]
+        lines += _tail(r)
     lines += _notes(notes, new_once, broken=r.outcome == "broken", green=r.outcome == "green")
     cut_anything = r.outcome != "green" and ref and any("…[+" in line for line in lines)
     if cut_anything or (r.outcome == "red" and len(r.failures) > DETAIL_MAX):
