@@ -7,7 +7,7 @@ Cases:
   plain variant): the raw output is the runner's own text; its report is parsed as a run would
   parse it, hints built against the suite's source;
 - the demo project (examples/demo, one real bug) run for real through `greenloop.api.test_run`,
-  and again with the bug fixed (green);
+  and again with the bug fixed (green); the todo example's Python unit (green);
 - a generated pytest suite with 100 failing tests, run for real.
 
 Tokens are counted with o200k_base from the `bpe-openai` package, which ships its vocabulary in
@@ -99,6 +99,11 @@ def real_runs(work: Path) -> list[tuple[str, RunResult, str]]:
     cart.write_text(cart.read_text().replace("total * 10 // 100", "total * 90 // 100"))
     green = api.test_run(demo, session_id="bench")
     out.append(("examples/demo (fixed)", green, _raw(green)))
+    auth = work / "auth"  # the todo example's Python unit (its tests pass)
+    shutil.copytree(ROOT / "examples" / "todo" / "units" / "auth", auth)
+    (auth / ".git").mkdir()
+    unit = api.test_run(auth, session_id="bench")
+    out.append(("examples/todo unit auth", unit, _raw(unit)))
     many = work / "many"
     (many / "tests").mkdir(parents=True)
     (many / ".git").mkdir()

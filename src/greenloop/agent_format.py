@@ -140,7 +140,7 @@ _LABELS = {"load": "LOAD ERROR", "hook": "HOOK FAILED", "timeout": "TIMED OUT"}
 def _failure(f: Failure, where_more: str) -> list[str]:
     label = "FLAKY" if f.flaky else _LABELS.get(f.kind, "FAIL")
     place = _where(f)
-    lines = [f"{label} {f.test}" + (f" ({place})" if place else "")]
+    lines = [f"{label} {f.test}" + (f" ({place})" if place and place != f.test else "")]
     if f.expected is not None or f.got is not None:
         lines.append(
             f"  expected: {cut(f.expected, VALUE_CHARS, where_more) or '—'}"
