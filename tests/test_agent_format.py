@@ -170,6 +170,12 @@ def test_check_is_one_line_when_satisfied_and_says_what_to_do_when_not() -> None
     ]
 
 
+def test_owed_tests_are_said_and_allowed_is_not_owed() -> None:
+    assert agent_format.note_kind("the session owes 2 tests: t::a, t::b") == "act"
+    assert agent_format.note_kind("tests owed: t::a") == "act"
+    assert agent_format.note_kind("the gate allowed the stop") == "quiet"
+
+
 def test_the_note_phrases_the_format_sorts_by_are_still_written_by_greenloop() -> None:
     # A reworded note would fall silently into "quiet": each phrase must occur in the source.
     src = Path(agent_format.__file__).parent

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
@@ -66,7 +67,6 @@ ACT: tuple[str, ...] = (
     "ran the full suite",
     "cannot filter tests by name",
     "stay open",
-    "owe",
     "is not a path in the workspace",
     "is ignored with a verbatim command",
     "survived the shutdown",
@@ -76,6 +76,9 @@ ACT: tuple[str, ...] = (
     "a turn ended red",
     "failed, then passed when rerun",
 )
+# What the session still owes (tests seen failing, tests taken away): a word, not a phrase, so
+# the gate's wording may change; "allowed" must not match.
+_OWED = re.compile(r"\bow(?:e|es|ed|ing)\b")
 _SAID_BRIEFLY = {"sandbox NOT enforced": "sandbox NOT enforced (said above in this session)"}
 # Closure-check notes the headline already says, or that change nothing an agent does.
 _CHECK_QUIET = (
@@ -89,7 +92,7 @@ _CHECK_QUIET = (
 
 def note_kind(note: str) -> NoteKind:
     """Whether a note is said once per session, every time, or only for a broken run."""
-    if any(p in note for p in ACT):
+    if any(p in note for p in ACT) or _OWED.search(note):
         return "act"
     if any(p in note for p in ONCE):
         return "once"
