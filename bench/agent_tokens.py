@@ -7,7 +7,7 @@ Cases:
   plain variant): the raw output is the runner's own text; its report is parsed as a run would
   parse it, hints built against the suite's source;
 - the demo project (examples/demo, one real bug) run for real through `greenloop.api.test_run`,
-  and again with the bug fixed (green);
+  and again with the bug fixed (green); the todo example's Python unit (green);
 - a generated pytest suite with 100 failing tests, run for real.
 
 Tokens are counted with o200k_base from the `bpe-openai` package, which ships its vocabulary in
@@ -74,6 +74,7 @@ def fixture_results() -> list[tuple[str, RunResult, str]]:
             run_id="run-bench", ok=ok, outcome="green" if ok else "red", framework=meta["framework"],
             command=" ".join(meta.get("argv") or []), exit_code=meta["exit_code"], summary=parsed.summary,
             failures=failures, duration_ms=parsed.duration_ms or 0, notes=parsed.notes,
+            output_tail=raw[-3000:],
             result_ref=f"{meta['cwd']}/.greenloop/runs/run-bench/result.json", workspace=meta["cwd"],
         )
         out.append((f"fixture {meta_path.parent.parent.name}/{suite_dir.name}", result, raw))
@@ -98,6 +99,11 @@ def real_runs(work: Path) -> list[tuple[str, RunResult, str]]:
     cart.write_text(cart.read_text().replace("total * 10 // 100", "total * 90 // 100"))
     green = api.test_run(demo, session_id="bench")
     out.append(("examples/demo (fixed)", green, _raw(green)))
+    auth = work / "auth"  # the todo example's Python unit (its tests pass)
+    shutil.copytree(ROOT / "examples" / "todo" / "units" / "auth", auth)
+    (auth / ".git").mkdir()
+    unit = api.test_run(auth, session_id="bench")
+    out.append(("examples/todo unit auth", unit, _raw(unit)))
     many = work / "many"
     (many / "tests").mkdir(parents=True)
     (many / ".git").mkdir()
@@ -133,9 +139,11 @@ def main() -> int:
         named_all = True
         for name, r, raw, real in cases:
             kind = category(r)
-            agent = agent_format.run_text(r, cwd=r.workspace)
+            # with the run id, as a shell run without a session prints it (the larger figure)
+            agent = agent_format.run_text(r, cwd=r.workspace, run_id=True)
             new = set(agent_format.once_keys(r.notes, green=r.outcome == "green"))
-            first = str(count(agent_format.run_text(r, new_once=new, cwd=r.workspace))) if real else ""
+            first_text = agent_format.run_text(r, new_once=new, cwd=r.workspace, run_id=True)
+            first = str(count(first_text)) if real else ""
             human = render.run_text(r, cwd=r.workspace)
             a, h, w = count(agent), count(human), count(raw)
             if kind in TARGETS:

@@ -170,6 +170,12 @@ def test_check_is_one_line_when_satisfied_and_says_what_to_do_when_not() -> None
     ]
 
 
+def test_owed_tests_are_said_and_allowed_is_not_owed() -> None:
+    assert agent_format.note_kind("the session owes 2 tests: t::a, t::b") == "act"
+    assert agent_format.note_kind("tests owed: t::a") == "act"
+    assert agent_format.note_kind("the gate allowed the stop") == "quiet"
+
+
 def test_the_note_phrases_the_format_sorts_by_are_still_written_by_greenloop() -> None:
     # A reworded note would fall silently into "quiet": each phrase must occur in the source.
     src = Path(agent_format.__file__).parent
@@ -234,3 +240,104 @@ def test_no_note_names_a_path_of_greenloops_source(
         notes += [line for line in text.splitlines() if "note:" in line]
     for note in notes:
         assert not _SOURCE_PATH.search(note), note
+
+
+# --------------------------------------------------------------------------- job, check, merge
+
+
+def test_job_wait_and_check_answer_in_the_agent_format_under_an_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _workspace(tmp_path / "ws", red=True)
+    monkeypatch.setenv("AI_AGENT", "some-agent")
+    assert main(["run", str(ws), "--background", "--session", "s1"]) == 0
+    started = re.search(r"started job (\S+):", capsys.readouterr().out)
+    assert started is not None
+    code = main(["job", started.group(1), str(ws), "--wait"])
+    out = capsys.readouterr().out
+    assert code == 1 and out.startswith("FAIL test_calc.py::test_add (test_calc.py:4)\n"), out
+    assert "red: 1 failed, 1 passed of 2 (pytest, " in out
+    assert f"rerun the failures: greenloop run {ws} --last-failed" in out
+    code = main(["check", str(ws), "--session", "s1"])
+    out = capsys.readouterr().out
+    assert code == 1 and out.startswith("NOT satisfied: last run run-")
+    assert "(test_calc.py::test_add); fix it, then greenloop run again\n" in out
+
+
+def test_merge_of_shards_answers_in_the_agent_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _workspace(tmp_path / "ws", red=True)
+    refs = []
+    for shard in ("1/2", "2/2"):
+        _code, out = _run(capsys, str(ws), "--shard", shard, "--json")
+        refs.append(json.loads(out)["result_ref"])
+    code = main(["merge", *refs, "--path", str(ws), "--format", "agent"])
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL test_calc.py::test_add (test_calc.py:4)" in out
+    assert "red: 1 failed, 1 passed of 2 (pytest, " in out and "command:" not in out
+
+
+def test_a_run_without_a_session_names_its_id_so_a_hook_can_give_it_to_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from greenloop.closure.store import Store
+    from greenloop.hooks.base import HookContext, attach_greenloop_run
+
+    ws = _workspace(tmp_path / "ws", red=False)
+    monkeypatch.setenv("GEMINI_CLI", "1")  # Gemini CLI gives its shell no session id
+    monkeypatch.chdir(ws)
+    code, out = _run(capsys, ".")
+    green = r"green: 2 passed \(pytest, \d+\.\ds, run-\d{8}-\d{6}-[0-9a-f]+\)\n"
+    assert code == 0 and re.fullmatch(green, out), out
+    ctx = HookContext(env={}, cwd=str(ws), clock=time.time)
+    said = attach_greenloop_run(ctx, str(ws), "gemini-s1", "greenloop run .", out)
+    assert "belongs to session gemini-s1" in said
+    with Store(ws) as store:
+        assert store.latest_run(session_id="gemini-s1") is not None
+    _code, out = _run(capsys, ".", "--session", "s2")
+    assert re.fullmatch(r"green: 2 passed \(pytest, \d+\.\ds\)\n", out)  # its session is known: no id
+
+
+def test_no_virtualenv_or_lockfile_note_names_a_path_of_greenloops_source(tmp_path: Path) -> None:
+    from greenloop.runner.toolchain import python_runner
+
+    def venv(root: Path, name: str = ".venv") -> Path:
+        (root / name / "bin").mkdir(parents=True)
+        (root / name / "bin" / "python").write_text("")
+        (root / name / "lib" / "python3.11" / "site-packages" / "pytest").mkdir(parents=True)
+        return root / name
+
+    notes: list[str] = []
+    for case in ("workspace", "active", "uv", "poetry-missing"):
+        root = tmp_path / case
+        (root / ".git").mkdir(parents=True)
+        env: dict[str, str] = {}
+        if case == "workspace":
+            venv(root)
+        elif case == "active":
+            env["VIRTUAL_ENV"] = str(venv(tmp_path / "elsewhere", "env"))
+        else:
+            (root / ("uv.lock" if case == "uv" else "poetry.lock")).write_text("")
+        _argv, said, _unavailable = python_runner(
+            str(root), env, lambda tool: "/usr/bin/uv" if tool == "uv" else None
+        )
+        assert said, case
+        notes += said
+    for note in notes:
+        assert agent_format.note_kind(note) == "once", note  # true from run to run: said once
+        assert not _SOURCE_PATH.search(note), note
+
+
+def test_a_red_run_with_no_failing_test_recognised_shows_what_the_runner_said() -> None:
+    r = _result(ok=False, outcome="red", exit_code=1, summary=Summary(total=2, passed=2),
+                output_tail="Error: something outside any test\n  at setup.js:3\n")
+    assert agent_format.run_text(r).splitlines() == [
+        "no failing test was recognised in the output",
+        "output (last lines):",
+        "  Error: something outside any test",
+        "    at setup.js:3",
+        "red: 0 failed, 2 passed of 2 (pytest, 0.8s)",
+    ]

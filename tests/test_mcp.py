@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -411,16 +412,25 @@ def test_background_run_returns_a_job_at_once_and_test_job_polls_it_to_the_end(
         "    assert pathlib.Path('release.flag').exists()\n"
     )
 
+    texts: dict[str, str] = {}
+
     async def body(s: ClientSession) -> dict[str, Any]:
         job = _ok(await s.call_tool("test_run", {"run_in_background": True}))
-        first = _ok(await s.call_tool("test_job", {"job_id": job["job_id"]}))
+        polled = await s.call_tool("test_job", {"job_id": job["job_id"]})
+        first = _ok(polled)
+        texts["first"] = _text(polled)
         (ws / "release.flag").write_text("go")
-        done = _ok(await s.call_tool("test_job", {"job_id": job["job_id"], "wait": True, "wait_ms": 60_000}))
+        waited = await s.call_tool("test_job", {"job_id": job["job_id"], "wait": True, "wait_ms": 60_000})
+        done = _ok(waited)
+        texts["done"] = _text(waited)
         closure = _ok(await s.call_tool("test_closure_check", {}))
         return {"job": job, "first": first, "done": done, "closure": closure}
 
     out = _with_client(ws, home, body)
     job = out["job"]
+    # what a model reads: where the job stands, then its run in the agent format (one line, green)
+    assert texts["first"].startswith(f"job {job['job_id']}: ") and "wait=true" in texts["first"]
+    assert re.fullmatch(r"green: 4 passed \(pytest, \d+\.\ds\)", texts["done"]), texts["done"]
     assert job["background"] is True and job["job_id"] and job["run_id"] is None
     assert out["first"]["status"] in ("starting", "running") and out["first"]["finished"] is False
     assert out["first"]["session_id"] == job["session_id"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
@@ -66,7 +67,6 @@ ACT: tuple[str, ...] = (
     "ran the full suite",
     "cannot filter tests by name",
     "stay open",
-    "owe",
     "is not a path in the workspace",
     "is ignored with a verbatim command",
     "survived the shutdown",
@@ -75,7 +75,13 @@ ACT: tuple[str, ...] = (
     "files changed since the last run",
     "files changed in this session and no run was recorded",
     "a turn ended unresolved",
+    "failed, then passed when rerun",
+    "could not be recorded for the gate",  # the gate will not see this run
+    "the session could not be resolved",
 )
+# What the session still owes (tests seen failing, tests taken away): a word, not a phrase, so
+# the gate's wording may change; "allowed" must not match.
+_OWED = re.compile(r"\bow(?:e|es|ed|ing)\b")
 _SAID_BRIEFLY = {"sandbox NOT enforced": "sandbox NOT enforced (said above in this session)"}
 # Closure-check notes the headline already says, or that change nothing an agent does.
 _CHECK_QUIET = (
@@ -89,7 +95,7 @@ _CHECK_QUIET = (
 
 def note_kind(note: str) -> NoteKind:
     """Whether a note is said once per session, every time, or only for a broken run."""
-    if any(p in note for p in ACT):
+    if any(p in note for p in ACT) or _OWED.search(note):
         return "act"
     if any(p in note for p in ONCE):
         return "once"
@@ -140,7 +146,7 @@ _LABELS = {"load": "LOAD ERROR", "hook": "HOOK FAILED", "timeout": "TIMED OUT"}
 def _failure(f: Failure, where_more: str) -> list[str]:
     label = "FLAKY" if f.flaky else _LABELS.get(f.kind, "FAIL")
     place = _where(f)
-    lines = [f"{label} {f.test}" + (f" ({place})" if place else "")]
+    lines = [f"{label} {f.test}" + (f" ({place})" if place and place != f.test else "")]
     if f.expected is not None or f.got is not None:
         lines.append(
             f"  expected: {cut(f.expected, VALUE_CHARS, where_more) or '—'}"
@@ -183,7 +189,7 @@ def _counts(r: RunResult) -> str:
     return text + (f" of {s.total}" if s.failed or r.outcome == "red" else "")
 
 
-def _context(r: RunResult) -> str:
+def _context(r: RunResult, run_id: bool) -> str:
     bits = [r.framework or "unknown runner"]
     if r.shard is not None:
         bits.append(f"shard {r.shard.index}/{r.shard.total}")
@@ -191,6 +197,8 @@ def _context(r: RunResult) -> str:
         bits.append("narrowed")
     secs = r.duration_ms / 1000
     bits.append(f"{secs:.1f}s" if secs < 60 else f"{int(secs // 60)}m{int(secs % 60):02d}s")
+    if run_id:
+        bits.append(r.run_id)
     return "(" + ", ".join(bits) + ")"
 
 
@@ -221,22 +229,33 @@ def _notes(notes: Iterable[str], new_once: Collection[str], *, broken: bool, gre
     return out
 
 
+def _tail(r: RunResult) -> list[str]:
+    tail = r.output_tail.rstrip().splitlines()[-TAIL_LINES:]
+    if not tail:
+        return []
+    text = "\n".join(tail)[-TAIL_CHARS:]
+    return ["output (last lines):", *(f"  {t}" for t in text.splitlines())]
+
+
 def run_text(
     r: RunResult,
     *,
     new_once: Collection[str] = (),
     rerun: str = "greenloop run --last-failed",
     cwd: str | None = None,
+    run_id: bool = False,
 ) -> str:
     """A run in the agent format (module docstring). `new_once`: the `once_key`s of notes not
-    yet said in the run's session; `rerun`: the command that reruns just the failures."""
+    yet said in the run's session; `rerun`: the command that reruns just the failures;
+    `run_id`: name the run (a harness hook that watched the shell command finds the run by
+    its id in the output and gives it to the session; needed when the run has none)."""
     ref = _rel(r.result_ref, cwd)
     where_more = " in result.json" if ref else ""
     lines: list[str] = []
     sandbox_note = r.sandbox.note if r.sandbox.note and r.sandbox.enforced_by is None else None
     notes = [*r.notes, *([sandbox_note] if sandbox_note else [])]
     if r.outcome == "green":
-        lines.append(f"green: {_counts(r)} {_context(r)}")
+        lines.append(f"green: {_counts(r)} {_context(r, run_id)}")
     elif r.outcome == "red":
         shown, used = 0, 0
         for f in r.failures:
@@ -253,20 +272,20 @@ def run_text(
         if r.retry is not None:
             rt = r.retry
             lines.append(f"retry: {len(rt.fixed)} fixed, {len(rt.remain)} still failing, {len(rt.new)} new")
-        lines.append(f"red: {_counts(r)} {_context(r)}")
-        lines.append(f"rerun the failures: {rerun}")
+        if not r.failures:  # red, and no failing test recognised: what the runner said
+            lines.append("no failing test was recognised in the output")
+            lines += _tail(r)
+        lines.append(f"red: {_counts(r)} {_context(r, run_id)}")
+        if r.failures:
+            lines.append(f"rerun the failures: {rerun}")
     else:
-        lines.append(f"broken: {r.crash_reason or 'broken'} {_context(r)}")
+        lines.append(f"broken: {r.crash_reason or 'broken'} {_context(r, run_id)}")
         if r.summary.total:
             lines.append(f"counts so far: {_counts(r)}")
         for f in r.failures[:DETAIL_MAX]:
             lines += _failure(f, where_more)
         lines.append(f"command: {cut(r.command, 300)}")
-        tail = r.output_tail.rstrip().splitlines()[-TAIL_LINES:]
-        if tail:
-            text = "\n".join(tail)[-TAIL_CHARS:]
-            lines.append("output (last lines):")
-            lines += [f"  {t}" for t in text.splitlines()]
+        lines += _tail(r)
     lines += _notes(notes, new_once, broken=r.outcome == "broken", green=r.outcome == "green")
     cut_anything = r.outcome != "green" and ref and any("…[+" in line for line in lines)
     if cut_anything or (r.outcome == "red" and len(r.failures) > DETAIL_MAX):

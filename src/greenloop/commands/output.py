@@ -46,11 +46,17 @@ def rerun_command(path: str = ".") -> str:
     return f"greenloop run{where} --last-failed"
 
 
-def run_agent_text(result: RunResult, *, rerun: str, cwd: str | None = None) -> str:
+def run_agent_text(
+    result: RunResult, *, rerun: str, cwd: str | None = None, with_run_id: bool | None = None
+) -> str:
     """The run in the agent format, its long-lived notes said once in the run's session (the
-    state records them as said)."""
+    state records them as said). A run recorded without a session names its id: the hooks of
+    a harness that gives its shell no session id (Gemini CLI, Cursor) read it in the output
+    to give the run to the session (hooks.base.attach_greenloop_run)."""
     from greenloop import agent_format, api
 
+    if with_run_id is None:
+        with_run_id = result.session_id is None
     keys = agent_format.once_keys([*result.notes, result.sandbox.note or ""], green=result.outcome == "green")
     new = api.first_said(result.workspace or ".", result.session_id, keys) if keys else set()
-    return agent_format.run_text(result, new_once=new, rerun=rerun, cwd=cwd)
+    return agent_format.run_text(result, new_once=new, rerun=rerun, cwd=cwd, run_id=with_run_id)

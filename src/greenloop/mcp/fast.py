@@ -155,7 +155,7 @@ def agent_text(result: Any, workspace: Path) -> str:
     long-lived notes said once per session; structuredContent keeps the record."""
     from greenloop.commands.output import run_agent_text
 
-    return run_agent_text(result, rerun=RERUN, cwd=str(workspace))
+    return run_agent_text(result, rerun=RERUN, cwd=str(workspace), with_run_id=False)
 
 
 def run_limit_s(run_ms: int, mode: str, reruns: int = 0) -> float:

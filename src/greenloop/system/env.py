@@ -148,7 +148,7 @@ def changes(base: Mapping[str, str], env: Mapping[str, str]) -> str | None:
     if set_:
         parts.append("set " + ", ".join(set_))
     if caches:
-        parts.append("tool caches redirected to where the sandbox can write")
+        parts.append("tool caches moved into the sandbox")
     return f"the tests' environment differs from greenloop's: {'; '.join(parts)} (why: {WHY_DOC})"
 
 
