@@ -25,13 +25,12 @@ import json
 import os
 import re
 import sys
-from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from greenloop.layout import NOT_CODE_DIRS
 from greenloop.model import Detection, Suite
+from greenloop.runner.test_paths import ENTRY_BUDGET, SKIP_DIRS, Walk, is_test_file
 from greenloop.runner.toolchain import runner_command
 
 __all__ = [
@@ -44,37 +43,8 @@ __all__ = [
     "walk",
 ]
 
-ENTRY_BUDGET = 20_000  # directory entries looked at before the walk stops (and says so)
 MAX_TEST_FILES = 500  # test files listed in a Detection
-MAX_DEPTH = 12
 
-SKIP_DIRS = NOT_CODE_DIRS | {
-    ".hg",
-    ".svn",
-    "out",
-    ".nuxt",
-    ".svelte-kit",
-    ".output",
-    ".turbo",
-    ".parcel-cache",
-    ".vite",
-    ".cache",
-    "target",
-    ".eggs",
-    "site-packages",
-    "bower_components",
-    "jspm_packages",
-    ".yarn",
-    ".pnpm-store",
-    "testdata",  # Go's fixture folders (often holding go.mod files of their own), never a test root
-    "vendor",  # vendored third-party code (Go, PHP, Ruby)
-}
-
-_JS_EXT = r"(?:[cm]?[jt]sx?)"
-_JS_TEST = re.compile(rf"(?:[.\-_]|^)(?:test|spec)\.{_JS_EXT}$|^test-.*\.{_JS_EXT}$")
-_JS_FILE = re.compile(rf"\.{_JS_EXT}$")
-_PY_TEST = re.compile(r"^(?:test_.*|.*_test)\.py$")
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec"})
 _ROOT_MARKERS = frozenset({"package.json", "pytest.ini", "pyproject.toml", "go.mod", "go.work", "Cargo.toml"})
 
 _LOCKFILES: tuple[tuple[str, str], ...] = (
@@ -98,70 +68,21 @@ class WalkResult(NamedTuple):
     entries: int
 
 
-def is_test_file(rel: str) -> str | None:
-    """'js' or 'py' when a relative path names a test file by the usual conventions."""
-    parts = rel.split("/")
-    name = parts[-1]
-    if _PY_TEST.match(name):
-        return "py"
-    if _JS_TEST.search(name) and not name.endswith(".d.ts"):
-        return "js"
-    if _JS_FILE.search(name) and any(p in _TEST_DIRS for p in parts[:-1]) and not name.endswith(".d.ts"):
-        return "js"
-    return None
-
-
-def _is_virtualenv(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "pyvenv.cfg"))
-
-
 def walk(root: str, *, budget: int = ENTRY_BUDGET) -> WalkResult:
-    """Breadth-first walk of `root`; never follows symlinked folders, stops after `budget` entries."""
+    """Breadth-first walk of `root` (test_paths.Walk): test files and nested roots."""
     js: list[str] = []
     py: list[str] = []
     nested: list[str] = []
-    queue: deque[tuple[str, str, int]] = deque([(root, "", 0)])
-    entries = 0
-    truncated = False
-    while queue:
-        folder, rel, depth = queue.popleft()
-        try:
-            it = os.scandir(folder)
-        except OSError:
-            continue
-        with it:
-            subdirs: list[tuple[str, str]] = []
-            for entry in it:
-                entries += 1
-                if entries > budget:
-                    truncated = True
-                    break
-                name = entry.name
-                child_rel = f"{rel}/{name}" if rel else name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if name in SKIP_DIRS or (name.startswith(".") and name not in _TEST_DIRS):
-                            continue
-                        subdirs.append((entry.path, child_rel))
-                        continue
-                    if not entry.is_file():
-                        continue
-                except OSError:
-                    continue
-                if rel and name in _ROOT_MARKERS:
-                    nested.append(rel)
-                kind = is_test_file(child_rel)
-                if kind == "js" and len(js) < MAX_TEST_FILES:
-                    js.append(child_rel)
-                elif kind == "py" and len(py) < MAX_TEST_FILES:
-                    py.append(child_rel)
-        if truncated:
-            break
-        if depth < MAX_DEPTH:
-            for path, child_rel in sorted(subdirs, key=lambda t: t[1]):
-                if not _is_virtualenv(path):
-                    queue.append((path, child_rel, depth + 1))
-    return WalkResult(tuple(js), tuple(py), tuple(dict.fromkeys(nested)), truncated, entries)
+    walked = Walk(root, budget=budget)
+    for rel, child_rel, entry in walked:
+        if rel and entry.name in _ROOT_MARKERS:
+            nested.append(rel)
+        kind = is_test_file(child_rel)
+        if kind == "js" and len(js) < MAX_TEST_FILES:
+            js.append(child_rel)
+        elif kind == "py" and len(py) < MAX_TEST_FILES:
+            py.append(child_rel)
+    return WalkResult(tuple(js), tuple(py), tuple(dict.fromkeys(nested)), walked.truncated, walked.entries)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
