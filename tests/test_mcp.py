@@ -339,6 +339,35 @@ def test_text_content_is_the_agent_format_and_structured_content_the_whole_recor
     assert _text(check).startswith("NOT satisfied: last run ")
 
 
+def test_a_narrowed_test_run_leaves_the_failure_owed_in_the_closure_check(tmp_path: Path, home: Path) -> None:
+    """Issue 31 on the MCP path: red, then `test_run` narrowed to a test that passes, is not done."""
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+    owed = "test_calc.py::test_add_small"
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        red = _ok(await s.call_tool("test_run", {"session_id": "agent-9"}))
+        narrowed = _ok(await s.call_tool("test_run", {"session_id": "agent-9",
+                                                      "target": "test_calc.py::test_add_zero"}))
+        check = _ok(await s.call_tool("test_closure_check", {"session_id": "agent-9"}))
+        _fix(ws)
+        exact = _ok(await s.call_tool("test_run", {"session_id": "agent-9", "target": owed}))
+        after = _ok(await s.call_tool("test_closure_check", {"session_id": "agent-9"}))
+        return {"red": red, "narrowed": narrowed, "check": check, "exact": exact, "after": after}
+
+    out = _with_client(ws, home, body)
+    assert out["red"]["outcome"] == "red" and out["narrowed"]["outcome"] == "green"
+    check = out["check"]
+    assert check["satisfied"] is False and check["holding"] == "owed"
+    names = {o["test"]: o for o in check["owed"]}
+    assert names[owed]["run_id"] == out["red"]["run_id"] and names[owed]["reason"] == "failed"
+    assert "failed in " + out["red"]["run_id"] in names[owed]["why"]
+    # test_add_negative failed too, and nothing has shown it passing since.
+    assert check["owed_count"] == 2 and out["exact"]["outcome"] == "green"
+    assert out["after"]["satisfied"] is False and [o["test"] for o in out["after"]["owed"]] == [
+        "test_calc.py::test_add_negative"
+    ]
+
+
 def test_a_call_can_name_its_session_and_the_env_can_name_the_connections(tmp_path: Path, home: Path) -> None:
     ws = _pytest_workspace(tmp_path / "ws", red=True)
 

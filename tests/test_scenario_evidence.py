@@ -89,9 +89,9 @@ def test_a_skip_mark_is_still_held_and_named(ws: Path) -> None:
     assert verdict["satisfied"] is False
     (owed,) = verdict["owed"]
     assert owed["test"] == OWED and owed["reason"] == "skipped" and "skipped in this session" in owed["why"]
-    if owed["line"] is not None:  # the working tree's marks (greenloop.closure.marks) give the place
-        assert owed["file"] == "test_cart.py" and owed["line"] == 5
-        assert "test_cart.py:5" in held["reason"]
+    # The working tree's marks (greenloop.closure.marks) give the place.
+    assert owed["file"] == "test_cart.py" and owed["line"] == 5 and "pytest.mark.skip" in owed["detail"]
+    assert "test_cart.py:5" in held["reason"]
 
 
 def test_an_edit_after_green_is_held_once_then_released_unresolved(ws: Path) -> None:
@@ -136,3 +136,29 @@ def test_a_session_that_changes_nothing_and_runs_nothing_is_allowed(ws: Path) ->
     prompt(ws, SESSION)
     assert stop(ws, SESSION) is None
     assert check(ws, SESSION)[1]["satisfied"] is True
+
+
+def test_deleting_the_failing_test_is_still_held_naming_where_it_was(ws: Path) -> None:
+    red_first(ws)
+    kept = CART.split("def test_discount_code_takes_ten_percent_off")[0] + (
+        "def test_quantity_must_be_positive" + CART.split("def test_quantity_must_be_positive")[1]
+    )
+    (ws / "test_cart.py").write_text(kept)
+    assert run(ws)["outcome"] == "green"
+    held = stop(ws, SESSION)
+    assert held is not None and OWED in held["reason"] and "no longer in the suite" in held["reason"]
+    (owed,) = check(ws, SESSION)[1]["owed"]
+    assert owed["reason"] == "removed" and owed["file"] == "test_cart.py" and owed["line"] == 4
+
+
+def test_a_dot_only_in_a_js_test_file_is_held_even_when_nothing_failed(ws: Path) -> None:
+    prompt(ws, SESSION)
+    (ws / "cart.py").write_text(FIXED)
+    (ws / "web").mkdir()
+    (ws / "web" / "cart.test.js").write_text("describe('cart', () => {\n  it.only('adds', () => {});\n});\n")
+    assert run(ws)["outcome"] == "green"
+    held = stop(ws, SESSION)
+    assert held is not None and ".only web/cart.test.js:2" in held["reason"]
+    (ws / "web" / "cart.test.js").write_text("describe('cart', () => {\n  it('adds', () => {});\n});\n")
+    assert run(ws)["outcome"] == "green"
+    assert stop(ws, SESSION) is None

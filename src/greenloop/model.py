@@ -120,11 +120,10 @@ class Failure(NamedTuple):
             "hint": self.hint,
             "bug_id": self.bug_id,
             "kind": self.kind,
+            "origin": self.origin,
         }
         if self.flaky:
             d["flaky"] = True
-        if self.origin:
-            d["origin"] = self.origin
         return d
 
     @classmethod
