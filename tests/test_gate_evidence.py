@@ -334,6 +334,7 @@ def test_a_runs_marks_are_read_against_the_sessions_start_and_name_the_place(
     `taken_away(root, that snapshot)` for each run (a stand-in module with its API here)."""
     seen: list[tuple[str, str | None]] = []
     now: list[Mark] = []
+
     def snapshot(root: str) -> str:
         seen.append(("snapshot", root))
         return '{"marks": []}'
@@ -388,3 +389,23 @@ def test_a_runs_marks_are_read_against_the_sessions_start_and_name_the_place(
     d = decide(ClosureState("s1", owed=owed, owed_count=count), Config())
     assert "skipped in this session: tests/test_a.py:2 @pytest.mark.skip" in d.message
     assert ".only web/cart.test.js:7" in d.message
+
+
+@pytest.mark.usefixtures("state_backend")
+def test_two_suites_of_one_session_never_make_each_other_vanish(tmp_path: Path) -> None:
+    """A monorepo: the whole suite of one package names none of the other's tests."""
+    api, web = "pytest:/repo/api", "pytest:/repo/web"
+    with Store(tmp_path) as store:
+        whole = RunEvidence(passed=(A, B), total=2, ok=True, whole_suite=True, suite=api)
+        store.record_run(RunRecord("r1", ok=True, at=1.0, session_id="s1"), whole)
+        other = RunEvidence(passed=(C,), total=1, ok=True, whole_suite=True, suite=web)
+        store.record_run(RunRecord("r2", ok=True, at=2.0, session_id="s1"), other)
+        assert store.owed("s1") == ((), 0)
+        # The first suite run again without B: B is gone from it.
+        store.record_run(
+            RunRecord("r3", ok=True, at=3.0, session_id="s1"), whole._replace(passed=(A,), total=1)
+        )
+        owed, _ = store.owed("s1")
+        assert [(o.test, o.reason) for o in owed] == [(B, "removed")]
+        start = store.session_start("s1")
+        assert start is not None and set(start.baseline or ()) == {A, B, C}

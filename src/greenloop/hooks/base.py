@@ -360,9 +360,9 @@ def record_shell_run(
 
             fp = record.fingerprint
             baseline = run_evidence.ensure_start(store, workspace, session_id, lambda: fp)
-            evidence = run_evidence.evidence_of_parse(parsed, command, record.ok)._replace(
-                marks=run_evidence.marks_now(workspace, baseline)
-            )
+            marks = run_evidence.marks_now(workspace, baseline)
+            evidence = run_evidence.evidence_of_parse(parsed, command, record.ok, framework, workspace)
+            evidence = evidence._replace(marks=marks)
         store.record_run(record, evidence)
     return (
         f"greenloop: recorded {record.run_id} ({outcome}: {s.failed} failed, {s.passed} passed) "
