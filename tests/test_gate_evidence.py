@@ -191,7 +191,9 @@ def test_stale_green_steers_once_then_releases() -> None:
     d = decide(state, Config())
     assert d.kind == "steer" and d.rule == "stale" and "files changed since the last run (r2)" in d.message
     d = decide(state._replace(intercepts_this_turn=1, steered=("stale",)), Config(max_intercept_rounds=5))
-    assert d.kind == "release" and "unresolved (stale)" in d.message
+    assert (
+        d.kind == "release" and "unresolved (stale)" in d.message and "after 1 corrective round;" in d.message
+    )
     assert decide(state, Config(stale_green="note")).kind == "allow"
     assert decide(state._replace(fingerprint_now="fp"), Config()).kind == "allow"  # nothing changed
 

@@ -209,7 +209,9 @@ def release_message(
     """The message of a release: the turn may end, the session is recorded unresolved, and why."""
     zh = language == "zh"
     reason = RULE_REASONS.get(rule, rule)
-    rounds = f"{budget} corrective round{'s' if budget != 1 else ''}"
+    # stale and not_run ask once; the others use the turn's whole budget
+    asked = 1 if rule in ("stale", "not_run") else budget
+    rounds = f"{asked} corrective round{'s' if asked != 1 else ''}"
     if rule in ("red",) and run is not None:
         what = _what_failed(run, zh)
     elif rule in ("owed", "taken_away") and state is not None:
@@ -229,7 +231,7 @@ def release_message(
         what = "本会话修改了文件但没有运行测试" if zh else "this session changed files and ran no test"
     if zh:
         return (
-            f"greenloop：{what}，已拦截 {budget} 次仍未解决；本回合结束，"
+            f"greenloop：{what}，已拦截 {asked} 次仍未解决；本回合结束，"
             f"会话 {session_id} 记录为未解决（unresolved，原因：{reason}）。之后一次通过的运行会清除该记录。"
         )
     still = "still red" if rule == "red" else "still unresolved"
