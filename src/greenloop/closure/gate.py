@@ -1,10 +1,13 @@
 """The closure gate and its Python API for custom harnesses.
 
-`decide(state, config)` is pure: a red (or broken) last run steers the agent back with a
-message that names the failing tests and says to re-run, at most `max_intercept_rounds`
-times per turn; after that the turn is released and the session recorded unresolved. No
-recorded run, a green one, or `enabled = false`: allow. The gate reads state only: it never
-runs a test and never watches files.
+`decide(state, config)` is pure: a session that owes tests (failed and not since passed, or
+taken away: greenloop.closure.evidence) or whose last run is red is steered back with a
+message that names them and the command that reruns exactly them, at most
+`max_intercept_rounds` times per turn; files changed since the last green run, or changed
+with no run at all, are asked about once. After that the turn is released and the session
+recorded unresolved, with the reason. Nothing owed and nothing changed, or `enabled = false`:
+allow. The gate reads state and, when the answer depends on it, one fingerprint of the
+working tree: it never runs a test and never watches files.
 
 `Gate(workspace)` wraps `decide` with the state database:
 
