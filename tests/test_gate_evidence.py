@@ -413,3 +413,26 @@ def test_two_suites_of_one_session_never_make_each_other_vanish(tmp_path: Path) 
         assert [(o.test, o.reason) for o in owed] == [(B, "removed")]
         start = store.session_start("s1")
         assert start is not None and set(start.baseline or ()) == {A, B, C}
+
+
+@pytest.mark.usefixtures("state_backend")
+def test_a_session_using_workspace_runs_owes_what_they_failed(tmp_path: Path) -> None:
+    """Runs no session claimed (the gate uses the workspace's runs for a session with none of
+    its own): a narrowed green one after a red one still leaves the failure owed."""
+    from greenloop.closure.gate import Gate
+
+    clock = iter(float(t) for t in range(100, 200))
+    gate = Gate(tmp_path, config=Config(), clock=lambda: next(clock))
+    gate.on_turn_start("s1")
+    with Store(tmp_path) as store:
+        red = RunRecord("r1", ok=False, at=150.0, outcome="red")
+        store.record_run(red, RunEvidence(failed=failed(A), passed=(B,), total=2, whole_suite=True))
+        narrowed = RunRecord("r2", ok=True, at=151.0, outcome="green", selection="target")
+        store.record_run(narrowed, RunEvidence(passed=(B,), total=1, ok=True))
+    d = gate.on_turn_stopping("s1")
+    assert d.kind == "steer" and f"{A} (failed in r1)" in d.message
+    with Store(tmp_path) as store:  # a workspace run that passes it clears it
+        store.record_run(
+            RunRecord("r3", ok=True, at=152.0, outcome="green"), RunEvidence(passed=(A,), total=1, ok=True)
+        )
+    assert gate.on_turn_stopping("s1").kind == "allow"

@@ -218,12 +218,14 @@ def record_result(
         with Store(workspace, clock=clock, warn=warn) as store:
             record = make()
             evidence = None
-            if record.session_id is not None:
-                from greenloop.closure import run_evidence
+            from greenloop.closure import run_evidence
 
+            if record.session_id is not None:
                 fp = record.fingerprint
                 baseline = run_evidence.ensure_start(store, ws, record.session_id, lambda: fp)
                 evidence = run_evidence.evidence_of(result, run_evidence.marks_now(ws, baseline))
+            else:  # a workspace run: its names still count; no session start to read marks against
+                evidence = run_evidence.evidence_of(result, None)
             store.record_run(record, evidence)
     except state_errors() as exc:
         warn(f"could not record run {result.run_id} in the state database: {exc}")

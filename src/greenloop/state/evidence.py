@@ -19,8 +19,10 @@ from greenloop.state.tables import Tables
 if TYPE_CHECKING:
     from greenloop.closure.evidence import RunEvidence
 
-__all__ = ["OWED_SHOWN", "Acceptance", "EvidenceTables", "SessionStart"]
+__all__ = ["OWED_SHOWN", "WORKSPACE", "Acceptance", "EvidenceTables", "SessionStart"]
 
+# The owed rows of runs no session claimed (workspace-level runs) are kept under this key.
+WORKSPACE = ""
 OWED_SHOWN = 20  # owed rows the gate reads (it names a few; the rest is a count)
 _BATCH = 100  # rows per multi-row statement (8 parameters each: below every SQLite limit)
 _OWED_COLUMNS = ("session_id", "test", "reason", "run_id", "at", "file", "line", "detail")
@@ -162,17 +164,24 @@ class EvidenceTables(Tables):
         ).fetchall()
         return [OwedTest(r[0], r[1], r[2], float(r[3]), r[4], r[5], r[6] or "") for r in rows]
 
-    def owed(self, session_id: str, *, limit: int = OWED_SHOWN) -> tuple[tuple[OwedTest, ...], int]:
+    def owed(
+        self, session_id: str, *, limit: int = OWED_SHOWN, since: float | None = None
+    ) -> tuple[tuple[OwedTest, ...], int]:
         """The tests the session owes (acceptances counted out), failures first then oldest
-        first, at most `limit`; and how many there are in all."""
+        first, at most `limit`; and how many there are in all. `since`: only rows made owed
+        from then on (the workspace's rows, as a session that uses them sees them)."""
         where = f"FROM owed o WHERE o.session_id = ? AND {_NOT_ACCEPTED}"
-        (count,) = self.conn.execute(f"SELECT COUNT(*) {where}", (session_id,)).fetchone()
+        params: tuple[Any, ...] = (session_id,)
+        if since is not None:
+            where += " AND o.at >= ?"
+            params = (session_id, since)
+        (count,) = self.conn.execute(f"SELECT COUNT(*) {where}", params).fetchone()
         if not count:
             return (), 0
         rows = self.conn.execute(
             f"SELECT o.test, o.reason, o.run_id, o.at, o.file, o.line, o.detail {where} "
             "ORDER BY CASE o.reason WHEN 'failed' THEN 0 ELSE 1 END, o.at, o.test LIMIT ?",
-            (session_id, limit),
+            (*params, limit),
         ).fetchall()
         return tuple(OwedTest(r[0], r[1], r[2], float(r[3]), r[4], r[5], r[6] or "") for r in rows), int(
             count
