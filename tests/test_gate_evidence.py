@@ -436,3 +436,13 @@ def test_a_session_using_workspace_runs_owes_what_they_failed(tmp_path: Path) ->
             RunRecord("r3", ok=True, at=152.0, outcome="green"), RunEvidence(passed=(A,), total=1, ok=True)
         )
     assert gate.on_turn_stopping("s1").kind == "allow"
+
+
+def test_a_terse_whole_suite_green_clears_only_its_own_suites_failures() -> None:
+    ev = RunEvidence(failed=failed(A, C), total=2, whole_suite=True, suite="pytest:/repo/api")
+    write, _, _ = owed_after({}, frozenset(), ev, "r1", 1.0, frozenset())
+    owed = {o.test: o for o in write}
+    other = RunEvidence(total=5, ok=True, whole_suite=True, suite="pytest:/repo/web")
+    assert owed_after(owed, frozenset({A, C}), other, "r2", 2.0, frozenset())[1] == []  # another suite
+    same = other._replace(suite="pytest:/repo/api")
+    assert owed_after(owed, frozenset({A, C}), same, "r2", 2.0, frozenset({A, C}))[1] == [A, C]

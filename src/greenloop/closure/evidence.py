@@ -116,10 +116,11 @@ def matches(name: str, test: str | None, file: str | None = None) -> bool:
     return any(name.startswith(test + s) for s in ("[", "::"))  # a parametrized case, a class
 
 
-def _covers(ev: RunEvidence, name: str) -> bool:
-    """Whether a run that names no test ran `name` (the whole suite, or a file or folder of it)."""
+def _covers(ev: RunEvidence, name: str, suite_guarded: frozenset[str] | None) -> bool:
+    """Whether a run that names no test ran `name`: the whole suite (of the suite where `name`
+    was seen, when that is known), or a file or folder of it."""
     if ev.whole_suite:
-        return True
+        return suite_guarded is None or name in suite_guarded
     return any(name.startswith(p.rstrip("/") + s) for p in ev.scope for s in ("::", "/"))
 
 
@@ -157,7 +158,10 @@ def owed_after(
     unnamed_green = ev.ok and not ev.passed and not failed_names and not ev.skipped
     for name, row in owed.items():
         if name in passed or (
-            unnamed_green and row.reason == "failed" and _covers(ev, name) and _mark_for(name, marks) is None
+            unnamed_green
+            and row.reason == "failed"
+            and _covers(ev, name, suite_guarded)
+            and _mark_for(name, marks) is None
         ):
             clear.add(name)
     for name, file, line in ev.failed:
