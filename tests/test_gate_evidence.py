@@ -167,7 +167,9 @@ def test_owed_tests_are_bounded_then_counted() -> None:
     rows = tuple(OwedTest(f"t.py::test_{i}", "failed", "r1") for i in range(5))
     d = decide(owing(*rows, owed_count=40), Config())
     assert (
-        "t.py::test_4" in d.message and "(+35 more)" in d.message and "Owed by this session (40)" in d.message
+        "t.py::test_4" in d.message
+        and "(+35 more)" in d.message
+        and "this session owes 40 tests that no later run has shown passing" in d.message
     )
 
 
@@ -191,7 +193,9 @@ def test_stale_green_steers_once_then_releases() -> None:
     d = decide(state, Config())
     assert d.kind == "steer" and d.rule == "stale" and "files changed since the last run (r2)" in d.message
     d = decide(state._replace(intercepts_this_turn=1, steered=("stale",)), Config(max_intercept_rounds=5))
-    assert d.kind == "release" and "unresolved (stale)" in d.message
+    assert (
+        d.kind == "release" and "unresolved (stale)" in d.message and "after 1 corrective round;" in d.message
+    )
     assert decide(state, Config(stale_green="note")).kind == "allow"
     assert decide(state._replace(fingerprint_now="fp"), Config()).kind == "allow"  # nothing changed
 
@@ -334,6 +338,7 @@ def test_a_runs_marks_are_read_against_the_sessions_start_and_name_the_place(
     `taken_away(root, that snapshot)` for each run (a stand-in module with its API here)."""
     seen: list[tuple[str, str | None]] = []
     now: list[Mark] = []
+
     def snapshot(root: str) -> str:
         seen.append(("snapshot", root))
         return '{"marks": []}'
@@ -388,3 +393,56 @@ def test_a_runs_marks_are_read_against_the_sessions_start_and_name_the_place(
     d = decide(ClosureState("s1", owed=owed, owed_count=count), Config())
     assert "skipped in this session: tests/test_a.py:2 @pytest.mark.skip" in d.message
     assert ".only web/cart.test.js:7" in d.message
+
+
+@pytest.mark.usefixtures("state_backend")
+def test_two_suites_of_one_session_never_make_each_other_vanish(tmp_path: Path) -> None:
+    """A monorepo: the whole suite of one package names none of the other's tests."""
+    api, web = "pytest:/repo/api", "pytest:/repo/web"
+    with Store(tmp_path) as store:
+        whole = RunEvidence(passed=(A, B), total=2, ok=True, whole_suite=True, suite=api)
+        store.record_run(RunRecord("r1", ok=True, at=1.0, session_id="s1"), whole)
+        other = RunEvidence(passed=(C,), total=1, ok=True, whole_suite=True, suite=web)
+        store.record_run(RunRecord("r2", ok=True, at=2.0, session_id="s1"), other)
+        assert store.owed("s1") == ((), 0)
+        # The first suite run again without B: B is gone from it.
+        store.record_run(
+            RunRecord("r3", ok=True, at=3.0, session_id="s1"), whole._replace(passed=(A,), total=1)
+        )
+        owed, _ = store.owed("s1")
+        assert [(o.test, o.reason) for o in owed] == [(B, "removed")]
+        start = store.session_start("s1")
+        assert start is not None and set(start.baseline or ()) == {A, B, C}
+
+
+@pytest.mark.usefixtures("state_backend")
+def test_a_session_using_workspace_runs_owes_what_they_failed(tmp_path: Path) -> None:
+    """Runs no session claimed (the gate uses the workspace's runs for a session with none of
+    its own): a narrowed green one after a red one still leaves the failure owed."""
+    from greenloop.closure.gate import Gate
+
+    clock = iter(float(t) for t in range(100, 200))
+    gate = Gate(tmp_path, config=Config(), clock=lambda: next(clock))
+    gate.on_turn_start("s1")
+    with Store(tmp_path) as store:
+        red = RunRecord("r1", ok=False, at=150.0, outcome="red")
+        store.record_run(red, RunEvidence(failed=failed(A), passed=(B,), total=2, whole_suite=True))
+        narrowed = RunRecord("r2", ok=True, at=151.0, outcome="green", selection="target")
+        store.record_run(narrowed, RunEvidence(passed=(B,), total=1, ok=True))
+    d = gate.on_turn_stopping("s1")
+    assert d.kind == "steer" and f"{A} (failed in r1)" in d.message
+    with Store(tmp_path) as store:  # a workspace run that passes it clears it
+        store.record_run(
+            RunRecord("r3", ok=True, at=152.0, outcome="green"), RunEvidence(passed=(A,), total=1, ok=True)
+        )
+    assert gate.on_turn_stopping("s1").kind == "allow"
+
+
+def test_a_terse_whole_suite_green_clears_only_its_own_suites_failures() -> None:
+    ev = RunEvidence(failed=failed(A, C), total=2, whole_suite=True, suite="pytest:/repo/api")
+    write, _, _ = owed_after({}, frozenset(), ev, "r1", 1.0, frozenset())
+    owed = {o.test: o for o in write}
+    other = RunEvidence(total=5, ok=True, whole_suite=True, suite="pytest:/repo/web")
+    assert owed_after(owed, frozenset({A, C}), other, "r2", 2.0, frozenset())[1] == []  # another suite
+    same = other._replace(suite="pytest:/repo/api")
+    assert owed_after(owed, frozenset({A, C}), same, "r2", 2.0, frozenset({A, C}))[1] == [A, C]

@@ -247,3 +247,32 @@ def test_edits_with_no_run_are_denied_once_then_released(tmp_path: Path) -> None
     # A session that changes nothing is never held.
     assert json.loads(hook("gemini", before_agent("g10", tmp_path, PROMPT), cwd=tmp_path).stdout) == {}
     assert json.loads(hook("gemini", after_agent("g10", tmp_path), cwd=tmp_path).stdout) == {}
+
+
+def test_an_attached_shell_run_brings_its_evidence_to_the_session(tmp_path: Path) -> None:
+    """A shell `greenloop run` Gemini's shell could not tie to the session (no session id) is
+    given to it by AfterTool, with what it said about each test: a narrowed green run after a
+    red one still leaves the red one's failure owed."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-p no:cacheprovider'\n")
+    body = "def test_add():\n    assert 1 + 1 == 3\n\ndef test_ok():\n    pass\n"
+    (tmp_path / "test_calc.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_SESSION", "_SESSION_ID", "_THREAD_ID"))}
+    env["GREENLOOP_CONFIG_HOME"] = str(tmp_path / ".none")
+
+    def greenloop_run(*args: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "greenloop", "run", *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+        command = "greenloop run " + " ".join(args)
+        said = hook("gemini", shell("g7", tmp_path, command, p.stdout), cwd=tmp_path)
+        return p.stdout + said.stderr
+
+    answer(before_agent("g7", tmp_path, PROMPT), tmp_path)
+    # No harness process above these runs (this test is no harness): only AfterTool ties them.
+    assert "(red) belongs to session g7" in greenloop_run()
+    assert "(green) belongs to session g7" in greenloop_run("--target", "test_calc.py::test_ok")
+    out = answer(after_agent("g7", tmp_path), tmp_path)
+    assert out["decision"] == "deny" and "test_calc.py::test_add (failed in run-" in out["reason"]

@@ -91,6 +91,9 @@ class RunEvidence(NamedTuple):
     # files and folders a narrowed shell run ran whole (`pytest tests/test_a.py`): its green,
     # when it names no test, clears the failures in them
     scope: tuple[str, ...] = ()
+    # which suite the run ran (its runner and folder): "no longer in the suite" compares a run
+    # only with the names earlier runs of the same suite reported (a monorepo has several)
+    suite: str = ""
 
     @property
     def names_complete(self) -> bool:
@@ -113,10 +116,11 @@ def matches(name: str, test: str | None, file: str | None = None) -> bool:
     return any(name.startswith(test + s) for s in ("[", "::"))  # a parametrized case, a class
 
 
-def _covers(ev: RunEvidence, name: str) -> bool:
-    """Whether a run that names no test ran `name` (the whole suite, or a file or folder of it)."""
+def _covers(ev: RunEvidence, name: str, suite_guarded: frozenset[str] | None) -> bool:
+    """Whether a run that names no test ran `name`: the whole suite (of the suite where `name`
+    was seen, when that is known), or a file or folder of it."""
     if ev.whole_suite:
-        return True
+        return suite_guarded is None or name in suite_guarded
     return any(name.startswith(p.rstrip("/") + s) for p in ev.scope for s in ("::", "/"))
 
 
@@ -137,9 +141,12 @@ def owed_after(
     ev: RunEvidence,
     run_id: str,
     at: float,
+    suite_guarded: frozenset[str] | None = None,
 ) -> tuple[list[OwedTest], list[str], list[str]]:
     """One run folded into the session's owed tests: (rows to write, names to clear, names the
-    session now guards besides `guarded`). Rows already owed keep the run that made them owed."""
+    session now guards besides `guarded`). Rows already owed keep the run that made them owed.
+    `suite_guarded`: the names guarded for this run's suite, the only ones a whole-suite run
+    can find gone (default: every watched name)."""
     write: dict[str, OwedTest] = {}
     clear: set[str] = set()
     failed_names = {f[0] for f in ev.failed}
@@ -151,7 +158,10 @@ def owed_after(
     unnamed_green = ev.ok and not ev.passed and not failed_names and not ev.skipped
     for name, row in owed.items():
         if name in passed or (
-            unnamed_green and row.reason == "failed" and _covers(ev, name) and _mark_for(name, marks) is None
+            unnamed_green
+            and row.reason == "failed"
+            and _covers(ev, name, suite_guarded)
+            and _mark_for(name, marks) is None
         ):
             clear.add(name)
     for name, file, line in ev.failed:
@@ -165,7 +175,7 @@ def owed_after(
             write[name] = _taken(owed.get(name), name, "skipped", run_id, at, mark)
     if ev.whole_suite and ev.names_complete:
         reported = passed | failed_names | set(ev.skipped)
-        for name in watched - reported:
+        for name in (watched if suite_guarded is None else suite_guarded) - reported:
             if name not in write and not name.startswith(".only "):
                 write[name] = _taken(owed.get(name), name, "removed", run_id, at, _mark_for(name, marks))
     for mark in marks:

@@ -1,10 +1,13 @@
 """The closure gate and its Python API for custom harnesses.
 
-`decide(state, config)` is pure: a red (or broken) last run steers the agent back with a
-message that names the failing tests and says to re-run, at most `max_intercept_rounds`
-times per turn; after that the turn is released and the session recorded unresolved. No
-recorded run, a green one, or `enabled = false`: allow. The gate reads state only: it never
-runs a test and never watches files.
+`decide(state, config)` is pure: a session that owes tests (failed and not since passed, or
+taken away: greenloop.closure.evidence) or whose last run is red is steered back with a
+message that names them and the command that reruns exactly them, at most
+`max_intercept_rounds` times per turn; files changed since the last green run, or changed
+with no run at all, are asked about once. After that the turn is released and the session
+recorded unresolved, with the reason. Nothing owed and nothing changed, or `enabled = false`:
+allow. The gate reads state and, when the answer depends on it, one fingerprint of the
+working tree: it never runs a test and never watches files.
 
 `Gate(workspace)` wraps `decide` with the state database:
 
@@ -199,12 +202,17 @@ class Gate:
             with Store(self.workspace, clock=self.clock, warn=warn, location=location) as store:
                 return fn(store)
 
-    def _start(self, store: Store, session_id: str) -> None:
-        """The session's start record (fingerprint, marks snapshot) at its first event; a read after that."""
-        if store.session_start(session_id) is None:
-            from greenloop.closure.run_evidence import ensure_start
+    def _start(self, store: Store, session_id: str) -> str | None:
+        """The session's start record (fingerprint, marks snapshot) at its first event; a read
+        after that. Returns the fingerprint it took (None when the session had its start)."""
+        if store.session_start(session_id) is not None:
+            return None
+        from greenloop.closure.run_evidence import ensure_start
+        from greenloop.system.tree_digest import now
 
-            ensure_start(store, self.workspace, session_id)
+        fp = now(self.workspace)
+        ensure_start(store, self.workspace, session_id, lambda: fp)
+        return fp
 
     def on_turn_start(self, session_id: str, turn_id: str | None = None) -> int:
         """A new turn for the session (a user prompt): a new interception budget. Returns its number."""
@@ -262,12 +270,13 @@ class Gate:
                 seq, current_id, _ = store.current_turn(session_id)
                 if seq == 0 or (turn_id is not None and turn_id != current_id):
                     store.begin_turn(session_id, turn_id)
-                self._start(store, session_id)
+                taken = self._start(store, session_id)
                 state = store.state(session_id, first_seen=first_seen)
                 if needs_fingerprint(state, self.config):
                     from greenloop.system.tree_digest import now
 
-                    state = state._replace(fingerprint_now=now(self.workspace))
+                    # a session whose first event this is: the tree was fingerprinted just now
+                    state = state._replace(fingerprint_now=taken or now(self.workspace))
                 decision = decide(state, self.config)
                 if decision.kind == "steer":
                     store.add_interception(session_id, state.turn_seq, "steer", decision.run_id,

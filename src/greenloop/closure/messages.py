@@ -127,8 +127,7 @@ def steer_message(
         if zh:
             return (
                 f"greenloop：自上次运行（{run.run_id}）以来文件已更改；"
-                "请重新运行测试（test_run 或 `greenloop run`）。"
-                + _tail(round_no, budget, True)
+                "请重新运行测试（test_run 或 `greenloop run`）。" + _tail(round_no, budget, True)
             )
         return (
             f"greenloop: files changed since the last run ({run.run_id}); run the tests again "
@@ -138,8 +137,7 @@ def steer_message(
         if zh:
             return (
                 "greenloop：本会话修改了文件，但没有记录任何测试运行；"
-                "结束前请运行测试（test_run 或 `greenloop run`）。"
-                + _tail(round_no, budget, True)
+                "结束前请运行测试（test_run 或 `greenloop run`）。" + _tail(round_no, budget, True)
             )
         return (
             "greenloop: this session changed files but recorded no test run; run the tests before "
@@ -156,16 +154,18 @@ def steer_message(
     owed_text = ""
     if others:
         n = count - (len(owed) - len(others))
-        owed_text = (
-            f"本会话仍欠 {n} 个测试：{_owed_items(others, n, True)}。"
-            if zh
-            else f" Owed by this session ({n}): {_owed_items(others, n, False)}."
-        )
+        tests = f"{n} test{'s' if n != 1 else ''}"
+        if zh:
+            owed_text = f"本会话仍欠 {n} 个测试：{_owed_items(others, n, True)}。"
+        elif head:
+            owed_text = f" Also owed by this session ({tests}): {_owed_items(others, n, False)}."
+        else:
+            owed_text = (
+                f" this session owes {tests} that no later run has shown passing: "
+                f"{_owed_items(others, n, False)}."
+            )
     if not head:
         head = "greenloop：" if zh else "greenloop:"
-        owed_text = owed_text.lstrip()
-        if not zh:
-            owed_text = " " + owed_text
     taken = any(o.reason != "failed" for o in owed)
     rerun = ""
     if owed:
@@ -209,7 +209,9 @@ def release_message(
     """The message of a release: the turn may end, the session is recorded unresolved, and why."""
     zh = language == "zh"
     reason = RULE_REASONS.get(rule, rule)
-    rounds = f"{budget} corrective round{'s' if budget != 1 else ''}"
+    # stale and not_run ask once; the others use the turn's whole budget
+    asked = 1 if rule in ("stale", "not_run") else budget
+    rounds = f"{asked} corrective round{'s' if asked != 1 else ''}"
     if rule in ("red",) and run is not None:
         what = _what_failed(run, zh)
     elif rule in ("owed", "taken_away") and state is not None:
@@ -229,7 +231,7 @@ def release_message(
         what = "本会话修改了文件但没有运行测试" if zh else "this session changed files and ran no test"
     if zh:
         return (
-            f"greenloop：{what}，已拦截 {budget} 次仍未解决；本回合结束，"
+            f"greenloop：{what}，已拦截 {asked} 次仍未解决；本回合结束，"
             f"会话 {session_id} 记录为未解决（unresolved，原因：{reason}）。之后一次通过的运行会清除该记录。"
         )
     still = "still red" if rule == "red" else "still unresolved"

@@ -30,6 +30,7 @@ __all__ = [
     "marks_module",
     "marks_now",
     "snapshot",
+    "suite_of",
 ]
 
 
@@ -74,6 +75,13 @@ def failed_of(failures: Iterable[Failure]) -> tuple[tuple[str, str | None, int |
     return tuple(seen.values())
 
 
+def suite_of(framework: str | None, workspace: str) -> str:
+    """Which suite a run ran: its runner and its folder."""
+    import os
+
+    return f"{framework or ''}:{os.path.abspath(workspace)}"
+
+
 def evidence_of(result: RunResult, marks: tuple[MarkNote, ...] | None) -> RunEvidence:
     """What a RunResult says about individual tests."""
     return RunEvidence(
@@ -84,6 +92,7 @@ def evidence_of(result: RunResult, marks: tuple[MarkNote, ...] | None) -> RunEvi
         ok=result.ok,
         whole_suite=result.selection is None and result.shard is None,
         marks=marks,
+        suite=suite_of(result.framework, result.workspace or "."),
     )
 
 
@@ -183,7 +192,9 @@ def command_scope(command: str) -> tuple[str, ...] | None:
     return tuple(p for p in paths if not re.search(r"(^|/)(python[\d.]*|py\.test|pytest)$", p))
 
 
-def evidence_of_parse(parsed: Any, command: str, ok: bool) -> RunEvidence:
+def evidence_of_parse(
+    parsed: Any, command: str, ok: bool, framework: str = "", workspace: str = "."
+) -> RunEvidence:
     """What a test command's parsed output (a ParseResult) says about individual tests."""
     scope = command_scope(command)
     return RunEvidence(
@@ -194,4 +205,5 @@ def evidence_of_parse(parsed: Any, command: str, ok: bool) -> RunEvidence:
         ok=ok,
         whole_suite=scope == (),
         scope=scope or (),
+        suite=suite_of(framework, workspace),
     )

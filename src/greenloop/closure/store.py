@@ -1,12 +1,13 @@
 """The closure state: one storage interface over two databases.
 
-Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes, bindings
-(greenloop.state.migrations). `Store(workspace)` opens the backend the state URL names
-(greenloop.state.url): by default the embedded SQLite database `.greenloop/state.db`
-(greenloop.state.sqlite); with `GREENLOOP_STATE_URL=postgresql://…` (or the config field
-`state_url`) a PostgreSQL database that several working copies share
-(greenloop.state.postgres). The queries are written once (greenloop.state.sessions,
-greenloop.state.records) and every read-modify-write runs in `Store.transaction()`.
+Tables: sessions, turns, runs, interceptions, unresolved, jobs, sandbox_modes, bindings,
+owed, session_evidence, acceptances (greenloop.state.migrations). `Store(workspace)` opens
+the backend the state URL names (greenloop.state.url): by default the embedded SQLite
+database `.greenloop/state.db` (greenloop.state.sqlite); with
+`GREENLOOP_STATE_URL=postgresql://…` (or the config field `state_url`) a PostgreSQL database
+that several working copies share (greenloop.state.postgres). The queries are written once
+(greenloop.state.sessions, greenloop.state.records, greenloop.state.evidence) and every
+read-modify-write runs in `Store.transaction()`.
 
 The SQLite database lives in the *state root*: the nearest folder, walking up from the
 workspace, that already has `.greenloop/state.db`, else the nearest that holds `.git`, else
@@ -55,7 +56,7 @@ __all__ = [
     "state_root",
 ]
 
-SCHEMA_VERSION = migrations.LATEST  # 2: the bindings table
+SCHEMA_VERSION = migrations.LATEST
 TABLES = migrations.TABLES
 
 
@@ -217,12 +218,14 @@ def record_result(
         with Store(workspace, clock=clock, warn=warn) as store:
             record = make()
             evidence = None
-            if record.session_id is not None:
-                from greenloop.closure import run_evidence
+            from greenloop.closure import run_evidence
 
+            if record.session_id is not None:
                 fp = record.fingerprint
                 baseline = run_evidence.ensure_start(store, ws, record.session_id, lambda: fp)
                 evidence = run_evidence.evidence_of(result, run_evidence.marks_now(ws, baseline))
+            else:  # a workspace run: its names still count; no session start to read marks against
+                evidence = run_evidence.evidence_of(result, None)
             store.record_run(record, evidence)
     except state_errors() as exc:
         warn(f"could not record run {result.run_id} in the state database: {exc}")

@@ -1,7 +1,9 @@
 """Closure state of one agent session and its pure transitions.
 
-A session has a current turn, a count of interceptions in that turn, an unresolved record
-(set when a turn was released red, cleared by a later passing run) and a last recorded run.
+A session has a current turn, a count of interceptions in that turn (and the rule of each),
+an unresolved record (set when a turn was released, cleared by a later passing run that
+leaves nothing owed), a last recorded run, and its evidence: the tests it owes and the
+working tree's fingerprint at its start (greenloop.closure.evidence).
 Nothing here touches the disk: store.py loads a `ClosureState` and gate.py decides on it.
 The transitions below (new_turn, after_steer, after_release, after_run) state the rules in
 pure form; store.py does not call them but writes the same changes as SQL rows (turns,

@@ -354,15 +354,13 @@ def record_shell_run(
         reason=reason,
     )
     with Store(workspace, clock=ctx.clock, warn=_stderr_warn) as store:
-        evidence = None
-        if session_id is not None:
-            from greenloop.closure import run_evidence
+        from greenloop.closure import run_evidence
 
+        evidence = run_evidence.evidence_of_parse(parsed, command, record.ok, framework, workspace)
+        if session_id is not None:
             fp = record.fingerprint
             baseline = run_evidence.ensure_start(store, workspace, session_id, lambda: fp)
-            evidence = run_evidence.evidence_of_parse(parsed, command, record.ok)._replace(
-                marks=run_evidence.marks_now(workspace, baseline)
-            )
+            evidence = evidence._replace(marks=run_evidence.marks_now(workspace, baseline))
         store.record_run(record, evidence)
     return (
         f"greenloop: recorded {record.run_id} ({outcome}: {s.failed} failed, {s.passed} passed) "

@@ -19,8 +19,10 @@ from greenloop.state.tables import Tables
 if TYPE_CHECKING:
     from greenloop.closure.evidence import RunEvidence
 
-__all__ = ["OWED_SHOWN", "Acceptance", "EvidenceTables", "SessionStart"]
+__all__ = ["OWED_SHOWN", "WORKSPACE", "Acceptance", "EvidenceTables", "SessionStart"]
 
+# The owed rows of runs no session claimed (workspace-level runs) are kept under this key.
+WORKSPACE = ""
 OWED_SHOWN = 20  # owed rows the gate reads (it names a few; the rest is a count)
 _BATCH = 100  # rows per multi-row statement (8 parameters each: below every SQLite limit)
 _OWED_COLUMNS = ("session_id", "test", "reason", "run_id", "at", "file", "line", "detail")
@@ -64,6 +66,14 @@ _NOT_ACCEPTED = (
 )
 
 
+def _suites(text: str | None) -> dict[str, list[str]]:
+    """A {suite: [names]} column (an older flat list reads as one unnamed suite)."""
+    data = json.loads(text) if text else {}
+    if isinstance(data, list):
+        return {"": [str(n) for n in data]}
+    return {str(k): [str(n) for n in v] for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def _rows(names: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for i in range(0, len(names), size):
         yield names[i : i + size]
@@ -81,7 +91,8 @@ class EvidenceTables(Tables):
         ).fetchone()
         if row is None:
             return None
-        baseline = None if row[3] is None else tuple(json.loads(row[3]))
+        suites = _suites(row[3])
+        baseline = tuple(n for names in suites.values() for n in names) if suites else None
         return SessionStart(float(row[0]), row[1], row[2], baseline)
 
     def start_session_evidence(self, session_id: str, fingerprint: str | None, marks: str | None) -> bool:
@@ -103,30 +114,30 @@ class EvidenceTables(Tables):
         row = conn.execute(
             "SELECT guarded, baseline FROM session_evidence WHERE session_id = ?", (session_id,)
         ).fetchone()
-        guarded = frozenset(json.loads(row[0])) if row is not None else frozenset()
+        # Both are {suite: [names]}: what each suite's runs made the session guard, and what
+        # each suite's first whole-suite run passed.
+        by_suite: dict[str, list[str]] = _suites(row[0] if row is not None else None)
+        baselines = _suites(row[1] if row is not None else None)
+        guarded = frozenset(n for names in by_suite.values() for n in names)
+        mine = frozenset(by_suite.get(ev.suite, ()))
         owed = {r.test: r for r in self._owed_rows(session_id)}
-        write, clear, more = owed_after(owed, guarded, ev, run_id, at)
-        baseline: list[str] | None = None
-        if (row is None or row[1] is None) and ev.whole_suite and ev.names_complete:
-            baseline = list(ev.passed)  # the first whole-suite run's passes: guarded from now on
-            more = sorted({*more, *baseline} - guarded)
+        write, clear, more = owed_after(owed, guarded, ev, run_id, at, mine)
+        new = set(more) - mine
+        if ev.suite not in baselines and ev.whole_suite and ev.names_complete:
+            baselines[ev.suite] = list(ev.passed)  # the suite's first whole-suite run: guarded from now on
+            new |= set(ev.passed) - mine
         if row is None:
             conn.execute(
                 "INSERT INTO session_evidence (session_id, at) VALUES (?, ?) "
                 "ON CONFLICT(session_id) DO NOTHING",
                 (session_id, at),
             )
-        if more or baseline is not None:
-            new_guarded = json.dumps(sorted(guarded | set(more)))
-            if baseline is not None:
-                conn.execute(
-                    "UPDATE session_evidence SET guarded = ?, baseline = ? WHERE session_id = ?",
-                    (new_guarded, json.dumps(baseline), session_id),
-                )
-            else:
-                conn.execute(
-                    "UPDATE session_evidence SET guarded = ? WHERE session_id = ?", (new_guarded, session_id)
-                )
+        if new:
+            by_suite[ev.suite] = sorted(mine | new)
+            conn.execute(
+                "UPDATE session_evidence SET guarded = ?, baseline = ? WHERE session_id = ?",
+                (json.dumps(by_suite), json.dumps(baselines) if baselines else None, session_id),
+            )
         for chunk in _rows(clear, _BATCH * 8):
             conn.execute(
                 f"DELETE FROM owed WHERE session_id = ? AND test IN ({', '.join('?' * len(chunk))})",
@@ -153,17 +164,24 @@ class EvidenceTables(Tables):
         ).fetchall()
         return [OwedTest(r[0], r[1], r[2], float(r[3]), r[4], r[5], r[6] or "") for r in rows]
 
-    def owed(self, session_id: str, *, limit: int = OWED_SHOWN) -> tuple[tuple[OwedTest, ...], int]:
+    def owed(
+        self, session_id: str, *, limit: int = OWED_SHOWN, since: float | None = None
+    ) -> tuple[tuple[OwedTest, ...], int]:
         """The tests the session owes (acceptances counted out), failures first then oldest
-        first, at most `limit`; and how many there are in all."""
+        first, at most `limit`; and how many there are in all. `since`: only rows made owed
+        from then on (the workspace's rows, as a session that uses them sees them)."""
         where = f"FROM owed o WHERE o.session_id = ? AND {_NOT_ACCEPTED}"
-        (count,) = self.conn.execute(f"SELECT COUNT(*) {where}", (session_id,)).fetchone()
+        params: tuple[Any, ...] = (session_id,)
+        if since is not None:
+            where += " AND o.at >= ?"
+            params = (session_id, since)
+        (count,) = self.conn.execute(f"SELECT COUNT(*) {where}", params).fetchone()
         if not count:
             return (), 0
         rows = self.conn.execute(
             f"SELECT o.test, o.reason, o.run_id, o.at, o.file, o.line, o.detail {where} "
             "ORDER BY CASE o.reason WHEN 'failed' THEN 0 ELSE 1 END, o.at, o.test LIMIT ?",
-            (session_id, limit),
+            (*params, limit),
         ).fetchall()
         return tuple(OwedTest(r[0], r[1], r[2], float(r[3]), r[4], r[5], r[6] or "") for r in rows), int(
             count

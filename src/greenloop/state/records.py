@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenloop.closure.transitions import Counts, RunRecord
 from greenloop.state.backend import column_names
-from greenloop.state.evidence import EvidenceTables
+from greenloop.state.evidence import WORKSPACE, EvidenceTables
 
 if TYPE_CHECKING:
     from greenloop.closure.evidence import RunEvidence
@@ -117,8 +117,11 @@ class RecordTables(EvidenceTables):
                 ),
             )
             owes = 0
-            if evidence is not None and run.session_id is not None:
-                owes = self.record_evidence(run.session_id, run.run_id, run.at, evidence)
+            if evidence is not None:
+                # A run no session claimed owes for the workspace: the sessions that use it
+                # (state(), effective_run) read those rows.
+                key = run.session_id if run.session_id is not None else WORKSPACE
+                owes = self.record_evidence(key, run.run_id, run.at, evidence)
             if not run.ok or owes:
                 return
             if run.session_id is not None:

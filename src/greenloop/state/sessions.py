@@ -7,6 +7,7 @@ from typing import Any
 
 from greenloop.closure.transitions import ClosureState, effective_run
 from greenloop.state.bindings import bound_session_in
+from greenloop.state.evidence import WORKSPACE
 from greenloop.state.records import RecordTables
 
 __all__ = ["SessionTables"]
@@ -140,7 +141,10 @@ class SessionTables(RecordTables):
             self.latest_run(session_id=None, since=first_seen) if first_seen is not None else None,
             first_seen,
         )
-        owed, owed_count = self.owed(session_id)
+        if run is not None and run.session_id is None and first_seen is not None:
+            owed, owed_count = self.owed(WORKSPACE, since=first_seen)  # the workspace run's evidence
+        else:
+            owed, owed_count = self.owed(session_id)
         start = self.session_start(session_id)
         return ClosureState(
             session_id=session_id,
