@@ -23,6 +23,12 @@ _ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (?P<got>.+?) (?:==|is) 
 _NODE_PAIR = re.compile(
     r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M
 )  # node: actual !== expected
+# expect.js and chai's words (mocha): "Error: expected '2d' to equal '3d'"
+_EXPECTED_TO = re.compile(
+    r"^(?:\w*Error: )?expected (?P<got>[^\n]{1,200}?) to (?:equal|be|eql|deeply equal|strictly equal)"
+    r" (?P<exp>[^\n]{1,200})$",
+    re.M,
+)
 _CALL_TEXT = re.compile(r"^((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\(")
 _JS_FRAMEWORKS = ("vitest", "jest", "node:test", "mocha", "bun")
 # The two sides of a check as the test's line writes them: `assert A == B`, `expect(A).toBe(B)`,
@@ -139,7 +145,9 @@ def value_hint(
     failure: Failure, ev: Evidence, sources: Sources | None, zh: bool, framework: str | None, rule_id: str
 ) -> str | None:
     """The composed hint of an assertion failure, or None when its values say too little."""
-    js = framework in _JS_FRAMEWORKS
+    js = framework in _JS_FRAMEWORKS or (
+        framework in (None, "npm-test") and re.search(r"\.[cm]?[jt]sx?$", failure.file or "") is not None
+    )  # (npm-test runs JavaScript; a stored record without a runner says it by its file)
     node = framework == "node:test"
     message = failure.message[:MAX_MESSAGE]
     call, where_value, counted = _pytest_call(message)
@@ -149,7 +157,7 @@ def value_hint(
     if got is None and where_value is not None:
         got = where_value
     if exp is None or got is None:
-        a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message)
+        a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message) or _EXPECTED_TO.search(message)
         if a and "..." not in a.group(0):
             got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
     tw = ev.test_where or ("测试" if zh else "the test")
