@@ -2,7 +2,7 @@
 that names the code under test (the broken function and its file:line), before and after.
 
 The cases are tests/fixtures/hints/real/cases.json (scripts/capture_real_hints: itsdangerous,
-toolz, ms, ufo, path-to-regexp as greenloop's parsers recorded them, with the source lines
+toolz, ms, commander, ufo, path-to-regexp as greenloop's parsers recorded them, with the source lines
 their hints read). One run computes every hint twice, each in its own interpreter: with the
 hints of BASE (the commit before this work, taken from git) and with the working tree's.
 

@@ -1,7 +1,8 @@
 """Hints on six real suites with a wrong value put into their source (issue 32, item 11):
 tests/fixtures/hints/real/cases.json, captured by scripts/capture_real_hints from the real
-runners through `greenloop run` (itsdangerous and toolz under pytest, ms under mocha, ufo and
-path-to-regexp under vitest), each record with the few source lines its hint reads."""
+runners through `greenloop run` (itsdangerous and toolz under pytest, ms under mocha,
+commander under jest, ufo and path-to-regexp under vitest), each record with the few source
+lines its hint reads."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_most_wrong_values_name_the_code_under_test_and_its_line(hints: dict[str
         for c in CASES
         if re.search(r"[\w$.]+ \(" + re.escape(c["mutation"]["file"]) + r":\d+\)", hints[c["id"]])
     ]
-    assert len(named) >= 41, sorted(set(hints) - set(named))  # 4 of 54 before (bench/hint_accuracy.py)
+    assert len(named) >= 41, sorted(set(hints) - set(named))  # 4 of 62 before (bench/hint_accuracy.py)
 
 
 def test_two_numbers_from_a_call_that_is_not_http_are_not_a_status(hints: dict[str, str]) -> None:
@@ -97,3 +98,10 @@ def test_https_for_http_is_not_a_plural(hints: dict[str, str]) -> None:
 def test_a_mocha_expect_js_failure_reads_its_values_and_the_module_it_calls(hints: dict[str, str]) -> None:
     hint = hints["ms:hours-factor:0"]
     assert "ms('1h') returned 60000" in hint and "3600000" in hint and "ms (index.js:26)" in hint
+
+
+def test_a_helper_the_test_file_defines_is_not_the_code_under_test(hints: dict[str, str]) -> None:
+    hint = hints["commander:max-distance:0"]  # getSuggestion is defined in help.suggestion.test.js
+    assert "getSuggestion" not in hint and "tests/help.suggestion.test.js:65" in hint
+    # a JavaScript function without a return gives undefined: null is not a missing return
+    assert "without a return" not in hint and "null" in hint

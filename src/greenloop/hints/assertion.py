@@ -141,6 +141,16 @@ def _literal(text: str) -> bool:
     return True
 
 
+def _test_helper(sources: Sources, test_file: str | None, name: str) -> bool:
+    """Whether the test file itself defines the function `name` (a helper, not the code under test)."""
+    from greenloop.hints.source import definition_lines
+
+    lines = sources.lines(test_file)
+    if not lines or not test_file:
+        return False
+    return next(definition_lines(lines, name, "." + test_file.rsplit(".", 1)[-1]), None) is not None
+
+
 def value_hint(
     failure: Failure, ev: Evidence, sources: Sources | None, zh: bool, framework: str | None, rule_id: str
 ) -> str | None:
@@ -153,6 +163,8 @@ def value_hint(
     call, where_value, counted = _pytest_call(message)
     counted = counted or rule_id == "collection-length"
     call = call or ev.call
+    if call is not None and sources is not None and _test_helper(sources, ev.test_file, call.name):
+        call = None  # a helper the test file defines (commander's getSuggestion) is not the code under test
     exp, got = failure.expected, failure.got
     if got is None and where_value is not None:
         got = where_value
@@ -197,7 +209,14 @@ def value_hint(
     if finding is not None and finding.en:
         says = finding.zh if zh else finding.en
         returns = sources.returns(*definition) if definition and sources else None
-        if finding.kind == "no-return" and returns is not None:
+        if finding.kind == "no-return" and js and (got or "").strip() == "null":
+            # (a JavaScript function without a return gives undefined: null was given on purpose)
+            says = (
+                "该值是 null:查找没有找到,或某个分支有意返回 null"
+                if zh
+                else "the value is null: a lookup that found nothing, or a branch that gives null on purpose"
+            )
+        elif finding.kind == "no-return" and returns is not None:
             none = "undefined" if js else "None"
             name = call.name if call else ("该函数" if zh else "it")
             if returns is False:
