@@ -102,6 +102,9 @@ def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
         m = _PY_DEF.match(line)
         if m and (len(line) - len(line.lstrip()) < indent or i == lineno - 1):
             return m.group(1), i + 1
+        r = _RUST_DEF.match(line) or _GO_DEF.match(line)
+        if r:  # (a Rust `fn` or Go `func` line: neither language is read as the other)
+            return r.group(1), i + 1
         j = _JS_DEF.match(line)
         if j:
             name = next(g for g in j.groups() if g)
