@@ -175,3 +175,18 @@ def test_a_rust_panic_names_the_function_it_happened_in_but_an_assert_is_not_a_p
     assert "explicit_panic (src/lib.rs:49) panics ('index out of bounds" in hint, hint
     hint = hint_for(failures["tests::plain_assert"], framework="cargo", sources=Sources(str(base)))
     assert "panics" not in hint
+
+
+def test_a_syntax_error_is_placed_where_the_file_does_not_parse_not_at_its_import() -> None:
+    """issue 30, item 9: pytest's record of app/pricing.py:5 (imported by test_pricing.py:1)."""
+    failure = _parsed("pytest", "pytest/syntax", "plain.txt")["test_pricing.py"]
+    hint = hint_for(failure, framework="pytest")
+    assert "app/pricing.py:5" in hint and "test_pricing.py:1" not in hint, hint
+    babel = Failure(
+        test="tests/ts-imports.test.ts",
+        file="tests/ts-imports.test.ts",
+        message="SyntaxError: /w/tests/ts-imports.test.ts: Unexpected token, expected \",\" (17:23)",
+        stack="at tests/setup.js:3:1",
+        kind="load",
+    )
+    assert "/w/tests/ts-imports.test.ts:17" in hint_for(babel, framework="jest")

@@ -149,7 +149,7 @@ def hint_for(
         composed = value_hint(failure, ev, sources, zh, fw, rule.id)
         if composed is not None:
             return composed
-    where_in_code = panicked or place(ev)
+    where_in_code = panicked or (_syntax_place(failure) if rule.id == "syntax-error" else None) or place(ev)
     frames_where = top_user_frame(failure)
     where = where_in_code or (ev.test_where if ev.test_line else None) or frames_where
     test_where = ev.test_where or where
@@ -224,6 +224,31 @@ def _language(framework: str | None, failure: Failure) -> str:
         return _LANGUAGE[framework]
     suffix = (failure.file or "").rsplit(".", 1)[-1]
     return {"py": "python", "go": "go", "rs": "rust"}.get(suffix, "js")
+
+
+_PY_SYNTAX_AT = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+# babel (jest): "SyntaxError: /w/x.ts: Unexpected token (17:23)"; node: "/w/lib/response.js:100"
+_JS_SYNTAX_AT = re.compile(
+    r"SyntaxError: (?P<path>[^\s:]+\.[cm]?[jt]sx?): [^\n]*\((?P<line>\d+):\d+\)"
+    r"|^(?P<path2>[^\s:]+\.[cm]?[jt]sx?):(?P<line2>\d+)\s*$",
+    re.M,
+)
+
+
+def _syntax_place(failure: Failure) -> str | None:
+    """Where a file does not parse: the place the error itself names (Python's `File "…", line
+    N`, the compiler's path and line), else the record's own file:line, never the frame that
+    imported the broken file."""
+    text = failure.message[:MAX_MESSAGE]
+    m = _PY_SYNTAX_AT.search(text)
+    if m:
+        return f"{m.group('path')}:{m.group('line')}"
+    j = _JS_SYNTAX_AT.search(text)
+    if j:
+        return f"{j.group('path') or j.group('path2')}:{j.group('line') or j.group('line2')}"
+    if failure.file:
+        return f"{failure.file}:{failure.line}" if failure.line else failure.file
+    return None
 
 
 def _panic_place(failure: Failure, fw: str | None, rule_id: str, sources: Sources | None) -> str | None:
