@@ -105,3 +105,8 @@ def test_a_helper_the_test_file_defines_is_not_the_code_under_test(hints: dict[s
     assert "getSuggestion" not in hint and "tests/help.suggestion.test.js:65" in hint
     # a JavaScript function without a return gives undefined: null is not a missing return
     assert "without a return" not in hint and "null" in hint
+
+
+def test_a_none_inside_a_returned_tuple_is_not_a_missing_return(hints: dict[str, str]) -> None:
+    hint = hints["itsdangerous:payload-dropped:0"]  # loads returned (payload, None)
+    assert "item [1] is None" in hint and "without a return" not in hint and "returned None" not in hint

@@ -251,8 +251,9 @@ def _plain_key(key: object) -> str:
 
 
 def _nested(finding: Finding | None) -> Finding | None:
-    """A finding about one field: a boolean field says nothing about a comparison in the code."""
-    return None if finding is not None and finding.kind == "boolean" else finding
+    """A finding about one field: a boolean field says nothing about a comparison in the code,
+    and a None inside a returned tuple or dict is not a function that returned None."""
+    return None if finding is not None and finding.kind in ("boolean", "no-return") else finding
 
 
 def _sums_the_rest(k: object, d: dict[object, object]) -> bool:
@@ -487,7 +488,7 @@ def diff_from_message(message: str, words: str = "") -> Finding | None:
     m = _AT_INDEX.search(text)
     if m:
         got_i, exp_i = parse_value(m.group(2)), parse_value(m.group(3))
-        inner = compare(got_i, exp_i, words)
+        inner = _nested(compare(got_i, exp_i, words))
         at_en = f"item [{m.group(1)}] is {show(got_i)}, expected {show(exp_i)}"
         at_zh = f"第 [{m.group(1)}] 个元素是 {show(got_i)},期望 {show(exp_i)}"
         if inner is not None:
