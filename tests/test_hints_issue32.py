@@ -147,3 +147,46 @@ def test_a_check_between_two_literals_gets_no_guess(tmp_path: Path) -> None:
     for zh in (False, True):
         hint = hint_for(LITERALS, framework="pytest", language="zh" if zh else "en", sources=sources)
         assert "assert 1 == 2" in hint and "off by one" not in hint.lower() and "差 1" not in hint, hint
+
+
+def _parsed(framework: str, folder: str, name: str) -> dict[str, Failure]:
+    """The failures greenloop's parser reads from a captured real run (tests/fixtures/)."""
+    from greenloop.frameworks import parse_text
+
+    base = Path(__file__).parent / "fixtures" / folder
+    text = (base / name).read_text(encoding="utf-8").splitlines()
+    return {f.test: f for f in parse_text(framework, text, root=str(base / "src")).failures}
+
+
+def test_a_go_panic_names_the_function_that_panicked_and_its_line() -> None:
+    """issue 30, item 10: the panic's own function and file:line, not only a line."""
+    base = Path(__file__).parent / "fixtures" / "go" / "mixed" / "src"
+    failure = _parsed("go", "go/mixed", "json.txt")["TestIndexPanics"]
+    for zh in (False, True):
+        hint = hint_for(failure, framework="go", language="zh" if zh else "en", sources=Sources(str(base)))
+        assert "Index (<work>/crash/crash.go:3)" in hint and "crash_test.go:8" in hint, hint
+        assert "index out of range [5]" in hint
+
+
+def test_a_rust_panic_names_the_function_it_happened_in_but_an_assert_is_not_a_panic() -> None:
+    base = Path(__file__).parent / "fixtures" / "cargo" / "mixed" / "src"
+    failures = _parsed("cargo", "cargo/mixed", "plain.txt")
+    hint = hint_for(failures["tests::explicit_panic"], framework="cargo", sources=Sources(str(base)))
+    assert "explicit_panic (src/lib.rs:49) panics ('index out of bounds" in hint, hint
+    hint = hint_for(failures["tests::plain_assert"], framework="cargo", sources=Sources(str(base)))
+    assert "panics" not in hint
+
+
+def test_a_syntax_error_is_placed_where_the_file_does_not_parse_not_at_its_import() -> None:
+    """issue 30, item 9: pytest's record of app/pricing.py:5 (imported by test_pricing.py:1)."""
+    failure = _parsed("pytest", "pytest/syntax", "plain.txt")["test_pricing.py"]
+    hint = hint_for(failure, framework="pytest")
+    assert "app/pricing.py:5" in hint and "test_pricing.py:1" not in hint, hint
+    babel = Failure(
+        test="tests/ts-imports.test.ts",
+        file="tests/ts-imports.test.ts",
+        message="SyntaxError: /w/tests/ts-imports.test.ts: Unexpected token, expected \",\" (17:23)",
+        stack="at tests/setup.js:3:1",
+        kind="load",
+    )
+    assert "/w/tests/ts-imports.test.ts:17" in hint_for(babel, framework="jest")

@@ -23,6 +23,12 @@ _ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (?P<got>.+?) (?:==|is) 
 _NODE_PAIR = re.compile(
     r"^(?P<got>[^\n]{1,200}?) !==? (?P<exp>[^\n]{1,200})$", re.M
 )  # node: actual !== expected
+# expect.js and chai's words (mocha): "Error: expected '2d' to equal '3d'"
+_EXPECTED_TO = re.compile(
+    r"^(?:\w*Error: )?expected (?P<got>[^\n]{1,200}?) to (?:equal|be|eql|deeply equal|strictly equal)"
+    r" (?P<exp>[^\n]{1,200})$",
+    re.M,
+)
 _CALL_TEXT = re.compile(r"^((?:[A-Za-z_$][\w$]*\.)*)([A-Za-z_$][\w$]*)\(")
 _JS_FRAMEWORKS = ("vitest", "jest", "node:test", "mocha", "bun")
 # The two sides of a check as the test's line writes them: `assert A == B`, `expect(A).toBe(B)`,
@@ -135,21 +141,35 @@ def _literal(text: str) -> bool:
     return True
 
 
+def _test_helper(sources: Sources, test_file: str | None, name: str) -> bool:
+    """Whether the test file itself defines the function `name` (a helper, not the code under test)."""
+    from greenloop.hints.source import definition_lines
+
+    lines = sources.lines(test_file)
+    if not lines or not test_file:
+        return False
+    return next(definition_lines(lines, name, "." + test_file.rsplit(".", 1)[-1]), None) is not None
+
+
 def value_hint(
     failure: Failure, ev: Evidence, sources: Sources | None, zh: bool, framework: str | None, rule_id: str
 ) -> str | None:
     """The composed hint of an assertion failure, or None when its values say too little."""
-    js = framework in _JS_FRAMEWORKS
+    js = framework in _JS_FRAMEWORKS or (
+        framework in (None, "npm-test") and re.search(r"\.[cm]?[jt]sx?$", failure.file or "") is not None
+    )  # (npm-test runs JavaScript; a stored record without a runner says it by its file)
     node = framework == "node:test"
     message = failure.message[:MAX_MESSAGE]
     call, where_value, counted = _pytest_call(message)
     counted = counted or rule_id == "collection-length"
     call = call or ev.call
+    if call is not None and sources is not None and _test_helper(sources, ev.test_file, call.name):
+        call = None  # a helper the test file defines (commander's getSuggestion) is not the code under test
     exp, got = failure.expected, failure.got
     if got is None and where_value is not None:
         got = where_value
     if exp is None or got is None:
-        a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message)
+        a = _ASSERT_LINE.search(message) or _NODE_PAIR.search(message) or _EXPECTED_TO.search(message)
         if a and "..." not in a.group(0):
             got, exp = got if got is not None else a.group("got"), exp if exp is not None else a.group("exp")
     tw = ev.test_where or ("测试" if zh else "the test")
@@ -189,7 +209,14 @@ def value_hint(
     if finding is not None and finding.en:
         says = finding.zh if zh else finding.en
         returns = sources.returns(*definition) if definition and sources else None
-        if finding.kind == "no-return" and returns is not None:
+        if finding.kind == "no-return" and js and (got or "").strip() == "null":
+            # (a JavaScript function without a return gives undefined: null was given on purpose)
+            says = (
+                "该值是 null:查找没有找到,或某个分支有意返回 null"
+                if zh
+                else "the value is null: a lookup that found nothing, or a branch that gives null on purpose"
+            )
+        elif finding.kind == "no-return" and returns is not None:
             none = "undefined" if js else "None"
             name = call.name if call else ("该函数" if zh else "it")
             if returns is False:

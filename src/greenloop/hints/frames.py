@@ -33,13 +33,17 @@ _PY_FRAME = re.compile(
     r"|(?P<path2>[^\s:]+\.py):(?P<line2>\d+)(?::(?: in (?P<fn2>[\w<>.]+))?.*)?)\s*$"
 )
 _TEST_FILE = re.compile(
-    r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]*\.py$|_test\.py$|\.(?:test|spec)\.[cm]?[jt]sx?$"
+    r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]*\.py$|_test\.(?:py|go)$|\.(?:test|spec)\.[cm]?[jt]sx?$"
 )
 _FN_PREFIX = re.compile(r"^(?:async\s+)?(?:new\s+)?(?:Object|Module|TestContext|Test|Context|Function)\.")
 # vitest's text reporter: `❯ titleLength code/service.js:3:21`
 _VITEST_FRAME = re.compile(
     r"^❯\s+(?P<fn>[\w$.<>\[\]]+)\s+(?P<path>[^\s()]+?\.[A-Za-z0-9]+):(?P<line>\d+)(?::\d+)?\s*$"
 )
+# A goroutine's frame: `example.com/mixed/crash.Index(...)` (or `pkg.(*T).Method(0x1)`, and a
+# closure's `.func1`), then `\t/path/crash.go:3 +0x1d` on the next line
+_GO_FUNC = re.compile(r"^(?:[\w.\-~]+/)*[\w\-]+\.(?:\(\*?\w+\)\.)?(\w+)(?:\.func\d+)*(?:\.\d+)*\(.*\)$")
+_GO_FILE = re.compile(r"^(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
 _FN_ALIAS = re.compile(r"\[as ([\w$]+)\]")
 _MAX_STACK_LINES = 60
 
@@ -56,10 +60,22 @@ class Frame(NamedTuple):
 def _frames(stack: str) -> list[Frame]:
     """The stack's frames in the order written (JS: deepest first; Python: outermost first)."""
     out: list[Frame] = []
+    go_fn: str | None = None  # Go names the function on the line above its file:line
     for raw in stack[: _MAX_STACK_LINES * 400].splitlines()[:_MAX_STACK_LINES]:
         line = raw.strip()[:400]  # a frame line is short; a longer one is not a frame worth reading
-        if not line or _NOT_USER.search(line):
+        go = _GO_FUNC.match(line)
+        if go:
+            go_fn = go.group(1)
             continue
+        if not line or _NOT_USER.search(line):
+            go_fn = None
+            continue
+        if go_fn is not None:
+            g = _GO_FILE.match(line)
+            go_fn, named = None, go_fn
+            if g:
+                out.append(Frame(named, g.group(1), int(g.group(2)), False))
+                continue
         p = _PY_FRAME.match(line)
         if p:
             path = p.group("path1") or p.group("path2")

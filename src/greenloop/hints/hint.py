@@ -137,15 +137,19 @@ def hint_for(
     check_language(language)
     ev = evidence(failure, sources)
     rule, groups = find(failure, ev)
+    fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     if rule.id in ("raised-in-code", "fallback") and _cancelled_wait(failure, ev, sources):
         rule, groups = next(r for r in RULES if r.id == "py-async-timeout"), {}
+    panicked = _panic_place(failure, fw, rule.id, sources)
+    if panicked is not None:  # a Go or Rust panic with no frame outside the test's file
+        rule = next(r for r in RULES if r.id == "panic-in-code")
+        groups = {"detail": short(failure.message.strip().splitlines()[0].removeprefix("panic: "))}
     zh = language == "zh"
-    fw = framework or ("pytest" if ".py" in (failure.file or failure.stack) else None)
     if rule.id in VALUE_RULES:
         composed = value_hint(failure, ev, sources, zh, fw, rule.id)
         if composed is not None:
             return composed
-    where_in_code = place(ev)
+    where_in_code = panicked or (_syntax_place(failure) if rule.id == "syntax-error" else None) or place(ev)
     frames_where = top_user_frame(failure)
     where = where_in_code or (ev.test_where if ev.test_line else None) or frames_where
     test_where = ev.test_where or where
@@ -185,6 +189,8 @@ def hint_for(
         "defined": "",
         "suggest": "",
         "test_call": f" (`{ev.call.text}`)" if ev.call else "",
+        "detail": "",
+        "rdetail": "",
     }
     values.update({k: short(v) for k, v in groups.items() if k not in ("expected", "got") or not values[k]})
     if rule.id == "py-key-error":
@@ -218,6 +224,49 @@ def _language(framework: str | None, failure: Failure) -> str:
         return _LANGUAGE[framework]
     suffix = (failure.file or "").rsplit(".", 1)[-1]
     return {"py": "python", "go": "go", "rs": "rust"}.get(suffix, "js")
+
+
+_PY_SYNTAX_AT = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+# babel (jest): "SyntaxError: /w/x.ts: Unexpected token (17:23)"; node: "/w/lib/response.js:100"
+_JS_SYNTAX_AT = re.compile(
+    r"SyntaxError: (?P<path>[^\s:]+\.[cm]?[jt]sx?): [^\n]*\((?P<line>\d+):\d+\)"
+    r"|^(?P<path2>[^\s:]+\.[cm]?[jt]sx?):(?P<line2>\d+)\s*$",
+    re.M,
+)
+
+
+def _syntax_place(failure: Failure) -> str | None:
+    """Where a file does not parse: the place the error itself names (Python's `File "…", line
+    N`, the compiler's path and line), else the record's own file:line, never the frame that
+    imported the broken file."""
+    text = failure.message[:MAX_MESSAGE]
+    m = _PY_SYNTAX_AT.search(text)
+    if m:
+        return f"{m.group('path')}:{m.group('line')}"
+    j = _JS_SYNTAX_AT.search(text)
+    if j:
+        return f"{j.group('path') or j.group('path2')}:{j.group('line') or j.group('line2')}"
+    if failure.file:
+        return f"{failure.file}:{failure.line}" if failure.line else failure.file
+    return None
+
+
+def _panic_place(failure: Failure, fw: str | None, rule_id: str, sources: Sources | None) -> str | None:
+    """`explicit_panic (src/lib.rs:49)`: the function a Go or Rust panic happened in and its line,
+    when the runner placed it there (a Rust unit test panics in the file it tests) and the
+    failure is a panic, not an assertion's values."""
+    if fw not in ("go", "cargo") or rule_id != "fallback" or sources is None or failure.kind != "test":
+        return None
+    head = failure.message.lstrip()
+    if failure.expected or failure.got or not head or head.startswith(("assertion", "Error:")):
+        return None
+    if fw == "go" and not head.startswith("panic:"):
+        return None  # (a Go failure that is not a panic is a t.Error's own words)
+    code = sources.line(failure.file, failure.line) or ""
+    if re.match(r"(?:debug_)?assert", code):  # Rust's assert!(…, "msg"): a check, not a crash
+        return None
+    fn = sources.function_at(failure.file, failure.line)
+    return f"{fn} ({failure.file}:{failure.line})" if fn and failure.file else None
 
 
 def _cancelled_wait(failure: Failure, ev: Evidence, sources: Sources | None) -> bool:

@@ -29,6 +29,8 @@ def _patterns(rule: Rule) -> tuple[re.Pattern[str], ...]:
 def find(failure: Failure, ev: Evidence | None = None) -> tuple[Rule, dict[str, str]]:
     """The first row that explains `failure`, with the named groups its patterns captured."""
     pair = status_pair(failure)
+    if pair is not None and _from_elsewhere(failure, ev):
+        pair = None  # two numbers from 100 to 599 (bytes_to_int's 193 vs 192) are not a response
     texts: dict[tuple[Field, ...], str] = {}
     lowered: dict[tuple[Field, ...], str] = {}
     for rule in rules.RULES:  # (read through the module: a test swaps the table)
@@ -58,6 +60,27 @@ def find(failure: Failure, ev: Evidence | None = None) -> tuple[Rule, dict[str, 
         if matched:
             return rule, groups
     raise AssertionError("the fallback rule always matches")  # pragma: no cover
+
+
+_WHERE_CALL = re.compile(r"^\s*\+\s*where \d{3} = (.+)$", re.M)
+_HTTP = re.compile(
+    r"status|response|\bres\b|http|request|route|\bapi\b|endpoint|handler|supertest|fetch|\b(?:GET|POST|PUT|PATCH|DELETE)\b"
+    r"|\b(?:get|post|put|patch|delete)\(",
+    re.IGNORECASE,
+)
+
+
+def _from_elsewhere(failure: Failure, ev: Evidence | None) -> bool:
+    """Whether the two numbers are shown to come from code that is not about HTTP: pytest's
+    `where 193 = bytes_to_int(enc)` or the call the test's line makes, when neither it nor the
+    test's name speaks of a status, a response or a request. Without such a sign the pair is
+    read as a status (a runner's expected/got of 401 and 500)."""
+    calls = [m.group(1) for m in _WHERE_CALL.finditer(failure.message[:2000])]
+    if ev is not None and ev.call is not None:
+        calls.append(ev.call.text)
+    if not calls:
+        return False
+    return _HTTP.search("\n".join([*calls, failure.test])) is None
 
 
 def match(failure: Failure) -> str:

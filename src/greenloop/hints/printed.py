@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 __all__ = ["MAX_TEXT", "NUMBER", "UNDEFINED", "is_parsed", "parse_value", "show"]
 
@@ -38,7 +39,10 @@ NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 
 def _literal(text: str) -> object:
     try:
-        value = ast.literal_eval(text)
+        with warnings.catch_warnings():  # ("'\:x'": a printed backslash is not a bad escape to report)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return _UNPARSED
     return _fix_undefined(value)

@@ -292,6 +292,17 @@ RULES: tuple[Rule, ...] = (
         "对照抛出它的条件检查这组输入。",
         needs_code_frame=True,
     ),
+    Rule(  # Go's `panic: runtime error: …` and Rust's `panicked at`, raised in the code under test
+        "panic-in-code",
+        MESSAGE_AND_STACK,
+        (r"(?:\A|\n)\s*panic: (?P<detail>[^\n]{1,120})|panicked at [^\n]*?:\n?(?P<rdetail>[^\n]{1,120})",),
+        "{where} panics ('{detail}{rdetail}'){code}, for the input the test gives at {test_where}{test_call};"
+        " compare that input with what the code indexes, unwraps or divides by there.",
+        "{where} 发生 panic('{detail}{rdetail}'){code},输入来自测试 {test_where}{test_call};"
+        "对照这组输入检查那里的下标、unwrap 或除数。",
+        needs_code_frame=True,
+        words=("panic",),
+    ),
     # --- assertion shapes
     Rule(
         "unexpected-success",

@@ -63,12 +63,19 @@ def definition_lines(lines: list[str], name: str, suffix: str) -> Iterator[int]:
 _JS_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
 # `const cart = require('../code/cart.js')`, `const { total } = require(...)`, `import x from '...'`
 _JS_REQUIRE = re.compile(
-    r"(?:const|let|var)\s+(\{[^}]*\}|[\w$]+)\s*=\s*require\(\s*['\"]([^'\"]+)['\"]\s*\)"
-    r"|import\s+(?:(\* as [\w$]+|[\w$]+)\s*,?\s*)?(\{[^}]*\})?\s*from\s*['\"]([^'\"]+)['\"]"
+    r"(?:(?:const|let|var)\s+|^\s*)(\{[^}]*\}|[\w$]+)\s*=\s*require\(\s*['\"]([^'\"]+)['\"]\s*\)"
+    r"|import\s+(?:(\* as [\w$]+|[\w$]+)\s*,?\s*)?(\{[^}]*\})?\s*from\s*['\"]([^'\"]+)['\"]",
+    re.M,
 )
+# the one function a module exports whole: `module.exports = function (val) {`, `export default function`
+_JS_DEFAULT = re.compile(r"^\s*(?:module\.exports\s*=|export\s+default)\s*(?:async\s+)?function\b")
+# (a name list runs over lines only inside parentheses: `from a import (x,\n y)`)
 _PY_IMPORT = re.compile(
-    r"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?|^\s*from\s+([\w.]+)\s+import\s+\(?([\w\s,]+)\)?", re.M
+    r"^[ \t]*import\s+([\w.]+)(?:\s+as\s+(\w+))?"
+    r"|^[ \t]*from\s+([\w.]+)\s+import\s+(\([\w\s,]+\)|[\w \t,]+)",
+    re.M,
 )
+_JS_REEXPORT = re.compile(r"""^\s*export\s+(?:\*|(\{[^}]*\}))\s*from\s*['"]([^'"]+)['"]""")
 _JS_EXTS = ("", ".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", "/index.js", "/index.ts")
 
 
@@ -95,6 +102,9 @@ def enclosing(lines: list[str], lineno: int) -> tuple[str, int] | None:
         m = _PY_DEF.match(line)
         if m and (len(line) - len(line.lstrip()) < indent or i == lineno - 1):
             return m.group(1), i + 1
+        r = _RUST_DEF.match(line) or _GO_DEF.match(line)
+        if r:  # (a Rust `fn` or Go `func` line: neither language is read as the other)
+            return r.group(1), i + 1
         j = _JS_DEF.match(line)
         if j:
             name = next(g for g in j.groups() if g)
@@ -349,6 +359,11 @@ class Sources:
                 bound = re.findall(r"[\w$]+", names.replace("* as", ""))
                 if (base and base in bound) or (not base and call.name in bound):
                     module = self._js_module(test_file, spec)
+                    whole = m.group(1) or m.group(3) or ""
+                    if module and not base and call.name == whole.replace("* as", "").strip():
+                        default = self._default_export(module)  # `ms = require('./')`; `ms('1h')`
+                        if default is not None:
+                            return default
                     break
                 found_module = self._js_module(test_file, spec)
                 if found_module:
@@ -359,12 +374,29 @@ class Sources:
         hits = [hit for hit in (self._def_in(m, call.name) for m in candidates[:12]) if hit]
         return hits[0] if len(hits) == 1 else None
 
-    def _def_in(self, module: str, name: str) -> tuple[str, int] | None:
+    def _default_export(self, module: str) -> tuple[str, int] | None:
+        lines = self.lines(module) or []
+        return next(((module, i) for i, line in enumerate(lines, 1) if _JS_DEFAULT.match(line)), None)
+
+    def _def_in(self, module: str, name: str, depth: int = 0) -> tuple[str, int] | None:
+        """Where `module` defines `name`, following its re-exports (`export * from "./utils"`,
+        a package's index) two levels down."""
         mod_lines = self.lines(module)
         if mod_lines is None:
             return None
         found = next(definition_lines(mod_lines, name, os.path.splitext(module)[1]), None)
-        return None if found is None else (module, found)
+        if found is not None:
+            return module, found
+        if depth >= 2 or module.endswith((".py", ".go", ".rs")):
+            return None
+        for line in mod_lines[:200]:
+            m = _JS_REEXPORT.match(line)
+            if m and (m.group(1) is None or name in re.findall(r"[\w$]+", m.group(1))):
+                target = self._js_module(module, m.group(2))
+                hit = self._def_in(target, name, depth + 1) if target else None
+                if hit is not None:
+                    return hit
+        return None
 
     def _same_package(self, test_file: str) -> list[str]:
         """Where a Go or Rust test's functions come from without an import: a Go test sees its
@@ -389,9 +421,8 @@ class Sources:
                 out.append(m.group(1))
             elif m.group(3):
                 out.append(m.group(3))
-                out.extend(
-                    f"{m.group(3)}.{n.strip().split(' as ')[0]}" for n in m.group(4).split(",") if n.strip()
-                )
+                names = m.group(4).strip("()").split(",")
+                out.extend(f"{m.group(3)}.{n.strip().split(' as ')[0]}" for n in names if n.strip())
         return out
 
     def _js_module(self, test_file: str, spec: str) -> str | None:
@@ -399,8 +430,9 @@ class Sources:
             return None  # a package, not the user's code
         base = os.path.normpath(os.path.join(os.path.dirname(test_file), spec))
         for ext in _JS_EXTS:
-            if self.lines(base + ext) is not None:
-                return base + ext
+            path = os.path.normpath(base + ext)  # (`require('./')`: ./index.js is index.js)
+            if self.lines(path) is not None:
+                return path
         return None
 
     def _py_module_for(self, text: str, base: str, name: str) -> str | None:
@@ -410,7 +442,7 @@ class Sources:
                 if base and alias == base:
                     return self._py_file(m.group(1))
             elif m.group(3):
-                names = [n.strip().split(" as ")[0] for n in m.group(4).split(",")]
+                names = [n.strip().split(" as ")[0] for n in m.group(4).strip("()").split(",")]
                 if base and base in names:
                     return self._py_file(f"{m.group(3)}.{base}") or self._py_file(m.group(3))
                 if not base and name in names:

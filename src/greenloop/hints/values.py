@@ -38,6 +38,7 @@ _MONEY = re.compile(
     r"price|cent|euro|eur\b|usd|dollar|amount|total|subtotal|cost|tax|fee|money|balance", re.I
 )
 _TIME = re.compile(r"ms\b|milli|second|timeout|delay|elapsed|duration|interval|_s\b|time", re.I)
+_PLURAL = re.compile(r"(?<=[a-z])s(?=\s|$|[.,;!?)])")
 _TOTAL = re.compile(r"total|sum|count|balance", re.I)  # names of a value made of the others
 _PERCENT = re.compile(r"percent|ratio|rate|share|fraction", re.I)
 
@@ -135,13 +136,23 @@ def _strings(got: str, exp: str) -> Finding | None:
             f"only whitespace differs (got has {extra}): strip it or fix the concatenation",
             f"只有空白不同(实际值含 {extra}):去掉它或修正拼接",
         )
-    if got == exp + "s" or exp == got + "s" or re.sub(r"s\b", "", got) == re.sub(r"s\b", "", exp):
+    # (a plural ends a word: the s of "https:" is not one)
+    if got == exp + "s" or exp == got + "s" or _PLURAL.sub("", got) == _PLURAL.sub("", exp):
         return Finding(
             "plural",
             "only a plural -s differs: the singular case (1) needs its own word",
             "只差复数 s:数量为 1 时要用单数形式",
         )
     gw, ew = re.split(r"([^\w@]+)", got), re.split(r"([^\w@]+)", exp)
+    g_words, e_words = [w for w in gw[::2] if w], [w for w in ew[::2] if w]
+    if g_words == e_words and gw[1::2] != ew[1::2]:  # the words in order: only what is between them
+        changed = [(g, e) for g, e in zip(gw[1::2], ew[1::2], strict=False) if g != e]
+        shown = f" ({changed[0][0]!r} where {changed[0][1]!r} is expected)" if len(gw) == len(ew) else ""
+        return Finding(
+            "separators",
+            f"the same words, with other separators between them{shown}: a join or a slash added twice",
+            f"单词相同,只是分隔符不同{shown}:拼接或斜杠多加了一次",
+        )
     if len(gw) == len(ew) and len(gw) > 1 and sorted(gw[::2]) == sorted(ew[::2]) and gw != ew:
         moved = [g for g, e in zip(gw[::2], ew[::2], strict=True) if g != e]
         if len(moved) == 2:
@@ -174,6 +185,15 @@ def _strings(got: str, exp: str) -> Finding | None:
 
 
 def _lists(got: list[object], exp: list[object], words: str) -> Finding | None:
+    if got and len(got) < len(exp) and exp[len(exp) - len(got) :] == got and exp[: len(got)] != got:
+        missing = exp[: len(exp) - len(got)]  # the end is there, the start is cut
+        return Finding(
+            "truncated-list",
+            f"the list lacks its first {len(missing)} item(s) {show(missing)}"
+            + (" (a slice start one too far)" if len(missing) == 1 else ""),
+            f"列表缺少开头的 {len(missing)} 个元素 {show(missing)}"
+            + ("(切片起点多走了一个)" if len(missing) == 1 else ""),
+        )
     if got and len(got) < len(exp) and exp[: len(got)] == got:  # (an empty list shows no cut)
         missing = exp[len(got) :]
         n = len(missing)
@@ -231,8 +251,9 @@ def _plain_key(key: object) -> str:
 
 
 def _nested(finding: Finding | None) -> Finding | None:
-    """A finding about one field: a boolean field says nothing about a comparison in the code."""
-    return None if finding is not None and finding.kind == "boolean" else finding
+    """A finding about one field: a boolean field says nothing about a comparison in the code,
+    and a None inside a returned tuple or dict is not a function that returned None."""
+    return None if finding is not None and finding.kind in ("boolean", "no-return") else finding
 
 
 def _sums_the_rest(k: object, d: dict[object, object]) -> bool:
@@ -454,19 +475,20 @@ def diff_from_message(message: str, words: str = "") -> Finding | None:
             return _dicts({k: v}, {}, words)
         if is_parsed(item):
             if side == "Right":
+                # (pytest names the item past the shorter list's end: which item is missing
+                # only the whole values can show)
                 return Finding(
                     "truncated-list",
-                    f"the list is cut short: the item {show(item)} is missing"
-                    " (a slice or loop bound one short)",
-                    f"列表被截短:缺少元素 {show(item)}(切片或循环边界少了一个)",
+                    "the list has one item fewer than expected (a slice or loop bound one short)",
+                    "列表比期望少一个元素(切片或循环边界少了一个)",
                 )
             return Finding(
-                "extra-items", f"the list has the extra item {show(item)}", f"列表多了元素 {show(item)}"
+                "extra-items", "the list has one item more than expected", "列表比期望多一个元素"
             )
     m = _AT_INDEX.search(text)
     if m:
         got_i, exp_i = parse_value(m.group(2)), parse_value(m.group(3))
-        inner = compare(got_i, exp_i, words)
+        inner = _nested(compare(got_i, exp_i, words))
         at_en = f"item [{m.group(1)}] is {show(got_i)}, expected {show(exp_i)}"
         at_zh = f"第 [{m.group(1)}] 个元素是 {show(got_i)},期望 {show(exp_i)}"
         if inner is not None:
