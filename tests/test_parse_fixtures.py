@@ -543,3 +543,19 @@ def test_pytest_values_are_whole_and_never_the_same_text_twice() -> None:
         "({'id': 42}, " + stamp.format(8), "({'id': 42}, " + stamp.format(7))
     assert whole["test_long_text"] == (repr("word " * 60 + "and"), repr("word " * 60 + "end"))
     assert whole["test_long_list"] == (repr([*range(99), 100]), repr(list(range(100))))
+
+
+@pytest.mark.parametrize(("framework", "line"), [("vitest", 11), ("jest", 10)])
+def test_an_error_thrown_in_source_is_placed_at_the_test_with_its_origin(framework: str, line: int) -> None:
+    # withProtocol reads `.length` of undefined in src/utils.js: the record's file:line is the
+    # test's frame (where the runner's report and an editor put it), the throw site its origin
+    from greenloop.runner.results import with_hints
+
+    meta = _fx(framework, "thrown", "plain")
+    root = _meta(meta)["cwd"]
+    for res in (_text(meta, root=root), _report(meta, root=root)):
+        (f,) = res.failures
+        assert (f.file, f.line, f.origin) == ("test/utilities.test.js", line, "src/utils.js:9")
+        assert f.to_json()["origin"] == "src/utils.js:9"
+        (hinted,) = with_hints(res.failures, framework, "en", str(FIXTURES / framework / "thrown" / "src"))
+        assert "src/utils.js:9" in hinted.hint  # the origin stays in the hint

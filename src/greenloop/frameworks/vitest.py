@@ -20,10 +20,10 @@ from greenloop.frameworks.common import (
     FailureDraft,
     bounded_join,
     expected_got,
-    first_user_frame,
     relativize,
     run_parser,
     strip_ansi,
+    test_frame,
     trim_stack,
 )
 from greenloop.frameworks.results import (
@@ -100,7 +100,7 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
                 msg_lines.append(s)
     exp, got = expected_got(body)
     file, lineno = d.file, d.line
-    ufile, uline = first_user_frame("\n".join(stack_lines))
+    ufile, uline, origin = test_frame("\n".join(stack_lines), d.file if d.kind == "test" else None, root)
     if uline is not None:
         file, lineno = ufile, uline
     stack = trim_stack("\n".join(stack_lines), root)
@@ -108,6 +108,7 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
         test=d.test,
         file=relativize(file, root) if file else None,
         line=lineno,
+        origin=origin,
         message=relativize(bounded_join(msg_lines[:20]), root),
         expected=exp,
         got=got,

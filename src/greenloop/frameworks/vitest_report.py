@@ -12,9 +12,9 @@ from typing import Any, Literal
 from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
-    first_user_frame,
     relativize,
     strip_ansi,
+    test_frame,
     trim_stack,
 )
 from greenloop.frameworks.json_report import ReportTally, read_json_report
@@ -41,7 +41,7 @@ def failure_from_text(test: str, file: str | None, text: str, root: str | None,
     """One failure from the text of a failing test as vitest wrote it (message, then the stack)."""
     message, stack = _split_failure_message(text)
     exp, got = expected_got(message.splitlines())
-    ufile, uline = first_user_frame(stack)
+    ufile, uline, origin = test_frame(stack, file, root)
     line: int | None = None
     if location and isinstance(location.get("line"), int):
         line = int(location["line"])
@@ -52,6 +52,7 @@ def failure_from_text(test: str, file: str | None, text: str, root: str | None,
         test=test,
         file=relativize(file, root) if file else None,
         line=line,
+        origin=origin,
         message=bounded_join(message.splitlines()[:20]),
         expected=exp,
         got=got,
