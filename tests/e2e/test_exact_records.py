@@ -238,3 +238,16 @@ def test_jest_crash_reason_is_jests_own_message(tmp_path: Path) -> None:
     assert reason.startswith("the runner stopped before running the tests: Error: Jest: Failed to parse")
     assert "'ts-node' is required" in reason and "jest.config.ts" in reason
     assert str(ws) not in reason  # paths relative to the workspace
+
+
+def test_pytest_timeout_counts_the_wrapped_lines_of_dots(tmp_path: Path) -> None:
+    # 149 tests fill more than one line of dots; pytest's second line carries no file name,
+    # and a run killed by greenloop's deadline counts its dots too
+    body = "".join(f"def test_ok_{i}():\n    assert True\n\n" for i in range(149))
+    body += "def test_hangs_forever():\n    import time\n    time.sleep(600)\n"
+    ws = py_workspace(tmp_path / "ws", {"tests/test_many.py": body})
+    r = _stopped(ws, 8000)
+    out = (ws / ".greenloop" / "runs" / r["run_id"] / "stdout.txt").read_text(encoding="utf-8")
+    assert sum(1 for line in out.splitlines() if line.startswith(".")) >= 1, out  # a wrapped line
+    assert r["summary"] == {"total": 150, "passed": 149, "failed": 1, "skipped": 0}, r
+    assert [f["kind"] for f in r["failures"]] == ["timeout"]
