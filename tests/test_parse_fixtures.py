@@ -104,7 +104,8 @@ def test_text_parse_matches_report(meta_path: Path) -> None:
     # a failure record that node's counts leave out)
     assert (meta["exit_code"] == 0) == (text.summary.failed == 0 and not text.failures)
     for f in text.failures:
-        assert f.hint == ""  # hints are built elsewhere
+        # hints are built elsewhere, but for vitest's "no test suite found" (its words, no rule's)
+        assert f.hint == "" or f.message.endswith(f"No test suite found in file {f.test}")
         assert f.kind in ("test", "load", "hook", "cancelled")
 
 
@@ -559,3 +560,27 @@ def test_an_error_thrown_in_source_is_placed_at_the_test_with_its_origin(framewo
         assert f.to_json()["origin"] == "src/utils.js:9"
         (hinted,) = with_hints(res.failures, framework, "en", str(FIXTURES / framework / "thrown" / "src"))
         assert "src/utils.js:9" in hinted.hint  # the origin stays in the hint
+
+
+def test_a_vitest_file_without_tests_is_no_load_failure() -> None:
+    # vitest fails the run (exit 1) for a test file that loaded and declares no test: red, in
+    # vitest's words, not broken with "could not load the code under test"
+    from greenloop.model import Plan, RawRun
+    from greenloop.runner.results import with_hints
+    from greenloop.runner.verdict import classify
+
+    meta = _fx("vitest", "notests", "plain")
+    root = _meta(meta)["cwd"]
+    assert _meta(meta)["exit_code"] == 1
+    for res in (_text(meta, root=root), _report(meta, root=root)):
+        assert res.summary == Summary(total=2, passed=1, failed=1) and res.load_error is None
+        (f,) = with_hints(res.failures, "vitest", "en", str(FIXTURES / "vitest" / "notests" / "src"))
+        assert (f.test, f.kind) == ("helpers.test.js", "test")
+        assert f.message.endswith("No test suite found in file helpers.test.js")
+        assert "could not load" not in f.hint and "import" not in f.hint
+        assert "no test in helpers.test.js" in f.hint
+        plan = Plan(framework="vitest", argv=("vitest",), cwd=root, timeout_ms=1000)
+        raw = RawRun(exit_code=1, timed_out=False, aborted=False, duration_ms=1, stdout_path="",
+                     stderr_path="")
+        verdict = classify(plan, raw, res, report_ok=True)
+        assert (verdict.outcome, verdict.next_action) == ("red", "retry_coder")

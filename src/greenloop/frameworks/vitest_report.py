@@ -21,7 +21,9 @@ from greenloop.frameworks.json_report import ReportTally, read_json_report
 from greenloop.frameworks.results import load_failures_only, load_note
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["VitestReport", "failure_from_text", "parse_json_report", "parse_report"]
+__all__ = [
+    "VitestReport", "failure_from_text", "no_tests", "no_tests_failure", "parse_json_report", "parse_report",
+]
 
 
 def _split_failure_message(text: str) -> tuple[str, str]:
@@ -81,7 +83,11 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                          "stopped early, or the worker running the file died)")
         tally.count(finished, _assertion_name, partial(_assertion_failure, file=file, root=root))
         has_failed_test = any(a.get("status") == "failed" for a in assertions)
-        if status == "failed" and not assertions:
+        if status == "failed" and not assertions and no_tests(message):
+            # the file loaded and declares no test: vitest fails the run for it, in its words
+            tally.failed += 1
+            tally.failures.append(no_tests_failure(rel, message))
+        elif status == "failed" and not assertions:
             tally.failed += 1
             first = message.splitlines()[0] if message else "failed to load"
             tally.load_errors.append(f"{rel}: {first}")
@@ -106,6 +112,25 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
             ))
     result = tally.result(data.get("startTime"))
     return result._replace(notes=(*result.notes, *notes)) if notes else result
+
+
+_NO_TESTS = "No test suite found in file"
+
+
+def no_tests(message: str) -> bool:
+    """Is this vitest's word for a test file that loaded and declares no test? (Not a file
+    that could not load: its code ran.)"""
+    return message.removeprefix("Error: ").startswith(_NO_TESTS)
+
+
+def no_tests_failure(file: str, message: str) -> Failure:
+    """The failure of a test file that loaded and declares no test, in vitest's words; its hint
+    says what vitest wants (the hint rules would read it as a failing assertion or a load)."""
+    return Failure(
+        test=file, file=file, kind="test", message=message.splitlines()[0] if message else _NO_TESTS,
+        hint=f"vitest found no test in {file}, a file it takes for a test file (it loaded fine): add "
+        "a test to it, or rename it or exclude it in vitest's config if it holds no tests",
+    )
 
 
 def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:
