@@ -357,3 +357,14 @@ def test_two_thousand_tests(framework: str, tmp_path: Path) -> None:
     assert (code, r["outcome"]) == (0, "green"), r
     assert r["summary"] == {"total": 2000, "passed": 2000, "failed": 0, "skipped": 0}
     assert len(str(r["output_tail"])) <= 3000
+
+
+def test_vitest_file_without_tests_is_red_in_vitests_words(tmp_path: Path) -> None:
+    ws = js_workspace(tmp_path / "ws", "vitest", {
+        **VITEST["green"], "helpers.test.js": "export const answer = 42\n"})
+    code, r = run_json(ws)
+    assert (code, r["outcome"], r["next_action"]) == (1, "red", "retry_coder"), r
+    (f,) = r["failures"]
+    assert (f["test"], f["kind"]) == ("helpers.test.js", "test")
+    assert "No test suite found in file helpers.test.js" in f["message"]
+    assert "could not load" not in f["hint"] and "import" not in f["hint"]

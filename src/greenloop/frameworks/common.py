@@ -34,6 +34,7 @@ __all__ = [
     "run_parser",
     "runner_error",
     "strip_ansi",
+    "test_frame",
     "trim_stack",
 ]
 
@@ -177,6 +178,33 @@ def first_user_frame(stack: str) -> tuple[str | None, int | None]:
         if m:
             return m.group(1), int(m.group(2))
     return None, None
+
+
+def test_frame(
+    stack: str, test_file: str | None, root: str | None
+) -> tuple[str | None, int | None, str | None]:
+    """(file, line, origin) of a JavaScript failure: the first user frame, unless the error was
+    thrown in the code under test and the stack passes through the test's own file; then the
+    test's frame (where the runner's report and an editor put the failure) with the throw
+    site as `origin` ("src/utils.ts:570"). Paths relative to `root`."""
+    frames: list[tuple[str, int]] = []
+    for raw in stack.splitlines():
+        line = strip_ansi(raw)
+        if not is_user_frame(line):
+            continue
+        m = _LOC.search(line)
+        if m:
+            frames.append((relativize(m.group(1), root), int(m.group(2))))
+    if not frames:
+        return None, None, None
+    own = relativize(test_file, root) if test_file else None
+    first = frames[0]
+    if own is None or first[0] == own:
+        return first[0], first[1], None
+    at_test = next((f for f in frames if f[0] == own), None)
+    if at_test is None:
+        return first[0], first[1], None
+    return at_test[0], at_test[1], f"{first[0]}:{first[1]}"
 
 
 def bounded_join(lines: Iterable[str], limit: int = MAX_FAILURE_CHARS) -> str:

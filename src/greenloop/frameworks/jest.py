@@ -27,6 +27,7 @@ from greenloop.frameworks.common import (
     relativize,
     run_parser,
     strip_ansi,
+    test_frame,
     trim_stack,
 )
 from greenloop.frameworks.json_report import ReportTally, read_json_report
@@ -102,13 +103,14 @@ def _finish(d: FailureDraft, root: str | None) -> Failure:
     exp, got = expected_got(body)
     file: str | None = d.file
     lineno: int | None = None
-    ufile, uline = first_user_frame("\n".join(stack))
+    ufile, uline, origin = test_frame("\n".join(stack), d.file if d.kind == "test" else None, root)
     if uline is not None:
         file, lineno = ufile, uline
     return Failure(
         test=d.test,
         file=relativize(file, root) if file else None,
         line=lineno,
+        origin=origin,
         message=bounded_join(msg[:20]),
         expected=exp,
         got=got,
@@ -367,13 +369,14 @@ def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failur
             break
         msg.append(ln)
     kind: Literal["test", "hook"] = "hook" if "_callCircusHook" in stack else "test"
-    ufile, uline = first_user_frame(stack)
+    ufile, uline, origin = test_frame(stack, file, root)
     loc = a.get("location") if isinstance(a.get("location"), dict) else None
     line = int(loc["line"]) if loc and isinstance(loc.get("line"), int) else uline
     return Failure(
         test=name,
         file=relativize(ufile or file, root),
         line=line,
+        origin=origin,
         message=bounded_join(msg[:20]),
         expected=exp,
         got=got,

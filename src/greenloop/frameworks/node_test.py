@@ -264,7 +264,8 @@ class TextParser:
             self.yaml_key = m.group(2)
             val = m.group(3)
             vals = self.pending.yaml.setdefault(self.yaml_key, [])
-            if val and val not in ("|-", "|", ">-"):
+            # a block of text under expected/actual keeps its mark: it is a string's lines
+            if val and (val not in ("|-", "|", ">-") or self.yaml_key in ("expected", "actual")):
                 vals.append(val)
             return
         if self.yaml_key and len(self.pending.yaml.get(self.yaml_key, ())) < 60:

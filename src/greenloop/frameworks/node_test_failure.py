@@ -21,10 +21,85 @@ def unquote(v: str) -> str:
     return v
 
 
+_BLOCK_MARKS = ("|-", "|", ">-", ">", "|+", ">+")
+_KEY = re.compile(r"^(\s*)([^:]+?):(?: (.*))?$")
+
+
+def js_string(text: str) -> str:
+    """A string as node's util.inspect prints it: in single quotes, or in double quotes (then
+    backticks) when it holds single quotes."""
+    if "'" not in text:
+        return "'" + text.replace("\\", "\\\\").replace("\n", "\\n") + "'"
+    if '"' not in text:
+        return '"' + text.replace("\\", "\\\\").replace("\n", "\\n") + '"'
+    if "`" not in text:
+        return "`" + text + "`"
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+def _scalar(v: str) -> str:
+    """A YAML scalar of node's TAP as node prints the JavaScript value: a quoted YAML scalar is a
+    string (`'ab'`, and `'1234567890'` is no number), `~` is null, the rest as written."""
+    v = v.strip()
+    if v == "~":
+        return "null"
+    if len(v) >= 2 and v[0] == v[-1] == "'":
+        return js_string(v[1:-1].replace("''", "'"))
+    if len(v) >= 2 and v[0] == v[-1] == '"':
+        try:
+            import json
+
+            return js_string(str(json.loads(v)))
+        except ValueError:
+            return v
+    return v
+
+
+def _mapping(lines: list[str]) -> str | None:
+    """A YAML mapping of node's TAP (an object; an array is one keyed 0, 1, …) as node's
+    util.inspect prints it on one line, `{ id: 1, tags: [ 'x' ] }`; None when it is not one."""
+    def block(i: int, indent: int) -> tuple[str, int] | None:
+        items: list[tuple[str, str]] = []
+        while i < len(lines):
+            m = _KEY.match(lines[i])
+            if not m or len(m.group(1)) < indent:
+                break
+            if len(m.group(1)) > indent:
+                return None
+            key, value = m.group(2), m.group(3)
+            i += 1
+            if value is None or value == "":
+                nxt = _KEY.match(lines[i]) if i < len(lines) else None
+                deeper = len(nxt.group(1)) if nxt else -1
+                if deeper <= indent:
+                    items.append((key, "{}"))
+                    continue
+                inner = block(i, deeper)
+                if inner is None:
+                    return None
+                rendered, i = inner
+                items.append((key, rendered))
+            else:
+                items.append((key, _scalar(value)))
+        if not items:
+            return None
+        if [k for k, _ in items] == [str(n) for n in range(len(items))]:
+            return "[ " + ", ".join(v for _, v in items) + " ]", i
+        return "{ " + ", ".join(f"{k}: {v}" for k, v in items) + " }", i
+
+    done = block(0, 0)
+    return done[0] if done is not None and done[1] == len(lines) else None
+
+
 def _yaml_value(v: str) -> str:
-    """A TAP diagnostic value as the test wrote it: YAML's `~` is JavaScript's null."""
-    v = unquote(v)
-    return "null" if v == "~" else v
+    """A TAP diagnostic value as node prints it: strings in their quotes, null for YAML's `~`,
+    an object or array in node's one-line form, a string of several lines with its `\\n`s."""
+    lines = v.split("\n")
+    if lines[0].strip() in _BLOCK_MARKS:  # a string of several lines: 'one\ntwo', as node prints it
+        return js_string("\n".join(lines[1:]))
+    if len(lines) == 1 and (v.strip()[:1] in ("'", '"') or ": " not in v):
+        return _scalar(v)  # (a string with ": " in it is quoted in YAML: unquoted, it is an object)
+    return _mapping(lines) or v
 
 
 def failure_of(

@@ -56,6 +56,9 @@ _DOTS = re.compile(r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$")
 # name and may end in a worker's message ("s.F.[gw1] node down: Not properly terminated")
 _XDIST_HEADER = re.compile(r"^\d+ workers? \[\d+ items?\]")
 _XDIST_DOTS = re.compile(r"^([.FEsxX]+)(?:\s*\[\s*\d+%\]\s*$|\[gw\d+\] |$)")
+# a file's dots wrapped onto the next line (more tests than the terminal is wide): no file
+# name, the percentage at its end, or none on the last line of a run stopped mid-file
+_WRAPPED_DOTS = re.compile(r"^([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$")
 _STATUS: dict[str, Event] = {
     "PASSED": "pass", "XPASS": "pass", "FAILED": "fail", "ERROR": "fail", "SKIPPED": "skip", "XFAIL": "skip",
 }
@@ -152,6 +155,7 @@ class TextParser:
     skipped_names: list[str] = field(default_factory=list)
     interrupted: str | None = None
     xdist: bool = False  # pytest-xdist's header was seen: a line of bare letters is outcomes
+    dots: bool = False  # the last line was a file's dots: a line of bare letters continues it
 
     def _close(self) -> None:
         d = self.draft
@@ -227,16 +231,26 @@ class TextParser:
                 for ch in x.group(1):
                     self.progress[_DOT_EVENT[ch]] += 1
                 return
+        if self.dots and c in ".FEsxX" and self.section in ("", "test session starts"):
+            w = _WRAPPED_DOTS.match(line)
+            if w:
+                self._count_dots(w.group(1))
+                return
+        self.dots = False
         if line.endswith("]") or c not in " \t":
             m = _DOTS.match(line)
             if m and self.section in ("", "test session starts"):
-                for ch in m.group(2):
-                    ev = _DOT_EVENT.get(ch)
-                    if ev:
-                        self.progress[ev] += 1
+                self._count_dots(m.group(2))
+                self.dots = True
                 return
         if (c.isdigit() or c == "n") and not self._closing(line) and _XDIST_HEADER.match(line):
             self.xdist = True
+
+    def _count_dots(self, dots: str) -> None:
+        for ch in dots:
+            ev = _DOT_EVENT.get(ch)
+            if ev:
+                self.progress[ev] += 1
 
     def _progress(self, status: str, nodeid: str) -> None:
         ev = _STATUS[status]

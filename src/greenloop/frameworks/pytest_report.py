@@ -38,6 +38,10 @@ def _failure(item: object, root: str | None) -> Failure | None:
     f = pytest_failure(nodeid or (file or "?"), file, kind, message, text, root)
     if f.line is None and isinstance(item.get("line"), int):
         f = f._replace(line=int(item["line"]))
+    if isinstance(item.get("expected"), str) and isinstance(item.get("got"), str):
+        # the failing comparison's operands, whole (the plugin read them): pytest's message
+        # shortens long reprs, and two shortened ones may read the same
+        f = f._replace(expected=item["expected"], got=item["got"])
     return f
 
 

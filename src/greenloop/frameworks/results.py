@@ -17,6 +17,7 @@ from greenloop.model import Failure, ParseResult, Summary
 __all__ = [
     "closing_result",
     "counts_seen",
+    "distinct_values",
     "load_error_of",
     "load_failures_only",
     "load_note",
@@ -46,7 +47,7 @@ def closing_result(
     it listed, its notes, and the files that could not load (as `load_error`)."""
     return ParseResult(
         summary=summary_of(*counts),
-        failures=tuple(failures),
+        failures=tuple(distinct_values(f) for f in failures),
         notes=tuple(notes),
         recognized=recognized,
         duration_ms=duration_ms,
@@ -55,6 +56,15 @@ def closing_result(
         skipped_tests=tuple(skipped_names),
         timed_out=timed_out,
     )
+
+
+def distinct_values(failure: Failure) -> Failure:
+    """The failure without expected and got when they read the same: two equal texts say
+    nothing of what differs (shortened reprs, values whose difference the text hides), and
+    nothing is better than the same text twice."""
+    if failure.expected is not None and failure.expected == failure.got:
+        return failure._replace(expected=None, got=None)
+    return failure
 
 
 def counts_seen(progress: Mapping[str, int], failures_listed: int) -> Counts:

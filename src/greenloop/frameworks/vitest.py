@@ -20,10 +20,10 @@ from greenloop.frameworks.common import (
     FailureDraft,
     bounded_join,
     expected_got,
-    first_user_frame,
     relativize,
     run_parser,
     strip_ansi,
+    test_frame,
     trim_stack,
 )
 from greenloop.frameworks.results import (
@@ -38,6 +38,7 @@ from greenloop.frameworks.vitest_progress import (
     progress_counts,
     progress_event,
 )
+from greenloop.frameworks.vitest_report import no_tests, no_tests_failure
 from greenloop.model import Failure, ParseResult
 
 # progress_counts and progress_event live in vitest_progress.py; this module hands them on as
@@ -100,7 +101,7 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
                 msg_lines.append(s)
     exp, got = expected_got(body)
     file, lineno = d.file, d.line
-    ufile, uline = first_user_frame("\n".join(stack_lines))
+    ufile, uline, origin = test_frame("\n".join(stack_lines), d.file if d.kind == "test" else None, root)
     if uline is not None:
         file, lineno = ufile, uline
     stack = trim_stack("\n".join(stack_lines), root)
@@ -108,6 +109,7 @@ def _finish_draft(d: FailureDraft, root: str | None) -> Failure:
         test=d.test,
         file=relativize(file, root) if file else None,
         line=lineno,
+        origin=origin,
         message=relativize(bounded_join(msg_lines[:20]), root),
         expected=exp,
         got=got,
@@ -143,6 +145,7 @@ class TextParser:
     skipped_names: list[str] = field(default_factory=list)
     annotations: list[Failure] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
+    no_test_files: int = 0  # test files vitest failed for declaring no test
 
     # -- blocks
     def _close_block(self) -> None:
@@ -152,6 +155,10 @@ class TextParser:
         self.block_has_body = False
 
     def _emit(self, f: Failure) -> None:
+        if f.kind == "load" and no_tests(f.message):
+            # a file that loaded and declares no test: no load failure; outside vitest's Tests line
+            f = no_tests_failure(f.test, f.message)
+            self.no_test_files += 1
         key = (f.test, f.kind, f.file)
         if key in self.names:
             return
@@ -354,7 +361,8 @@ class TextParser:
         hooks = sum(1 for f in self.failures if f.kind == "hook")
         if self.tests_line is not None:
             c = self.tests_line
-            failed = c.get("failed", 0) + loads + hooks + max(self.unhandled, self.errors_line)
+            outside = loads + hooks + self.no_test_files + max(self.unhandled, self.errors_line)
+            failed = c.get("failed", 0) + outside
             passed = c.get("passed", 0) + c.get("expected fail", 0)
             skipped = c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0)
             recognized = True

@@ -12,16 +12,18 @@ from typing import Any, Literal
 from greenloop.frameworks.common import (
     bounded_join,
     expected_got,
-    first_user_frame,
     relativize,
     strip_ansi,
+    test_frame,
     trim_stack,
 )
 from greenloop.frameworks.json_report import ReportTally, read_json_report
 from greenloop.frameworks.results import load_failures_only, load_note
 from greenloop.model import Failure, ParseResult, Summary
 
-__all__ = ["VitestReport", "failure_from_text", "parse_json_report", "parse_report"]
+__all__ = [
+    "VitestReport", "failure_from_text", "no_tests", "no_tests_failure", "parse_json_report", "parse_report",
+]
 
 
 def _split_failure_message(text: str) -> tuple[str, str]:
@@ -41,7 +43,7 @@ def failure_from_text(test: str, file: str | None, text: str, root: str | None,
     """One failure from the text of a failing test as vitest wrote it (message, then the stack)."""
     message, stack = _split_failure_message(text)
     exp, got = expected_got(message.splitlines())
-    ufile, uline = first_user_frame(stack)
+    ufile, uline, origin = test_frame(stack, file, root)
     line: int | None = None
     if location and isinstance(location.get("line"), int):
         line = int(location["line"])
@@ -52,6 +54,7 @@ def failure_from_text(test: str, file: str | None, text: str, root: str | None,
         test=test,
         file=relativize(file, root) if file else None,
         line=line,
+        origin=origin,
         message=bounded_join(message.splitlines()[:20]),
         expected=exp,
         got=got,
@@ -80,7 +83,11 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
                          "stopped early, or the worker running the file died)")
         tally.count(finished, _assertion_name, partial(_assertion_failure, file=file, root=root))
         has_failed_test = any(a.get("status") == "failed" for a in assertions)
-        if status == "failed" and not assertions:
+        if status == "failed" and not assertions and no_tests(message):
+            # the file loaded and declares no test: vitest fails the run for it, in its words
+            tally.failed += 1
+            tally.failures.append(no_tests_failure(rel, message))
+        elif status == "failed" and not assertions:
             tally.failed += 1
             first = message.splitlines()[0] if message else "failed to load"
             tally.load_errors.append(f"{rel}: {first}")
@@ -105,6 +112,25 @@ def _parse_report_data(data: dict[str, Any], root: str | None) -> ParseResult:
             ))
     result = tally.result(data.get("startTime"))
     return result._replace(notes=(*result.notes, *notes)) if notes else result
+
+
+_NO_TESTS = "No test suite found in file"
+
+
+def no_tests(message: str) -> bool:
+    """Is this vitest's word for a test file that loaded and declares no test? (Not a file
+    that could not load: its code ran.)"""
+    return message.removeprefix("Error: ").startswith(_NO_TESTS)
+
+
+def no_tests_failure(file: str, message: str) -> Failure:
+    """The failure of a test file that loaded and declares no test, in vitest's words; its hint
+    says what vitest wants (the hint rules would read it as a failing assertion or a load)."""
+    return Failure(
+        test=file, file=file, kind="test", message=message.splitlines()[0] if message else _NO_TESTS,
+        hint=f"vitest found no test in {file}, a file it takes for a test file (it loaded fine): add "
+        "a test to it, or rename it or exclude it in vitest's config if it holds no tests",
+    )
 
 
 def _assertion_failure(a: dict[str, Any], file: str, root: str | None) -> Failure:

@@ -42,7 +42,8 @@ once at the end, so the plugin costs nothing per test. Without a terminal report
 are kept in detail: node id, phase, file and line, message and the long representation.
 
 The report: {"version": 1, "pytest": "8.x", "counts": {"passed": n, "failed": n, …},
-"failures": [{"nodeid", "when", "category", "file", "line", "message", "longrepr"}],
+"failures": [{"nodeid", "when", "category", "file", "line", "message", "longrepr", "expected"?,
+"got"? (a failing `==`'s operands, whole)}],
 "passed": [nodeid], "skipped": [nodeid] (skipped and xfailed), "omitted": n, "duration": seconds,
 "exitstatus": n}
 """
@@ -86,7 +87,56 @@ CATEGORIES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 CRASH_PHASE = "???"
 
 
-def _detail(category: str, report: Any, lines: dict[str, int] | None = None) -> dict[str, Any]:
+MAX_OPERAND = 4000  # characters of an assertion operand's repr kept in full
+
+
+class _Operands:
+    """The operands of each test's failing comparison (`assert got == expected`), in full:
+    pytest's own message shortens long reprs (`({'id': 42}, ...timezone.utc))`), and two
+    shortened reprs may read the same. pytest calls `pytest_assertrepr_compare` with the two
+    values when a rewritten assert fails; the report keeps them as `got` (left) and
+    `expected` (right)."""
+
+    def __init__(self) -> None:
+        self.current = ""
+        self.found: dict[str, tuple[str, str, str]] = {}  # node id -> (op, left, right)
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.current = nodeid
+
+    def pytest_assertrepr_compare(self, config: pytest.Config, op: str, left: Any, right: Any) -> None:
+        if self.current:
+            self.found[self.current] = (op, _repr(left), _repr(right))
+        # None: pytest's own explanation is still the one printed
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # a value whose __repr__ raises never loses the failure
+        text = f"<unrepresentable {type(value).__name__}: {exc}>"
+    if len(text) <= MAX_OPERAND:
+        return text
+    return text[:MAX_OPERAND] + f"… [cut {len(text) - MAX_OPERAND} chars]"
+
+
+def _operands_of(report: Any, operands: _Operands | None) -> dict[str, str]:
+    """`expected`/`got` of a failing `==` comparison in the report's test, in full; {} when the
+    failure is not that comparison failing (an exception, a caught AssertionError)."""
+    if operands is None or getattr(report, "when", None) != "call":
+        return {}
+    found = operands.found.get(report.nodeid)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = str(getattr(crash, "message", "") or "")
+    if message.startswith("AssertionError: "):  # (a tuple's comparison message names the error)
+        message = message[len("AssertionError: "):]
+    if found is None or found[0] != "==" or not message.startswith("assert"):
+        return {}
+    return {"got": found[1], "expected": found[2]}
+
+
+def _detail(category: str, report: Any, lines: dict[str, int] | None = None,
+            operands: _Operands | None = None) -> dict[str, Any]:
     location = getattr(report, "location", None)
     file = line = None
     if location:
@@ -110,6 +160,7 @@ def _detail(category: str, report: Any, lines: dict[str, int] | None = None) -> 
         "line": line,
         "message": getattr(crash, "message", None),
         "longrepr": text[:MAX_LONGREPR],
+        **_operands_of(report, operands),
     }
 
 
@@ -190,6 +241,7 @@ class _Report:
         self.started = time.time()
         self.tally: _Tally | None = None
         self.starts: _Starts | None = None
+        self.operands: _Operands | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.config.pluginmanager.get_plugin("terminalreporter") is None:
@@ -228,7 +280,8 @@ class _Report:
                 if len(failures) >= MAX_FAILURES:
                     omitted += 1
                     continue
-                failures.append(_detail(category, report, self.starts.lines if self.starts else None))
+                failures.append(_detail(category, report, self.starts.lines if self.starts else None,
+                                        self.operands))
         data = {
             "version": 1,
             "pytest": _pytest_version(),
@@ -287,9 +340,10 @@ class _Stream:
     so a run killed at its deadline (no pytest_sessionfinish, no report) still says what it
     saw and which tests were running (one per xdist worker). Two short writes per test."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, operands: _Operands | None = None) -> None:
         # open for the whole session, line-buffered: each line reaches the file when written
         self.fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self.operands = operands
 
     def _write(self, item: dict[str, Any]) -> None:
         with contextlib.suppress(OSError, ValueError):  # a full disk never fails the run
@@ -313,7 +367,7 @@ class _Stream:
         if report.failed:
             phase = report.when
             category = "failed" if phase in ("call", CRASH_PHASE) else "error"
-            self._write({"failure": _detail(category, report)})
+            self._write({"failure": _detail(category, report, operands=self.operands)})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -339,6 +393,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xmlpath = None  # the fallback is not needed: this report replaces it
     report = _Report(config, path)
     config.pluginmanager.register(report, "_greenloop_pytest_report_writer")
+    report.operands = _Operands()
+    config.pluginmanager.register(report.operands, "_greenloop_pytest_operands")
     if getattr(config.option, "dist", "no") != "no":  # pytest-xdist's controller (-n, --dist)
         report.starts = _Starts()
         config.pluginmanager.register(report.starts, "_greenloop_pytest_starts")
@@ -346,7 +402,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if stream:
         # without it (a folder it cannot write) a timed-out run has only its text output
         with contextlib.suppress(OSError):
-            config.pluginmanager.register(_Stream(stream), "_greenloop_pytest_stream")
+            config.pluginmanager.register(_Stream(stream, report.operands), "_greenloop_pytest_stream")
     progress = os.environ.get(_PROGRESS_VAR)
     if progress:
         try:
