@@ -72,6 +72,10 @@ class Config(NamedTuple):
     # where the closure state lives: "" is the embedded SQLite database, a postgresql:// URL a
     # shared PostgreSQL database ($GREENLOOP_STATE_URL wins; greenloop.state.url)
     state_url: str = ""
+    # where bugs.ndjson and timeline.ndjson go, relative to the workspace: "" is the default
+    # (`.greenloop/`, a DevLoop project's root, or where an existing log already is;
+    # layout.records_dir); "." is the workspace itself, as before `.greenloop/`
+    records_dir: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -91,6 +95,7 @@ _ALIASES = {
     "hintLanguage": "hint_language",
     "writeUnitStatus": "write_unit_status",
     "stateUrl": "state_url",
+    "recordsDir": "records_dir",
 }
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
@@ -166,6 +171,15 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' {problem} (got {_type_name(value)} {shown!r})")
             else:
                 out[name] = value
+        elif name == "records_dir":
+            if not isinstance(value, str):
+                problems.append(f"'{key}' must be a folder path relative to the workspace, a string "
+                                f"(got {_type_name(value)} {value!r})")
+            elif value.startswith(("/", "~")) or "\0" in value or ".." in value.replace("\\", "/").split("/"):
+                problems.append(f"'{key}' must stay inside the workspace: a relative folder such as "
+                                f"'.greenloop' or '.', without '..' (got {value!r})")
+            else:
+                out[name] = value.strip()
         elif name == "sandbox":
             if value not in SANDBOX_MODES:
                 problems.append(f"'{key}' must be one of {', '.join(SANDBOX_MODES)} (got {value!r})")
