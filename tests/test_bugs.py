@@ -254,7 +254,7 @@ def test_module_functions_for_tools(tmp_path: Path) -> None:
     assert workspace.unit_id_of(unit) == "todo-be"
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert bug_log_path(plain) == plain.resolve() / "bugs.ndjson"
+    assert bug_log_path(plain) == plain.resolve() / ".greenloop" / "bugs.ndjson"
     assert workspace.unit_id_of(plain) == "plain"
     b = workspace.open_bug(unit, unit="todo-be", test="t", title="x", by="s-1")
     assert isinstance(b, Bug) and b.by == "s-1"

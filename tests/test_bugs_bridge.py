@@ -116,13 +116,14 @@ def test_red_without_recognised_failures_is_not_lost(tmp_path: Path) -> None:
     ws.mkdir()
     out = bridge.bridge_unit_run(str(ws), red("run-1"))
     assert len(out.bugs_opened) == 1
-    bug = BugLog(ws / "bugs.ndjson").get(out.bugs_opened[0])  # not a DevLoop project: the workspace
+    # not a DevLoop project: the workspace's .greenloop/
+    bug = BugLog(ws / ".greenloop" / "bugs.ndjson").get(out.bugs_opened[0])
     assert bug.unit_id == "lib" and "no failing test was recognised" in bug.title
 
 
 def test_unwritable_log_becomes_a_note(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    (ws / "bugs.ndjson").mkdir(parents=True)  # cannot be opened as a file, even by root
+    (ws / ".greenloop" / "bugs.ndjson").mkdir(parents=True)  # cannot be opened as a file, even by root
     out = bridge.bridge_unit_run(str(ws), red("run-1", F_TITLE))
     assert out.bugs_opened == () and out.failures[0].bug_id is None
     assert any("could not update" in n for n in out.notes)
@@ -355,7 +356,7 @@ def test_demo_a_green_run_of_one_other_test_leaves_the_discount_bug_open(tmp_pat
     assert one.outcome == "green" and one.selection == "target"
     assert one.passed_tests == ("tests/test_cart.py::test_empty_cart_costs_nothing",)
     assert one.bugs_transitioned == ()
-    log = BugLog(ws / "bugs.ndjson")
+    log = BugLog(ws / ".greenloop" / "bugs.ndjson")
     assert log.get(full.bugs_opened[0]).status == "open"
     cart = ws / "cart.py"
     cart.write_text(cart.read_text().replace("total * 10 // 100", "total * 90 // 100"))

@@ -101,11 +101,11 @@ def test_warnings_no_log_and_plain_folders(tmp_path: Path, proj: Path) -> None:
     empty.mkdir()
     r = gl("list", cwd=empty)
     assert r.returncode == 0 and "no bugs match" in r.stdout and "not written yet" in r.stdout
-    assert not (empty / "bugs.ndjson").exists()  # reading never creates the log
+    assert not (empty / ".greenloop" / "bugs.ndjson").exists()  # reading never creates the log
     assert json.loads(gl("list", "--json", cwd=empty).stdout)["count"] == 0
-    # outside a DevLoop project the log is the folder's own
+    # outside a DevLoop project the log is the folder's own, in its .greenloop/
     gl("open", "--unit", "lib", "--test", "t", "--title", "x", cwd=empty)
-    assert (empty / "bugs.ndjson").is_file()
+    assert (empty / ".greenloop" / "bugs.ndjson").is_file() and not (empty / "bugs.ndjson").exists()
     # a torn line: the rest loads, stderr names the line, the exit code stays 0
     gl("open", "--unit", "todo-be", "--test", "a", "--title", "a", cwd=proj)
     with (proj / "bugs.ndjson").open("a") as fh:

@@ -226,3 +226,10 @@ def test_outside_a_git_tree_parents_are_not_consulted(tmp_path: Path) -> None:
     sub = tmp_path / "child"
     sub.mkdir()
     assert load(sub, env=_env(tmp_path)).max_intercept_rounds == 2
+
+
+@pytest.mark.parametrize("value", ["../up", "/abs", "a/../../b", 3])
+def test_records_dir_must_be_a_folder_inside_the_workspace(value: object) -> None:
+    with pytest.raises(ConfigError, match="records_dir"):
+        validate({"records_dir": value}, "greenloop.toml")
+    assert validate({"recordsDir": ".greenloop/records"}, "x") == {"records_dir": ".greenloop/records"}

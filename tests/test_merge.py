@@ -83,6 +83,11 @@ def test_no_test_in_any_shard_is_broken() -> None:
         ([("a.json", shard(1, 2)[1]._replace(shard=ShardInfo(1, 2, "a" * 40))),
           ("b.json", shard(2, 2)[1]._replace(shard=ShardInfo(2, 2, "b" * 40)))], "different commits"),
         ([shard(1, 2), ("whole.json", shard(2, 2)[1]._replace(shard=None))], "not a shard's result"),
+        ([("a.json", shard(1, 2)[1]._replace(shard=ShardInfo(1, 2, target="pkg/a"))),
+          ("b.json", shard(2, 2)[1]._replace(shard=ShardInfo(2, 2, target="pkg/b")))],
+         "different selections"),
+        ([("a.json", shard(1, 2)[1]._replace(shard=ShardInfo(1, 2, target="pkg/a"))), shard(2, 2)],
+         "split the whole suite"),
     ],
 )
 def test_not_one_suites_shards_is_refused(results: list[tuple[str, RunResult]], fragment: str) -> None:
@@ -105,3 +110,14 @@ def test_a_file_every_shard_failed_to_load_is_listed_and_counted_once() -> None:
     assert (merged.summary.total, merged.summary.failed) == (12 - 2, 6 - 2)
     assert "tests/test_bad.py failed to load in 3 shards; listed and counted once" in merged.notes
     assert len([f for f in merged.failures if f.kind == "test"]) == 3  # each shard's own failures stay
+
+
+def test_the_shards_of_a_target_merge_into_a_run_of_that_target() -> None:
+    """A narrowed run, never the whole suite: it closes only the bugs of the tests it ran."""
+    named = [(n, r._replace(shard=ShardInfo(r.shard.index, 2, target="packages/api")))  # type: ignore[union-attr]
+             for n, r in (shard(1, 2), shard(2, 2))]
+    m = merge(named, run_id="run-m")
+    assert m.outcome == "green" and m.selection == "target" and m.shard is None
+    assert any("target packages/api" in n for n in m.notes)
+    assert merge(named[:1], run_id="run-m").selection == "shard"  # a part missing: still a shard
+    assert ShardInfo.from_json(named[0][1].shard.to_json()) == named[0][1].shard  # type: ignore[union-attr]

@@ -29,7 +29,7 @@ def _plan(
     det = Detection(framework=framework, root=str(root), package_manager=manager)
     p = plan(det, RunOptions(shard=parse_shard(shard)), report_dir=str(root / "r"), default_timeout_ms=1000,
              which=lambda name: f"/usr/bin/{name}", env={})
-    assert p.selection == "shard" and p.shard == parse_shard(shard)
+    assert p.selection == "shard" and p.shard == parse_shard(shard) and p.shard.target is None
     return list(p.argv), dict(p.env)
 
 
@@ -54,6 +54,25 @@ def test_each_runner_gets_its_own_dialect(tmp_path: Path) -> None:
     assert "--test-shard=2/4" in argv
     argv, env = _plan(tmp_path, "pytest", "2/4")
     assert env["GREENLOOP_PYTEST_SHARD"] == "2/4" and not any(a.startswith("--shard") for a in argv)
+    _bin(tmp_path, "bun")
+    argv, _ = _plan(tmp_path, "bun", "2/4")
+    assert "--shard=2/4" in argv
+
+
+def test_a_shard_of_a_target_splits_the_target_and_names_it(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    det = Detection(framework="vitest", root=str(tmp_path))
+    _bin(tmp_path, "vitest")
+    p = plan(det, RunOptions(target="pkg", shard=parse_shard("1/2")), report_dir=str(tmp_path / "r"),
+             default_timeout_ms=1000, which=lambda name: f"/usr/bin/{name}", env={})
+    assert p.shard == ShardInfo(1, 2, target="pkg") and p.selection == "shard"
+    assert p.argv[-3:] == ("--shard=1/2", "--passWithNoTests", "pkg")
+    # npm passes what follows one `--` to the script: the shard joins the target there
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
+    det = Detection(framework="npm-test", root=str(tmp_path))
+    p = plan(det, RunOptions(target="pkg", shard=parse_shard("1/2")), report_dir=str(tmp_path / "r"),
+             default_timeout_ms=1000, which=lambda name: f"/usr/bin/{name}", env={})
+    assert p.argv == ("npm", "test", "--", "pkg", "--shard=1/2")
 
 
 @pytest.mark.parametrize(

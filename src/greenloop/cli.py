@@ -110,7 +110,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--session", help="record the run for this agent session id")
         p.add_argument("--background", action="store_true", help="start as a job and print its id at once")
         p.add_argument("--sandbox", help=f"sandbox mode: {', '.join(SANDBOX_MODES)}")
-        p.add_argument("--shard", help="run only shard I of N (e.g. 2/4) in the runner's own dialect; "
+        p.add_argument("--shard", help="run only shard I of N (e.g. 2/4) of the suite or of --target, "
+                                       "in the runner's own dialect; "
                                        "fold the N results with `greenloop merge`")
         p.add_argument("--rerun-failures", metavar="K",
                        help="rerun failing tests up to K times; one that fails, then passes is flaky")

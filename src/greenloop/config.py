@@ -79,6 +79,10 @@ class Config(NamedTuple):
     stale_green: str = "steer"
     # a session that changed the working tree and recorded no run is asked for one, once
     require_run: bool = True
+    # where bugs.ndjson and timeline.ndjson go, relative to the workspace: "" is the default
+    # (`.greenloop/`, a DevLoop project's root, or where an existing log already is;
+    # layout.records_dir); "." is the workspace itself, as before `.greenloop/`
+    records_dir: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -100,6 +104,7 @@ _ALIASES = {
     "stateUrl": "state_url",
     "staleGreen": "stale_green",
     "requireRun": "require_run",
+    "recordsDir": "records_dir",
 }
 # the fields whose value is one of a few words
 _CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN}
@@ -177,6 +182,15 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' {problem} (got {_type_name(value)} {shown!r})")
             else:
                 out[name] = value
+        elif name == "records_dir":
+            if not isinstance(value, str):
+                problems.append(f"'{key}' must be a folder path relative to the workspace, a string "
+                                f"(got {_type_name(value)} {value!r})")
+            elif value.startswith(("/", "~")) or "\0" in value or ".." in value.replace("\\", "/").split("/"):
+                problems.append(f"'{key}' must stay inside the workspace: a relative folder such as "
+                                f"'.greenloop' or '.', without '..' (got {value!r})")
+            else:
+                out[name] = value.strip()
         elif name == "sandbox":
             if value not in SANDBOX_MODES:
                 problems.append(f"'{key}' must be one of {', '.join(SANDBOX_MODES)} (got {value!r})")

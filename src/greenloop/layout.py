@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pathlib costs the Stop hook ~8 ms (urllib, ipaddress): impo
     from pathlib import Path
 
 __all__ = [
+    "BUG_LOG_NAME",
     "DB_NAME",
     "NOT_CODE_DIRS",
     "PACKAGE_DIR",
@@ -26,6 +27,7 @@ __all__ = [
     "STDERR_NAME",
     "STDOUT_NAME",
     "STREAM_NAME",
+    "TIMELINE_NAME",
     "TMP_ROOT",
     "cache_dir",
     "db_path",
@@ -35,6 +37,7 @@ __all__ = [
     "make_state_dir",
     "new_run_id",
     "package_file",
+    "records_dir",
     "rerun_dir",
     "run_dir",
     "runs_dir",
@@ -194,14 +197,42 @@ def git_root(start: str | os.PathLike[str]) -> str | None:
 
 
 def find_project_root(start: str | os.PathLike[str]) -> Path | None:
-    """Walk up from `start` to the folder holding `units.json` or `bugs.ndjson` (a DevLoop project)."""
+    """Walk up from `start` to the folder holding `units.json` or `bugs.ndjson` (a DevLoop
+    project, or a workspace whose bug log is still at its root from before `.greenloop/`)."""
     from pathlib import Path
 
     here = Path(start).resolve()
     for folder in (here, *here.parents):
-        if (folder / "units.json").is_file() or (folder / "bugs.ndjson").is_file():
+        if (folder / "units.json").is_file() or (folder / BUG_LOG_NAME).is_file():
             return folder
     return None
+
+
+BUG_LOG_NAME = "bugs.ndjson"
+TIMELINE_NAME = "timeline.ndjson"
+
+
+def records_dir(workspace: str | os.PathLike[str], configured: str = "") -> Path:
+    """The folder of a workspace's bug log and timeline (docs/bugs.md, "Where the log lives"):
+    - `configured` (the config's `records_dir`), relative to a DevLoop project's root, else
+      to the workspace, when given;
+    - a DevLoop project's root (`units.json`), where the seeds keep `bugs.ndjson`;
+    - the folder of a `bugs.ndjson` already at or above the workspace, or of a
+      `timeline.ndjson` at it: the place greenloop used before, still read and appended, so
+      an existing log is never left behind;
+    - else the workspace's `.greenloop/`, which ignores itself: nothing in `git status`."""
+    from pathlib import Path
+
+    here = Path(workspace).resolve()
+    found = find_project_root(here)
+    if configured:  # relative to a DevLoop project's root, else to the workspace
+        devloop = found is not None and (found / "units.json").is_file()
+        return (found if devloop and found is not None else here) / configured
+    if found is not None:
+        return found
+    if (here / TIMELINE_NAME).is_file():
+        return here
+    return here / STATE_DIR
 
 
 def unit_of(workspace: str | os.PathLike[str]) -> tuple[Path, str] | None:

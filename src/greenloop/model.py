@@ -224,21 +224,24 @@ class Detection(NamedTuple):
 
 class ShardInfo:
     """Which part of a suite split across machines a run is: shard `index` of `total` (1-based),
-    and the git commit the shard ran at (None outside git), so `merge` can refuse shards of
-    different commits.
+    the git commit the shard ran at (None outside git), so `merge` can refuse shards of
+    different commits, and the target the shards split (None: the whole suite), so a merge of
+    a folder's shards is named as that folder's run, not the suite's.
 
     A small immutable class, not a NamedTuple (a tuple's own `index` method would clash with
     the field) nor a dataclass (importing `dataclasses` costs the hook path, see above)."""
 
-    __slots__ = ("commit", "index", "total")
+    __slots__ = ("commit", "index", "target", "total")
     index: int
     total: int
     commit: str | None
+    target: str | None
 
-    def __init__(self, index: int, total: int, commit: str | None = None) -> None:
+    def __init__(self, index: int, total: int, commit: str | None = None, target: str | None = None) -> None:
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "total", total)
         object.__setattr__(self, "commit", commit)
+        object.__setattr__(self, "target", target)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ShardInfo is immutable: cannot set {name}")
@@ -249,23 +252,27 @@ class ShardInfo:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def _key(self) -> tuple[int, int, str | None]:
-        return (self.index, self.total, self.commit)
+    def _key(self) -> tuple[int, int, str | None, str | None]:
+        return (self.index, self.total, self.commit, self.target)
 
     def __repr__(self) -> str:
-        return f"ShardInfo(index={self.index}, total={self.total}, commit={self.commit!r})"
+        return (f"ShardInfo(index={self.index}, total={self.total}, commit={self.commit!r}, "
+                f"target={self.target!r})")
 
     def to_json(self) -> dict[str, Any]:
-        """The shard as JSON (`{index, total}`)."""
+        """The shard as JSON (`{index, total}`, plus `commit` and `target` when known)."""
         d: dict[str, Any] = {"index": self.index, "total": self.total}
         if self.commit is not None:
             d["commit"] = self.commit
+        if self.target is not None:
+            d["target"] = self.target
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ShardInfo":
         """A shard from its JSON form."""
-        return cls(index=int(d["index"]), total=int(d["total"]), commit=optional_str(d.get("commit")))
+        return cls(index=int(d["index"]), total=int(d["total"]), commit=optional_str(d.get("commit")),
+                   target=optional_str(d.get("target")))
 
 
 class Plan(NamedTuple):

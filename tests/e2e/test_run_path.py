@@ -298,7 +298,7 @@ def test_the_closure_store_records_the_bridged_result(
 
 def test_a_failing_bug_log_is_a_note_and_the_run_is_still_recorded(tmp_path: Path) -> None:
     ws = py_workspace(tmp_path / "ws", {"test_a.py": "def test_alpha():\n    assert 1 == 2\n"})
-    (ws / "bugs.ndjson").mkdir()  # the bug log cannot be written
+    (ws / ".greenloop" / "bugs.ndjson").mkdir(parents=True)  # the bug log cannot be written
     result = api.test_run(str(ws), sandbox="full-access")
     assert result.outcome == "red" and any("bug" in n for n in result.notes), result.notes
     from greenloop.closure import store

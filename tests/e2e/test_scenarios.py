@@ -326,7 +326,7 @@ def test_the_workspace_virtualenv_runs_pytest(tmp_path: Path) -> None:
 
 def test_a_broken_bug_log_does_not_lose_the_run(tmp_path: Path) -> None:
     ws = py_workspace(tmp_path / "ws", {"calc.py": CALC, "test_calc.py": TESTS})
-    (ws / "bugs.ndjson").mkdir()  # the bug log cannot be written
+    (ws / ".greenloop" / "bugs.ndjson").mkdir(parents=True)  # the bug log cannot be written
     done = cli("run", str(ws), "--json")
     r = done.json
     assert (done.code, r["outcome"], r["summary"]["failed"]) == (1, "red", 1), r

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from greenloop import api
+from greenloop.errors import UsageError
 from greenloop.result import RunResult
 from greenloop.schema import validate_run_result
 
@@ -148,7 +149,7 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
 }
 # the target that selects tricky/ in each runner's own terms
 TARGETS = {"mocha": "test/tricky", "go": "./tricky/...", "cargo": "tests/tricky.rs"}
-SHARDED = ("vitest", "jest", "node:test", "pytest")  # the runners with a shard of their own
+SHARDED = ("vitest", "jest", "node:test", "pytest", "bun")  # the runners with a shard of their own
 
 
 def _run(ws: Path, framework: str, **kw: object) -> RunResult:
@@ -197,6 +198,32 @@ def test_last_failed_reruns_exactly_the_failure(tmp_path: Path, framework: str) 
     ran = again.summary.total - again.summary.skipped
     assert (ran, again.summary.passed, again.summary.failed) == (1, 0, 1), (again.summary, again.command)
     assert _leaves([f.test for f in again.failures]) == {"b1"} and not again.passed_tests
+
+
+@pytest.mark.parametrize("framework", list(BUILDERS))
+def test_shard_of_a_target_splits_only_the_folder(tmp_path: Path, framework: str) -> None:
+    ws = BUILDERS[framework](tmp_path / "ws")
+    target = TARGETS.get(framework, "tricky/")
+    if framework not in SHARDED:
+        with pytest.raises(UsageError, match=f"does not split {framework}"):
+            _run(ws, framework, target=target, shard="1/2")
+        return
+    shards = [_run(ws, framework, target=target, shard=f"{i}/2") for i in (1, 2)]
+    for s in shards:
+        assert s.outcome in ("green", "red"), (s.outcome, s.crash_reason, s.command)
+        assert s.selection == "shard"
+        assert s.shard is not None and s.shard.target == target
+    assert sum(s.summary.total for s in shards) == IN_TRICKY, [(s.summary, s.command) for s in shards]
+    assert sum(s.summary.failed for s in shards) == 1
+    passed = [t for s in shards for t in s.passed_tests]
+    assert len(passed) == len(set(passed)) and _leaves(passed) == {"a1", "a2", "a3"}
+    assert all(s.summary.total for s in shards), "each shard of three files holds a test"
+
+    merged = api.merge_results([str(s.result_ref) for s in shards], workspace=ws, session_id="m")
+    assert merged.outcome == "red" and merged.summary.total == IN_TRICKY
+    # the merge covers the folder, not the suite: a narrowed run, named
+    assert merged.selection == "target", merged.selection
+    assert any(f"target {target}" in n for n in merged.notes), merged.notes
 
 
 def test_jest_last_failed_after_a_file_that_failed_to_load(tmp_path: Path) -> None:

@@ -150,7 +150,6 @@ def test_empty_shard_is_an_empty_part_not_a_broken_run(tmp_path: Path) -> None:
         (["--shard", "0/2"], "out of range"),
         (["--shard", "x"], "must be I/N"),
         (["--shard", "1/2", "--last-failed"], "drop last_failed"),
-        (["--shard", "1/2", "--target", "tests"], "drop target"),
         (["--shard", "1/2", "--command", "true"], "drop command"),
     ],
 )

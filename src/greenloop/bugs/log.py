@@ -58,16 +58,37 @@ __all__ = [
     "BUG_LOG",
     "BugLog",
     "bug_log_path",
+    "configured_records_dir",
+    "make_records_folder",
 ]
 
-BUG_LOG = "bugs.ndjson"
+BUG_LOG = layout.BUG_LOG_NAME
+
+
+def configured_records_dir(workspace: str | os.PathLike[str]) -> str:
+    """The config's `records_dir` for the workspace ("" when unset; a config that does not
+    load gives "" here: the run or command that reads it reports the error itself)."""
+    from greenloop import config
+
+    try:
+        return config.load(workspace).records_dir
+    except GreenloopError:
+        return ""
 
 
 def bug_log_path(workspace: str | os.PathLike[str]) -> Path:
-    """The log of a workspace: at the DevLoop project root (the folder holding `units.json`
-    or `bugs.ndjson`, found by walking up), elsewhere at the workspace itself."""
-    root = layout.find_project_root(workspace)
-    return (root if root is not None else Path(workspace).resolve()) / BUG_LOG
+    """The log of a workspace, in `layout.records_dir`: the configured folder, a DevLoop
+    project's root, the place an existing log already is, else the workspace's `.greenloop/`."""
+    return layout.records_dir(workspace, configured_records_dir(workspace)) / BUG_LOG
+
+
+def make_records_folder(path: Path) -> None:
+    """The folder a record file is appended in; a `.greenloop/` one gets the `.gitignore`
+    that keeps it out of the user's `git status`."""
+    if path.parent.name == layout.STATE_DIR:
+        layout.make_state_dir(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
 
 
 class BugLog:
@@ -207,7 +228,7 @@ class BugLog:
     @contextlib.contextmanager
     def _writing(self) -> Iterator[int]:
         """The log locked for writing; the lock is dropped before the sync so syncs overlap."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_records_folder(self.path)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

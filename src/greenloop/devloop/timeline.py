@@ -99,7 +99,9 @@ def append(path: str | os.PathLike[str], events: Sequence[Event]) -> str | None:
         return None
     data = b"".join(e.line() for e in events)
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from greenloop.bugs.log import make_records_folder
+
+        make_records_folder(Path(path))
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         return f"timeline: could not open {path}: {exc.strerror or exc}"

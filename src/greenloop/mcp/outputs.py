@@ -134,7 +134,8 @@ class RunOutput(_Output):
     )
     shard: dict[str, int | str] | None = Field(
         default=None,
-        description="A run of one shard: {index, total, commit (the git commit, when in git)}; "
+        description="A run of one shard: {index, total, commit (the git commit, when in git), target "
+        "(the target it split, when one was given)}; "
         "selection is then 'shard'.",
     )
     resume_token: str | None = Field(

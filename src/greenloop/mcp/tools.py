@@ -169,9 +169,9 @@ def build_tools(state: ServerState) -> list[Tool]:
         ] = "test",
         shard: Annotated[
             str | None,
-            Field(description="Run only shard I of N of the suite, as 'I/N' (e.g. '2/4'), in the "
-                  "runner's own dialect; the result's selection is 'shard'. Fold the N results with "
-                  "`greenloop merge`."),
+            Field(description="Run only shard I of N of the suite (or of target), as 'I/N' (e.g. '2/4'), "
+                  "in the runner's own dialect; the result's selection is 'shard'. Fold the N results "
+                  "with `greenloop merge`."),
         ] = None,
         rerun_failures: Annotated[
             int,

@@ -9,8 +9,9 @@ The fold (docs/scale.md):
 - outcome: broken when a shard is missing (each shard declares I/N, so the missing indexes
   are known) or broke; else red when any shard is red; green only when all N are green;
 - duration is the longest shard's (the wall time of parallel jobs), the sum is in the notes;
-- selection is None (the whole suite) only when all N shards are there: only then may the
-  merged run close bugs as a run of the whole suite would.
+- selection is None (the whole suite) only when all N shards of the suite are there: only
+  then may the merged run close bugs as a run of the whole suite would; all N shards of a
+  target (`--target T --shard I/N`) make a run of that target (selection "target", noted).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, Summary
+from greenloop.model import Failure, ShardInfo, Summary
 from greenloop.result import RunResult
 
 __all__ = ["check_shards", "merge", "missing_shards"]
+
+
+def _split(shard: ShardInfo) -> str:
+    return f"target {shard.target!r}" if shard.target else "the whole suite"
 
 
 def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
@@ -55,6 +60,11 @@ def check_shards(results: Sequence[tuple[str, RunResult]]) -> int:
                 f"{name} ran at commit {r.shard.commit[:12]} but {first_name} at "
                 f"{first.shard.commit[:12]}: shards of different commits cannot be merged; pass the "
                 "results of one pipeline's shards"
+            )
+        if r.shard.target != first.shard.target:
+            raise UsageError(
+                f"{name} split {_split(r.shard)} but {first_name} split {_split(first.shard)}: shards "
+                "of different selections cannot be merged; pass the results of one --shard I/N set"
             )
         if r.shard.index in seen:
             raise UsageError(
@@ -125,6 +135,10 @@ def merge(
         f"merged {len(results)} of {total} shard(s): "
         + ", ".join(f"{label[id(r)]} {r.run_id} ({r.outcome})" for r in results)
     ]
+    target = results[0].shard.target if results[0].shard else None
+    if target:
+        notes.append(f"the shards split target {target}: the merged run covers that selection, "
+                     "not the whole suite")
     notes += [f"{name} failed to load in {n + 1} shards; listed and counted once"
               for name, n in again.items()]
     crash_reason: str | None = None
@@ -183,8 +197,9 @@ def merge(
         workspace=workspace,
         started_at=min(started) if started else None,
         next_action=next_action,
-        # The whole suite only when every shard is there; else still a narrowed run.
-        selection=None if not missing else "shard",
+        # The whole suite only when every shard of it is there; all the shards of a target
+        # are that target's run; else still a narrowed run.
+        selection="shard" if missing else ("target" if target else None),
         passed_tests=passed,
         skipped_tests=skipped,
     )

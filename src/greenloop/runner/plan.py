@@ -287,12 +287,17 @@ def plan(
 
     shard = options.shard
     if shard is not None:
+        # the shard names what it splits, so `greenloop merge` names the merged run's selection
+        picked = (options.target or "").strip() or None
+        shard = ShardInfo(shard.index, shard.total, shard.commit, target=picked)
         spec = f"{shard.index}/{shard.total}"
         if framework in ("vitest", "jest"):
             # A shard may hold no test file when N exceeds the files (both split by file).
             argv += [f"--shard={spec}", "--passWithNoTests"]
         elif framework == "node:test":
             argv.append(f"--test-shard={spec}")
+        elif framework == "bun":
+            argv.append(f"--shard={spec}")  # bun 1.3 and later; it splits the test files
         elif framework == "pytest":
             plan_env = (*plan_env, ("GREENLOOP_PYTEST_SHARD", spec))
         elif framework != "npm-test":
@@ -315,7 +320,8 @@ def plan(
                 plan_env = (*plan_env, ("NODE_OPTIONS", opts))
             else:
                 extra = [f"--shard={spec}"]
-                argv += ["--", *extra] if (manager or "npm") == "npm" else extra
+                # npm passes what follows one `--` to the script; a target may have added it
+                argv += ["--", *extra] if (manager or "npm") == "npm" and "--" not in argv else extra
             notes.append(f"shard {spec} is passed to the test script's runner, {runner}")
     selection = "target" if targets or (options.target and framework in ("npm-test", "go", "cargo")) else None
     if options.last_failed and framework in ("go", "cargo"):

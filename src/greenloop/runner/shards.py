@@ -52,27 +52,30 @@ def git_commit(start: str) -> str | None:
 
 def check_shard(shard: object, *, target: object, last_failed: object, command: object,
                  mode: str) -> ShardInfo | None:
-    """The validated shard, or None; a shard with anything else that narrows the run is refused
-    (shards of a narrowed run would not add up to the suite `greenloop merge` reports on)."""
+    """The validated shard, or None. A target is split like the
+    whole suite (a CI job per part of one folder of a monorepo); a shard with what chooses its
+    tests otherwise is refused: a last_failed rerun's failures or a retry's differ per machine,
+    and a verbatim command is not greenloop's to split, so the parts would not add up."""
     if shard is None or shard == "":
         return None
     from greenloop.runner.plan import parse_shard
 
     parsed = parse_shard(shard)
-    clash = [name for name, given in (("target", target is not None), ("last_failed", bool(last_failed)),
+    clash = [name for name, given in (("last_failed", bool(last_failed)),
                                       ("command", command is not None), ("mode retry", mode == "retry"),
                                       ("mode resume", mode == "resume"))
              if given]
     if clash:
-        raise UsageError(f"shard splits the whole suite: drop {', '.join(clash)} (or drop shard)")
-    return parsed
+        raise UsageError(f"shard splits the suite or a target of it: drop {', '.join(clash)} (or drop shard)")
+    return parsed  # plan() records the target it splits
 
 
 def mark_shard(result: RunResult, the_plan: Any) -> RunResult:
     """Mark a shard's result; a pytest shard whose report is missing did not load greenloop's
     plugin, so nothing was deselected: it ran the whole suite, and merging it would count
     every test N times, so it is broken rather than green."""
-    shard = ShardInfo(the_plan.shard.index, the_plan.shard.total, commit=git_commit(the_plan.cwd))
+    shard = ShardInfo(the_plan.shard.index, the_plan.shard.total, commit=git_commit(the_plan.cwd),
+                      target=the_plan.shard.target)
     result = result._replace(shard=shard, selection="shard")
     empty_exit = (0, 5) if the_plan.framework == "pytest" else (0,)  # pytest: 5 when all deselected
     if result.crash_reason == "no tests ran" and result.exit_code in empty_exit:

@@ -3,8 +3,9 @@
 `runner_command` is what `greenloop run` starts (before greenloop's reporter flags, which
 plan.py adds) and what `greenloop probe` shows. The workspace's own installs come first: a
 JavaScript runner from node_modules/.bin (here or in a parent up to the repository root, where
-a monorepo hoists it), pytest from the workspace's virtualenv, the active one, `uv run` or
-`poetry run` by lockfile, then this interpreter. Pure except for looking at files and PATH.
+a monorepo hoists it); pytest from the workspace's own virtualenv, the active one, one in a
+parent up to the project's root (never above it), `uv run` or `poetry run` by lockfile, then
+this interpreter, with a note saying which and why. Pure except for looking at files and PATH.
 """
 
 from __future__ import annotations
@@ -104,46 +105,93 @@ def _venv_has(venv: Path, module: str) -> bool:
     return re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", cfg, re.M | re.I) is not None
 
 
+def _python_project_root(base: Path, limit: int = 8) -> Path:
+    """Where a search for the workspace's Python environment stops: the git root around `base`,
+    else the nearest folder holding pyproject.toml or setup.cfg, else `base` itself (a folder
+    above an unmarked workspace is someone else's: a `venv` there is not this project's)."""
+    nearest: Path | None = None
+    here = base
+    for _ in range(limit + 1):
+        if (here / ".git").exists():
+            return here
+        if nearest is None and any((here / name).is_file() for name in ("pyproject.toml", "setup.cfg")):
+            nearest = here
+        if here.parent == here:
+            break
+        here = here.parent
+    return nearest or base
+
+
+def _folders_to(base: Path, top: Path) -> list[Path]:
+    """`base` and its parents up to `top` (inclusive)."""
+    out = [base]
+    while out[-1] != top and out[-1].parent != out[-1]:
+        out.append(out[-1].parent)
+    return out if out[-1] == top else [base]
+
+
 def python_runner(
-    root: str, env: Mapping[str, str], which: Which | None = None, *, interpreter: str | None = None
+    root: str,
+    env: Mapping[str, str],
+    which: Which | None = None,
+    *,
+    interpreter: str | None = None,
+    needs: str | None = "pytest",
 ) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """(argv that starts pytest, notes, unavailable reason) for a Python workspace.
 
-    Order: the workspace's `.venv`/`venv` (here or in a parent up to the repository root), the
-    active VIRTUAL_ENV, `uv run` with uv.lock, `poetry run` with poetry.lock, then this
-    interpreter.
+    Order: the workspace's own `.venv`/`venv`, the active VIRTUAL_ENV, a `.venv`/`venv` in a
+    parent up to the project's root (`_python_project_root`), `uv run` with uv.lock, `poetry
+    run` with poetry.lock (up to the same root), then this interpreter. The first virtualenv
+    found is the answer, and when it lacks `needs` (pytest) the reason the run cannot start,
+    except the active one, which is passed over with a note (the caller may only happen to be
+    in it). `needs=None` (unittest) asks for no module. The notes say which interpreter was
+    chosen and why.
     """
     which = which or shutil.which
     base = Path(root)
-    for folder in _upwards(base):
-        for name in (".venv", "venv"):
-            venv = folder / name
-            venv_python = _venv_python(venv)
-            if venv_python is not None:
-                rel = os.path.relpath(venv, base)
-                argv = (str(venv_python), "-m", "pytest")
-                if not _venv_has(venv, "pytest"):
-                    why = f"pytest is not installed in {rel}: run `{argv[0]} -m pip install pytest`"
-                    return argv, (), why
-                return argv, (f"pytest runs in the workspace's virtualenv {rel}",), None
+    top = _python_project_root(base)
+    # (virtualenv, its name in an error, what a note calls it)
+    candidates = [(base / name, name, f"the workspace's virtualenv {name}") for name in (".venv", "venv")]
     active = env.get("VIRTUAL_ENV")
     if active:
-        active_python = _venv_python(Path(active))
-        if active_python is not None and _venv_has(Path(active), "pytest"):
-            note = f"pytest runs in the active virtualenv {active}"
-            return (str(active_python), "-m", "pytest"), (note,), None
+        candidates.append((Path(active), active, f"the active virtualenv {active} (VIRTUAL_ENV)"))
+    for folder in _folders_to(base, top)[1:]:
+        for name in (".venv", "venv"):
+            rel = os.path.relpath(folder / name, base)
+            candidates.append((folder / name, rel, f"the virtualenv {rel} above the workspace, within "
+                               f"its project root {folder}"))
+    tool = needs or "python"
     notes: list[str] = []
-    for lockfile, tool in (("uv.lock", "uv"), ("poetry.lock", "poetry")):
-        if any((folder / lockfile).is_file() for folder in _upwards(base)):
-            if which(tool):
-                return (tool, "run", "pytest"), (f"pytest runs through `{tool} run` ({lockfile})",), None
-            notes.append(f"{lockfile} found but {tool} is not on PATH; using this interpreter")
+    for venv, shown, label in candidates:
+        venv_python = _venv_python(venv)
+        if venv_python is None:
+            continue
+        argv = (str(venv_python), "-m", "pytest")
+        if needs is None or _venv_has(venv, needs):
+            notes.append(f"{tool} runs in {label}")
+            return argv, tuple(notes), None
+        if venv == Path(active or ""):  # an environment the caller happens to be in: look further
+            notes.append(f"{label} was passed over: {needs} is not installed there")
+            continue
+        # the project's own environment: its packages are what the tests import
+        why_not = f"{needs} is not installed in {shown}: run `{argv[0]} -m pip install {needs}`"
+        return argv, tuple(notes), why_not
+    for lockfile, runner in (("uv.lock", "uv"), ("poetry.lock", "poetry")):
+        if any((folder / lockfile).is_file() for folder in _folders_to(base, top)):
+            if which(runner):
+                notes.append(f"{tool} runs through `{runner} run` ({lockfile})")
+                return (runner, "run", "pytest"), tuple(notes), None
+            notes.append(f"{lockfile} found but {runner} is not on PATH; using this interpreter")
     python: str = interpreter or _current_python()
-    if interpreter is None and importlib.util.find_spec("pytest") is None:
+    if interpreter is None and needs is not None and importlib.util.find_spec(needs) is None:
         return (python, "-m", "pytest"), tuple(notes), (
-            f"pytest is not installed for {python}: run `{python} -m pip install pytest` "
+            f"{needs} is not installed for {python}: run `{python} -m pip install {needs}` "
             "or create the workspace's .venv with it"
         )
+    if interpreter is None:  # (a caller that names the interpreter knows why)
+        notes.append(f"{tool} runs with greenloop's own interpreter {python}: no virtualenv in the "
+                     f"workspace or up to its project root {top}, none active")
     return (python, "-m", "pytest"), tuple(notes), None
 
 
@@ -216,8 +264,8 @@ def runner_command(
         return tool._replace(argv=(*tool.argv, "test"))
     if framework == "unittest":
         # the workspace's interpreter as pytest would have it, without needing pytest
-        argv, notes, _ = python_runner(root, env, which, interpreter=interpreter)
-        py_notes = tuple(n.replace("pytest runs", "unittest runs") for n in notes)
+        argv, notes, _ = python_runner(root, env, which, interpreter=interpreter, needs=None)
+        py_notes = tuple(n.replace("python runs", "unittest runs") for n in notes)
         return Toolchain((*unittest_prefix(argv), "-m", "unittest"), py_notes)
     pm = manager or "npm"
     missing = None if which(pm) else f"{pm} is not on PATH: install it to run the package.json test script"
