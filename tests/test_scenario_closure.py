@@ -128,13 +128,13 @@ def test_red_steer_steer_release_new_turn_then_green(ws: Path) -> None:
 
     write_source(ws, "a + b", "a / b")  # fixed
     code, verdict = check(ws, session)
-    assert any("working tree changed" in n for n in verdict["notes"])
+    assert any("files changed since the last run" in n for n in verdict["notes"])
     green = greenloop(ws, "run", "--json", GREENLOOP_SESSION=session)
     assert green.returncode == 0, green.stdout + green.stderr
     code, verdict = check(ws, session)
     assert code == 0 and verdict["satisfied"] is True and verdict["unresolved"] is False
     assert verdict["last_run"]["run_id"] == json.loads(green.stdout)["run_id"]
-    assert not any("working tree changed" in n for n in verdict["notes"])
+    assert not any("files changed since the last run" in n for n in verdict["notes"])
     assert stop(ws, session) is None  # allowed: nothing printed
 
 

@@ -50,9 +50,11 @@ NoteKind = Literal["once", "act", "quiet"]
 # Notes that stay true from run to run: said once per session (then only when they change).
 ONCE: tuple[str, ...] = (
     "the tests' environment differs",
-    "runs in the workspace's virtualenv",
-    "runs in the active virtualenv",
-    "pytest runs through `",
+    "the workspace's virtualenv",
+    "the active virtualenv",
+    "above the workspace, within",
+    "runs with greenloop's own interpreter",
+    "runs through `",
     "runs through Yarn Plug'n'Play",
     "not on PATH; using this interpreter",
     "sandbox enforced by",
