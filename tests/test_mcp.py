@@ -1325,3 +1325,41 @@ def test_cancelling_a_run_on_the_fast_lane_kills_its_tree_and_answers_nothing(
         for pid in _marked_pids(marker):
             os.kill(pid, signal.SIGKILL)
         assert server.close() == 0
+
+
+@pytest.mark.parametrize("naming", ["initialize", "request-meta"])
+def test_a_client_that_shows_structured_content_to_its_model_is_answered_text_first(
+    tmp_path: Path, home: Path, naming: str
+) -> None:
+    # Claude Code shows its model JSON.stringify(structuredContent) whenever a result has it:
+    # the agent format would never be read. It is answered without outputSchema and
+    # structuredContent; any other client keeps both. Claude Code names itself in
+    # initialize, or (the stateless protocol, no initialize) in every request's _meta.
+    ws = _pytest_workspace(tmp_path / "ws", red=True)
+
+    def conversation(client: str) -> dict[Any, dict[str, Any]]:
+        info = {"name": client, "version": "0"}
+        meta = {"io.modelcontextprotocol/clientInfo": info} if naming == "request-meta" else {}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}
+        messages: list[dict[str, Any]] = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "test_run", "arguments": {}, "_meta": meta},
+            },
+        ]
+        if naming == "request-meta":  # the initialize names nobody: the requests do
+            init["clientInfo"] = {"name": "", "version": "0"}
+        return {r["id"]: r for r in _raw_conversation(ws, home, messages, 3) if "id" in r}
+
+    claude, other = conversation("claude-code"), conversation("some-client")
+    assert all("outputSchema" not in t for t in claude[2]["result"]["tools"])
+    assert "structuredContent" not in claude[3]["result"]
+    text = claude[3]["result"]["content"][0]["text"]
+    assert text.startswith("FAIL ") and '"session_source"' not in text
+    assert any("outputSchema" in t for t in other[2]["result"]["tools"])
+    assert other[3]["result"]["structuredContent"]["outcome"] == "red"

@@ -118,9 +118,8 @@ def test_mcp_test_run_is_held_released_then_a_new_turn_fixes_it(gemini: GeminiCl
     # Turn 1: red through the MCP tool; the budget is spent over rounds that call tools.
     turn1 = [
         call("mcp_greenloop_test_run", {}, expect=PROMPT),
-        # The MCP server found the session through the process tree (greenloop.closure.session): its
-        # result, which the model reads, names it.
-        say("All done.", expect=("test_discount_code_takes_ten_percent_off", session)),
+        # What the model reads is the agent format: the failing test and the rerun command.
+        say("All done.", expect=(FAILING, "test_run with last_failed=true")),
         call("mcp_greenloop_test_closure_check", {}, expect=f"Intercept 1 of {BUDGET}"),
         say("Done now.", expect="functionResponse"),
         call("read_file", {"file_path": str(project / "cart.py")}, expect=f"Intercept 2 of {BUDGET}"),
@@ -129,6 +128,9 @@ def test_mcp_test_run_is_held_released_then_a_new_turn_fixes_it(gemini: GeminiCl
     first = gemini.turn(PROMPT, turn1, "--session-id", session, timeout=300)
     assert first.code == 0, first.stderr[-3000:]
     assert first.json["session_id"] == session
+    # The MCP server found the session through the process tree (greenloop.closure.session).
+    with Store(project) as store:
+        assert [r.session_id for r in store.runs()] == [session]
     steers = list(steer_requests(first.requests))
     assert len(steers) == BUDGET and all(FAILING in r.last_user_text() for r in steers)
     assert kinds(project, session) == [(1, "steer"), (1, "steer"), (1, "release")]

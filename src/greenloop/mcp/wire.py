@@ -20,6 +20,14 @@ it has started the server. So the wire is owned here, with the standard library 
 Lines that are no MCP message at all (invalid JSON, a batch, a non-object) are answered by
 the reader thread itself, in every phase (greenloop.mcp.args).
 
+A client that shows a model a tool's `structuredContent` in place of its text (Claude Code
+does: the model reads the JSON of the whole record, never the agent format) is answered
+text-first: its `tools/list` carries no `outputSchema` and its call results no
+`structuredContent` (MCP makes both optional; a declared schema would oblige the structured
+part). `TEXT_FIRST_CLIENTS` names them by the clientInfo of `initialize` or of a request's
+`_meta`; GREENLOOP_MCP_STRUCTURED=always
+keeps the structured part for every client.
+
 GREENLOOP_MCP_HANDSHAKE=sdk switches the cache and the snapshot off (every answer is the
 SDK's; scripts/mcp_handshake uses it to write the snapshot).
 """
@@ -38,9 +46,44 @@ if TYPE_CHECKING:
     from greenloop.mcp.fast import FastLane
     from greenloop.mcp.handshake import HandshakeCache
 
-__all__ = ["SDK_GRACE_S", "Input", "Output", "Wire", "warm_handshake"]
+__all__ = ["SDK_GRACE_S", "TEXT_FIRST_CLIENTS", "Input", "Output", "Wire", "text_first", "warm_handshake"]
 
 EOF_MARK = None  # what the reader queues when the client closes stdin
+# Clients (initialize's clientInfo.name) whose model is shown structuredContent instead of the
+# text content when a result has both: answered without the structured part.
+TEXT_FIRST_CLIENTS = frozenset({"claude-code"})
+
+
+def text_first(msg: Mapping[str, Any]) -> bool | None:
+    """Whether the client that sent this request is answered text-first; None when the
+    message does not name its client. The client names itself in `initialize`'s clientInfo,
+    or (the stateless protocol of 2026-07-28, which has no initialize) in every request's
+    `_meta`."""
+    params = _params(msg)
+    meta = params.get("_meta")
+    info = params.get("clientInfo") if msg.get("method") == "initialize" else None
+    if info is None and isinstance(meta, dict):
+        info = meta.get("io.modelcontextprotocol/clientInfo")
+    name = info.get("name") if isinstance(info, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return name in TEXT_FIRST_CLIENTS and os.environ.get("GREENLOOP_MCP_STRUCTURED") != "always"
+
+
+def _text_only(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A result without outputSchema (tools/list) or structuredContent (tools/call)."""
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return message
+    if "structuredContent" in result:
+        result = {k: v for k, v in result.items() if k != "structuredContent"}
+    tools = result.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, dict) and "outputSchema" in t for t in tools):
+        bare = [
+            {k: v for k, v in t.items() if k != "outputSchema"} if isinstance(t, dict) else t for t in tools
+        ]
+        result = {**result, "tools": bare}
+    return {**message, "result": result}
 
 
 def _params(msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,6 +107,8 @@ class Wire:
         self._in = os.fdopen(read_fd, "rb")
         self._write_fd = write_fd
         self._write_lock = threading.Lock()
+        self.text_first = False  # set by the client's first message that names it (`text_first`)
+        self.client_known = False
         threading.Thread(target=self._read, name="mcp-stdin", daemon=True).start()
 
     @classmethod
@@ -85,10 +130,14 @@ class Wire:
                     continue
                 # A line that is no MCP message is answered here, in every phase (warm
                 # handshake, fast lane, SDK): the SDK would only log it, and the client hang.
-                _, error = check_message(line)
+                msg, error = check_message(line)
                 if error is not None:
                     self.send(error)
                     continue
+                if msg is not None and not self.client_known:
+                    known = text_first(msg)
+                    if known is not None:
+                        self.client_known, self.text_first = True, known
                 self.lines.put(line)
         except (OSError, ValueError):
             pass
@@ -96,6 +145,14 @@ class Wire:
 
     def send(self, message: Mapping[str, Any] | str) -> None:
         """Write one message (a JSON-RPC object or its text) as one line, whole."""
+        if self.text_first:
+            if isinstance(message, str):
+                if '"structuredContent"' in message or '"outputSchema"' in message:
+                    parsed = _message(message)
+                    if parsed is not None:
+                        message = _text_only(parsed)
+            else:
+                message = _text_only(message)
         text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
         data = (text.rstrip("\n") + "\n").encode("utf-8")
         with self._write_lock:
