@@ -446,3 +446,39 @@ def test_a_terse_whole_suite_green_clears_only_its_own_suites_failures() -> None
     assert owed_after(owed, frozenset({A, C}), other, "r2", 2.0, frozenset())[1] == []  # another suite
     same = other._replace(suite="pytest:/repo/api")
     assert owed_after(owed, frozenset({A, C}), same, "r2", 2.0, frozenset({A, C}))[1] == [A, C]
+
+
+def test_a_failing_hook_is_owed_until_a_run_covering_its_file_has_it_pass() -> None:
+    from greenloop.closure.evidence import HOOK_DETAIL
+
+    hook = 'db > "before all" hook for "reads"'
+    red = RunEvidence(
+        failed=((hook, "test/db.spec.js", 3), ("math > adds badly", "test/math.spec.js", 6)),
+        hooks=(hook,),
+        passed=("math > adds",),
+        total=3,
+        whole_suite=True,
+    )
+    rows, _clear, guards = owed_after({}, frozenset(), red, "run-1", 1.0)
+    owed = {r.test: r for r in rows}
+    assert owed[hook].reason == "failed" and owed[hook].detail == HOOK_DETAIL
+    assert hook not in guards  # no run reports a hook passed: never "no longer in the suite"
+    guarded = frozenset(guards) | {"math > adds"}
+    # another file run on its own says nothing of the hook
+    other = RunEvidence(passed=("math > adds", "math > adds badly"), total=2, ok=True,
+                        scope=("test/math.spec.js",))
+    rows2, clear2, _ = owed_after(owed, guarded, other, "run-2", 2.0)
+    assert hook not in clear2 and "math > adds badly" in clear2 and rows2 == []
+    owed.pop("math > adds badly")
+    # the hook's file run again, the hook fixed: its tests pass and the hook is cleared
+    again = RunEvidence(passed=("db > reads",), total=1, ok=True, scope=("test/",))
+    assert owed_after(owed, guarded, again, "run-3", 3.0)[1] == [hook]
+    # a whole-suite run in which the hook still fails keeps it owed, and is never "removed"
+    still = RunEvidence(failed=((hook, "test/db.spec.js", 3),), hooks=(hook,),
+                        passed=("math > adds", "math > adds badly"), total=3, whole_suite=True)
+    rows4, clear4, _ = owed_after(owed, guarded, still, "run-4", 4.0)
+    assert hook not in clear4 and all(r.reason != "removed" for r in rows4)
+    green = RunEvidence(passed=("math > adds", "math > adds badly", "db > reads"), total=3, ok=True,
+                        whole_suite=True)
+    rows5, clear5, _ = owed_after(owed, guarded, green, "run-5", 5.0)
+    assert clear5 == [hook] and rows5 == []

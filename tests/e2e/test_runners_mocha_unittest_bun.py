@@ -342,6 +342,23 @@ def test_framework_flag_picks_a_new_runner_over_detection(tmp_path: Path) -> Non
     assert bad.code == 2 and "mocha, unittest, bun" in bad.stderr
 
 
+def fixed(files: dict[str, str]) -> dict[str, str]:
+    """The red suite fixed as an honest agent would: the wrong expectation and the failing
+    hook corrected, every test still there (a fix that deleted them would stay owed)."""
+    swaps = (
+        ("add(2, 2), 5)", "add(2, 2), 4)"),
+        ("toBe(5)", "toBe(4)"),
+        ("throw new Error('no database')", ""),
+        ("raise ConnectionError('no database')", "pass"),
+    )
+    out = {}
+    for name, text in files.items():
+        for old, new in swaps:
+            text = text.replace(old, new)
+        out[name] = text
+    return out
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_the_closure_gate_holds_on_red_and_lets_go_on_green(framework: str, tmp_path: Path) -> None:
     ws = build(framework, "red", tmp_path / "ws")
@@ -349,7 +366,7 @@ def test_the_closure_gate_holds_on_red_and_lets_go_on_green(framework: str, tmp_
     assert cli("run", str(ws), "--session", session, "--json").code == 1
     held = cli("check", str(ws), "--session", session, "--json")
     assert held.code == 1 and held.json["satisfied"] is False, held.stdout
-    write_files(ws, SOURCES[framework]["green"])  # the fix: the same test file, now passing
+    write_files(ws, fixed(SOURCES[framework]["red"]))  # the fix: every test kept, now passing
     code, r = run_json(ws, "--session", session)
     assert (code, r["outcome"]) == (0, "green"), r
     freed = cli("check", str(ws), "--session", session, "--json")

@@ -11,6 +11,10 @@ and the names it guards; `greenloop.state.evidence` stores the result and the ga
   later whole-suite run, naming every test it ran, no longer reports is owed with reason
   `removed`. A working-tree mark (`greenloop.closure.marks`) on a guarded test does the same
   and gives the file and line.
+- A failing setup or teardown hook (`before all`, `setUpClass`) is owed like a test, but no
+  run reports a hook passed: it is cleared by a later run that covers its file (the whole
+  suite, or the file or folder) without that hook failing, and it is never "no longer in the
+  suite" (its name is no test's).
 - A `.only` mark anywhere in a test file is owed with reason `only` while it is there: it
   narrows every later run, so nothing a run says can be trusted until it is gone.
 
@@ -25,6 +29,7 @@ from typing import Any, NamedTuple
 from greenloop.closure.owed import REASONS, TAKEN_AWAY, OwedTest
 
 __all__ = [
+    "HOOK_DETAIL",
     "REASONS",
     "TAKEN_AWAY",
     "MarkNote",
@@ -43,6 +48,7 @@ _MARK_REASON = {
     "only": "only",
 }
 _SEPARATORS = ("::", " > ", " ", ".", "/", "#", ":")
+HOOK_DETAIL = "a setup or teardown hook failed"  # an owed row's detail when it is a hook's
 
 
 class MarkNote(NamedTuple):
@@ -82,6 +88,7 @@ class RunEvidence(NamedTuple):
     """What one run says about individual tests."""
 
     failed: tuple[tuple[str, str | None, int | None], ...] = ()  # (name, file, line), each name once
+    hooks: tuple[str, ...] = ()  # the names in `failed` that are a hook's failure, not a test's
     passed: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     total: int = 0
@@ -124,6 +131,17 @@ def _covers(ev: RunEvidence, name: str, suite_guarded: frozenset[str] | None) ->
     return any(name.startswith(p.rstrip("/") + s) for p in ev.scope for s in ("::", "/"))
 
 
+def _hook_cleared(ev: RunEvidence, row: OwedTest, failed: set[str]) -> bool:
+    """Whether a run shows an owed hook failure gone: it ran tests, covered the hook's file
+    (the whole suite, or the file or a folder holding it) and the hook did not fail."""
+    if row.test in failed or ev.total == 0:
+        return False
+    if ev.whole_suite:
+        return True
+    file = row.file or ""
+    return bool(file) and any(file == p.rstrip("/") or file.startswith(p.rstrip("/") + "/") for p in ev.scope)
+
+
 def _mark_for(name: str, marks: Iterable[MarkNote]) -> MarkNote | None:
     for mark in marks:
         if mark.kind != "only" and matches(name, mark.test, mark.file):
@@ -162,13 +180,15 @@ def owed_after(
             and row.reason == "failed"
             and _covers(ev, name, suite_guarded)
             and _mark_for(name, marks) is None
-        ):
+        ) or (row.detail == HOOK_DETAIL and _hook_cleared(ev, row, failed_names)):
             clear.add(name)
+    hooks = set(ev.hooks) | {name for name, row in owed.items() if row.detail == HOOK_DETAIL}
     for name, file, line in ev.failed:
         before = owed.get(name)
         if before is None or before.reason != "failed":
-            write[name] = OwedTest(name, "failed", run_id, at, file, line)
-    watched = guarded | set(owed) | failed_names
+            detail = HOOK_DETAIL if name in ev.hooks else ""
+            write[name] = OwedTest(name, "failed", run_id, at, file, line, detail)
+    watched = (guarded | set(owed) | failed_names) - hooks
     for name in ev.skipped:
         if name in watched and name not in passed and name not in failed_names:
             mark = _mark_for(name, marks)
@@ -194,7 +214,7 @@ def owed_after(
         clear |= {name for name, row in owed.items() if row.reason == "only" and name not in now_only}
     clear -= set(write)
     rows = [row for row in write.values() if owed.get(row.test) != row]
-    return rows, sorted(clear), sorted(failed_names - guarded)
+    return rows, sorted(clear), sorted(failed_names - guarded - hooks)
 
 
 def _taken(

@@ -27,6 +27,7 @@ __all__ = [
     "evidence_of_parse",
     "failed_of",
     "fold_attached",
+    "hooks_of",
     "marks_module",
     "marks_now",
     "snapshot",
@@ -65,6 +66,11 @@ def marks_now(root: str, baseline: str | None) -> tuple[MarkNote, ...] | None:
         return None
 
 
+def hooks_of(failures: Iterable[Failure]) -> tuple[str, ...]:
+    """The names of the failures that are a setup or teardown hook's, not a test's."""
+    return tuple(dict.fromkeys(f.test for f in failures if f.kind == "hook"))
+
+
 def failed_of(failures: Iterable[Failure]) -> tuple[tuple[str, str | None, int | None], ...]:
     """(name, file, line) of each failing test once. A load failure names a file, not a test
     (the run stays red by its outcome), and a flaky one passed on its rerun: neither is owed."""
@@ -86,6 +92,7 @@ def evidence_of(result: RunResult, marks: tuple[MarkNote, ...] | None) -> RunEvi
     """What a RunResult says about individual tests."""
     return RunEvidence(
         failed=failed_of(result.failures),
+        hooks=hooks_of(result.failures),
         passed=result.passed_tests,
         skipped=result.skipped_tests,
         total=result.summary.total,
@@ -199,6 +206,7 @@ def evidence_of_parse(
     scope = command_scope(command)
     return RunEvidence(
         failed=failed_of(parsed.failures),
+        hooks=hooks_of(parsed.failures),
         passed=parsed.passed_tests,
         skipped=parsed.skipped_tests,
         total=parsed.summary.total,
