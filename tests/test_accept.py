@@ -172,6 +172,18 @@ def test_an_accepted_test_that_fails_is_owed_again(ws: Path) -> None:
     assert len(acceptances(ws)) == 1
 
 
+def test_a_removed_test_can_be_accepted_too(ws: Path) -> None:
+    (ws / "tests" / "test_calc.py").write_text(TESTS.split("\n\n\ndef test_zero")[0] + "\n")
+    run = greenloop(ws, "run", ".", "--session", "s1", "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    [owed] = check(ws)["owed"]
+    assert owed["test"] == ZERO and owed["reason"] == "removed"
+    code, out = person(ws, "accept", ZERO, "--reason", "test_zero moved to the integration suite")
+    assert code == 0, out
+    verdict = check(ws)
+    assert verdict["satisfied"] is True and [a["why"] for a in verdict["accepted"]] == [owed["why"]]
+
+
 def test_the_human_check_tells_a_person_how_to_accept_and_the_agents_never(ws: Path) -> None:
     human = greenloop(ws, "check", ".", "--session", "s1", "--format", "human")
     assert human.returncode == 1

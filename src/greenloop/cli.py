@@ -36,9 +36,8 @@ AGENT_ENV: tuple[tuple[str, str], ...] = (
     ("any", "AI_AGENT"),  # the cross-agent convention (AI_AGENT=<name>)
 )
 COMMANDS = (
-    "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
-    "accept", "accepted",
+    "probe", "run", "parse", "schema", "check", "accept", "accepted", "job", "config", "hook", "init",
+    "sandbox", "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
 )  # fmt: skip
 
 

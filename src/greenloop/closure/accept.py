@@ -66,12 +66,12 @@ def refusal(workspace: str, *, env: Mapping[str, str] | None = None, stdin_fd: i
     env = os.environ if env is None else env
     name = _agent_variable(env)
     if name is not None:
-        return f"greenloop accept is refused inside an agent's session ({name} is set): {_PERSON}"
+        return f"accept is refused inside an agent's session ({name} is set): {_PERSON}"
     where = _agent_ancestor(workspace)
     if where is not None:
-        return f"greenloop accept is refused inside an agent's session ({where}): {_PERSON}"
+        return f"accept is refused inside an agent's session ({where}): {_PERSON}"
     if not os.isatty(stdin_fd):
-        return f"greenloop accept is refused without a terminal (stdin is not a TTY): {_PERSON}"
+        return f"accept is refused without a terminal (stdin is not a TTY): {_PERSON}"
     return None
 
 
