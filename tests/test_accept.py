@@ -2,7 +2,9 @@
 and the gate stops owing it; the agent cannot. Everything runs the real CLI in its own process
 against a real pytest workspace and its real SQLite state: a person's run gets a real
 pseudo-terminal (os.openpty), an agent's is refused by its harness variable, by its harness
-among the ancestors (a process named like one, or one a hook bound), or by having no terminal."""
+among the ancestors (a process named like one, or one a hook bound), or by having no terminal.
+The commands under test run orphaned (init is their only ancestor) so that the suite, run from
+an agent's shell, does not find that agent above them."""
 
 from __future__ import annotations
 
@@ -53,28 +55,53 @@ def greenloop(ws: Path, *args: str, env: Mapping[str, str] | None = None) -> sub
     )
 
 
-def in_terminal(ws: Path, argv: list[str], env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """Run `argv` on a fresh pseudo-terminal (stdin, stdout and stderr), as a person's terminal
-    does; its exit status and everything it wrote."""
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(argv, cwd=ws, env=dict(env or _env(ws)), stdin=slave, stdout=slave,
-                                stderr=slave, start_new_session=True)
-    finally:
-        os.close(slave)
+# A person's terminal is nobody's child: the command runs orphaned (its starter has exited, so
+# it hangs under init), or the suite run from an agent's shell would find that harness among
+# its ancestors and be refused. fd 3 carries the terminal past the /dev/null a background
+# list gets as stdin.
+_ORPHAN = 'exec 3<&0; (while kill -0 $$ 2>/dev/null; do sleep 0.01; done; "$@" <&3 3<&-; echo $? > "$0") &'
+
+
+def orphaned(
+    ws: Path, argv: list[str], env: Mapping[str, str] | None = None, *, terminal: bool = True
+) -> tuple[int, str]:
+    """Run `argv` with no ancestor but init, on a fresh pseudo-terminal (stdin, stdout and
+    stderr) as in a person's terminal, or with stdin from /dev/null and its output in a file;
+    its exit status and everything it wrote."""
+    tag = time.monotonic_ns()
+    code_file, out_file = ws.parent / f"exit-{tag}", ws.parent / f"out-{tag}"
+    master, slave = os.openpty() if terminal else (-1, -1)
+    with open(os.devnull) as null, open(out_file, "wb") as sink:
+        ends = (slave, slave, slave) if terminal else (null.fileno(), sink.fileno(), sink.fileno())
+        try:
+            starter = subprocess.Popen(["sh", "-c", _ORPHAN, str(code_file), *argv], cwd=ws,
+                                       env=dict(env or _env(ws)), stdin=ends[0], stdout=ends[1],
+                                       stderr=ends[2], start_new_session=True)
+        finally:
+            if terminal:
+                os.close(slave)
+    assert starter.wait(timeout=30) == 0  # reaped: the command now starts, orphaned
     out = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: the terminal's last writer closed it
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-    return proc.wait(timeout=60), out.decode("utf-8", "replace").replace("\r\n", "\n")
+    while terminal:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal's last writer closed it
+            chunk = b""
+        if not chunk:
+            os.close(master)
+            break
+        out += chunk
+    deadline = time.monotonic() + 60
+    while not code_file.exists() or not code_file.read_text().strip():
+        assert time.monotonic() < deadline, out
+        time.sleep(0.01)
+    if not terminal:
+        out = out_file.read_bytes()
+    return int(code_file.read_text()), out.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def in_terminal(ws: Path, argv: list[str], env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    return orphaned(ws, argv, env)
 
 
 def person(ws: Path, *args: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
@@ -235,10 +262,10 @@ def test_a_harness_variable_refuses_it_even_on_a_terminal(ws: Path, name: str) -
 
 
 def test_no_terminal_refuses_it(ws: Path) -> None:
-    p = greenloop(ws, "accept", ZERO, "--reason", "r")
-    assert p.returncode == 2 and p.stdout == ""
-    assert "refused without a terminal (stdin is not a TTY)" in p.stderr
-    assert "a person must run it from their own terminal" in p.stderr
+    code, out = orphaned(ws, [sys.executable, "-m", "greenloop", "accept", ZERO, "--reason", "r"],
+                         terminal=False)
+    assert code == 2 and "refused without a terminal (stdin is not a TTY)" in out
+    assert "a person must run it from their own terminal" in out
     assert acceptances(ws) == []
 
 
@@ -256,18 +283,19 @@ def test_a_process_named_like_a_harness_among_the_ancestors_refuses_it(ws: Path)
 
 
 def test_a_harness_a_hook_bound_among_the_ancestors_refuses_it(ws: Path) -> None:
-    # The fake harness (a python process) runs a hook, which binds it to session s1, then runs
-    # the command in its shell: the process-tree resolution names the session.
+    # The fake harness (a python process, orphaned: nothing above it but init) runs a hook,
+    # which binds it to session s1, then runs the command in its shell: the process-tree
+    # resolution names the session.
     plan = [
         {"hook": "claude-code", "payload": {"session_id": "s1", "transcript_path": str(ws / "t.jsonl"),
                                             "cwd": str(ws), "hook_event_name": "SessionStart",
                                             "source": "startup"}},
         {"shell": f"{sys.executable} -m greenloop accept {ZERO} --reason r"},
     ]
-    p = subprocess.run([sys.executable, FAKE, "-"], input=json.dumps(plan), capture_output=True, text=True,
-                       cwd=ws, env=_env(ws), timeout=120, check=False)
-    assert p.returncode == 0, p.stderr
-    _, shell = json.loads(p.stdout)
+    (ws.parent / "plan.json").write_text(json.dumps(plan))
+    code, out = orphaned(ws, [sys.executable, FAKE, str(ws.parent / "plan.json")], terminal=False)
+    assert code == 0, out
+    _, shell = json.loads(out)
     assert shell["code"] == 2
     assert "refused inside an agent's session (it runs under the harness process of agent session s1)" in (
         shell["stderr"]
