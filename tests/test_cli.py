@@ -20,6 +20,8 @@ CALLS = [
     ["parse", "--framework", "vitest", "out.txt"],
     ["schema", "run-result"],
     ["check", "--session", "s1", "--json"],
+    ["accept", "t.py::test_a", "ws", "--reason", "why", "--session", "s1", "--json"],
+    ["accepted", "ws", "--session", "s1", "--json"],
     ["job", "job-1", "--wait"],
     ["config", "show", "ws"],
     ["hook", "codex"],

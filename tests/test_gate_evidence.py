@@ -177,7 +177,8 @@ def test_a_taken_away_test_says_why_and_who_may_accept_it() -> None:
     d = decide(owing(OwedTest(A, "skipped", "r2", 0, "tests/test_a.py", 12, "@pytest.mark.skip")), Config())
     assert d.rule == "taken_away"
     assert "skipped in this session: tests/test_a.py:12 @pytest.mark.skip" in d.message
-    assert "greenloop accept" in d.message
+    # The steer is read by the agent: it says who may accept, never the command (a person's).
+    assert "only a person can accept it" in d.message and "greenloop accept" not in d.message
     d = decide(owing(OwedTest(C, "removed", "r2")), Config())
     assert "no longer in the suite" in d.message
 

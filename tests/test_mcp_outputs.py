@@ -26,6 +26,7 @@ from greenloop.closure import evidence, gate, jobs, transitions
 from greenloop.devloop import timeline
 from greenloop.integration import result as integration_run
 from greenloop.mcp import outputs, tools
+from greenloop.state import evidence as state_evidence
 from greenloop.system import sandbox
 
 
@@ -99,6 +100,10 @@ def _owed() -> evidence.OwedTest:
     return evidence.OwedTest("t.py::test_a", "skipped", "r1", 1.0, "t.py", 3, "@pytest.mark.skip")
 
 
+def _acceptance() -> state_evidence.Acceptance:
+    return state_evidence.Acceptance("t.py::test_a", "tracked in #12", "Ana Lima (ana)", 2.0, "s1")
+
+
 class Pin(typing.NamedTuple):
     output: type[BaseModel]
     record: Mapping[str, Any]  # the record's JSON form, every optional field set
@@ -150,6 +155,13 @@ PINS: dict[str, Pin] = {
         gate.ClosureCheck("s1", False, None, 1, 3, False, (), (_owed(),), 1, "taken_away")
         .to_json()["owed"][0],
         {**_hints(evidence.OwedTest), "at": str, "why": str},  # check adds the ISO time, the words
+    ),
+    "accepted": Pin(
+        outputs.AcceptedOutput,
+        gate.ClosureCheck("s1", True, None, 0, 3, False, accepted=((_owed(), _acceptance()),))
+        .to_json()["accepted"][0],
+        {**_hints(evidence.OwedTest), "at": str, "why": str, "accepted_by": str, "accepted_at": str,
+         "accepted_reason": str, "accepted_for": str | None},
     ),
     "last_run": Pin(
         outputs.LastRunOutput,

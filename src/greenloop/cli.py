@@ -36,8 +36,8 @@ AGENT_ENV: tuple[tuple[str, str], ...] = (
     ("any", "AI_AGENT"),  # the cross-agent convention (AI_AGENT=<name>)
 )
 COMMANDS = (
-    "probe", "run", "parse", "schema", "check", "job", "config", "hook", "init", "sandbox",
-    "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
+    "probe", "run", "parse", "schema", "check", "accept", "accepted", "job", "config", "hook", "init",
+    "sandbox", "bugs", "integrate", "audit", "timeline", "units", "serve", "doctor", "mcp", "merge", "flaky",
 )  # fmt: skip
 
 
@@ -141,6 +141,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _json_flag(p)
         _format_flag(p)
         _handler(p, "gate:check")
+
+    # A person's way out, never the agent's (refused in an agent's session or without a terminal).
+    if only in (None, "accept"):
+        p = sub.add_parser("accept", help="a person accepts a skipped or removed test the gate owes "
+                                          "(refused inside an agent's session)")
+        p.add_argument("test", help="the owed test, as `greenloop check` names it")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        p.add_argument("--reason", required=True, help="why the test may stay skipped or removed")
+        p.add_argument("--session", help="accept it for this session only (default: GREENLOOP_SESSION, "
+                                         "else every session of the workspace)")
+        _json_flag(p)
+        _handler(p, "accept:accept")
+
+    if only in (None, "accepted"):
+        p = sub.add_parser("accepted", help="the acceptances (who, when, why) and the taken-away tests "
+                                            "still owed")
+        p.add_argument("path", nargs="?", default=".", help="workspace folder (default: .)")
+        p.add_argument("--session", help="only what applies to this session")
+        _json_flag(p)
+        _handler(p, "accept:accepted")
 
     if only in (None, "job"):
         p = sub.add_parser("job", help="report on a background run")

@@ -19,6 +19,7 @@ from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store
 from greenloop.closure.transitions import ClosureState, RunRecord, iso
 from greenloop.config import Config
+from greenloop.state.evidence import WORKSPACE, Acceptance
 from greenloop.state.url import configured
 
 __all__ = ["ClosureCheck", "closure_check"]
@@ -38,6 +39,8 @@ class ClosureCheck(NamedTuple):
     owed_count: int = 0
     holding: str = ""  # the rule that holds the turn: owed, taken_away, red, stale, not_run; "" when none
     unresolved_reason: str | None = None  # why the open unresolved record was made (owed, stale, …)
+    # The taken-away tests the session would owe but a person accepted, with who, when and why.
+    accepted: tuple[tuple[OwedTest, Acceptance], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The closure check as JSON (what `greenloop check --json` and the MCP tool return)."""
@@ -65,6 +68,18 @@ class ClosureCheck(NamedTuple):
             "owed_count": self.owed_count,
             "holding": self.holding,
             "unresolved_reason": self.unresolved_reason,
+            "accepted": [
+                {
+                    **o.to_json(),
+                    "at": iso(o.at),
+                    "why": why_owed(o),
+                    "accepted_by": a.by,
+                    "accepted_at": iso(a.at),
+                    "accepted_reason": a.reason,
+                    "accepted_for": a.session_id,
+                }
+                for o, a in self.accepted
+            ],
         }
 
 
@@ -103,6 +118,7 @@ def closure_check(
         fingerprint = working_tree
     notes: list[str] = []
     reason: str | None = None
+    accepted: list[tuple[OwedTest, Acceptance]] = []
     with Store(ws, location=configured(ws, config=config)) as store:
         if session_id is None:
             run = store.latest_run(session_id=None)
@@ -118,6 +134,12 @@ def closure_check(
             if state.unresolved:
                 records = store.unresolved_records(session_id)
                 reason = records[-1].get("reason") if records else None
+            # Read where the state's owed rows came from (SessionTables.state).
+            last = state.last_run
+            if last is not None and last.session_id is None and state.first_seen is not None:
+                accepted = store.accepted_owed(WORKSPACE, since=state.first_seen)
+            else:
+                accepted = store.accepted_owed(session_id)
     run = state.last_run
     now: str | None = None
     if (run is not None and run.fingerprint) or needs_fingerprint(state, config):
@@ -151,6 +173,10 @@ def closure_check(
         notes.append(f"owed: {o.test} ({why_owed(o)})")
     if state.owed_count > MAX_NAMED:
         notes.append(f"owed: +{state.owed_count - MAX_NAMED} more")
+    for o, a in accepted[:MAX_NAMED]:
+        notes.append(f"accepted: {o.test} ({why_owed(o)}): by {a.by} at {iso(a.at)}, {a.reason!r}")
+    if len(accepted) > MAX_NAMED:
+        notes.append(f"accepted: +{len(accepted) - MAX_NAMED} more")
     if state.unresolved:
         notes.append(
             f"a turn ended unresolved ({reason or 'red'}) after its interception budget; "
@@ -169,4 +195,5 @@ def closure_check(
         owed_count=state.owed_count,
         holding=holding or "",
         unresolved_reason=reason if state.unresolved else None,
+        accepted=tuple(accepted),
     )

@@ -179,10 +179,10 @@ def steer_message(
         )
     if taken:
         rerun += (
-            "被跳过、删除或 .only 的测试不算通过：恢复它并运行它（只有人可以用 `greenloop accept` 接受）。"
+            "被跳过、删除或 .only 的测试不算通过：恢复它并运行它（只有人可以在自己的终端里接受它）。"
             if zh
             else " A skipped, removed or .only test does not count as passing: restore it and run it "
-            "(only a person can accept it, with `greenloop accept`)."
+            "(only a person can accept it, from their own terminal)."
         )
     if zh:
         return (

@@ -104,14 +104,30 @@ def check(args: Any) -> int:
             print(f"  owed: {owed['test']} ({owed['why']})")
         if result.owed_count > len(result.owed):
             print(f"  owed: +{result.owed_count - len(result.owed)} more")
+        for a in data["accepted"]:
+            print(
+                f"  accepted: {a['test']} ({a['why']}): by {a['accepted_by']} at {a['accepted_at']}, "
+                f"{a['accepted_reason']!r}"
+            )
+        taken = next((o["test"] for o in data["owed"] if o["reason"] != "failed"), None)
+        if taken is not None:
+            # People read this form; the agent's (agent_format.check_text) never names the command.
+            print(f"  a person can accept a skipped or removed test: greenloop accept {_quoted(taken)} "
+                  '--reason "…" (from their own terminal)')
         print(f"  interceptions this turn: {result.intercepts_this_turn} of {result.budget}")
         if result.unresolved:
             why = result.unresolved_reason or "red"
             print(f"  unresolved ({why}): a turn ended after its interception budget")
         for note in result.notes:
-            if not note.startswith("owed: "):  # listed above
+            if not note.startswith(("owed: ", "accepted: ")):  # listed above
                 print(f"  note: {note}")
     return ExitCode.OK if result.satisfied else ExitCode.FAILED
+
+
+def _quoted(test: str) -> str:
+    import shlex
+
+    return shlex.quote(test)
 
 
 def job(args: Any) -> int:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AcceptedOutput",
     "BugListOutput",
     "BugOpenOutput",
     "BugOutput",
@@ -183,6 +184,17 @@ class OwedOutput(_Output):
     why: str = Field(default="", description="Why it is owed, in words (failed in run X, skipped …).")
 
 
+class AcceptedOutput(OwedOutput):
+    """A taken-away test the session would owe, which a person accepted (never a failure)."""
+
+    accepted_by: str = Field(description="Who accepted it (git user.name and the login).")
+    accepted_at: str = Field(description="When it was accepted (ISO 8601 UTC).")
+    accepted_reason: str = Field(description="Why the person accepted it.")
+    accepted_for: str | None = Field(
+        default=None, description="The session it was accepted for; null: every session."
+    )
+
+
 class ClosureOutput(_Output):
     """Whether the session may end its turn, and why."""
 
@@ -203,6 +215,10 @@ class ClosureOutput(_Output):
     )
     unresolved_reason: str | None = Field(
         default=None, description="Why the open unresolved record was made: owed, taken away, stale, not run."
+    )
+    accepted: list[AcceptedOutput] = Field(
+        default_factory=list,
+        description="Skipped or removed tests no longer owed because a person accepted them: who, when, why.",
     )
 
 

@@ -59,11 +59,14 @@ class SessionStart(NamedTuple):
 
 
 # An owed row a person accepted does not count; only a taken-away test can be accepted.
-_NOT_ACCEPTED = (
-    "NOT (o.reason IN (" + ", ".join(f"'{r}'" for r in sorted(TAKEN_AWAY)) + ") AND EXISTS "
-    "(SELECT 1 FROM acceptances a WHERE a.test = o.test "
-    "AND (a.session_id IS NULL OR a.session_id = o.session_id)))"
-)
+_TAKEN_AWAY_SQL = "o.reason IN (" + ", ".join(f"'{r}'" for r in sorted(TAKEN_AWAY)) + ")"
+_COVERS = "a.test = o.test AND (a.session_id IS NULL OR a.session_id = o.session_id)"
+_NOT_ACCEPTED = f"NOT ({_TAKEN_AWAY_SQL} AND EXISTS (SELECT 1 FROM acceptances a WHERE {_COVERS}))"
+_OWED_SELECT = "o.test, o.reason, o.run_id, o.at, o.file, o.line, o.detail"
+
+
+def _owed_test(r: Sequence[Any]) -> OwedTest:
+    return OwedTest(r[0], r[1], r[2], float(r[3]), r[4], r[5], r[6] or "")
 
 
 def _suites(text: str | None) -> dict[str, list[str]]:
@@ -210,3 +213,49 @@ class EvidenceTables(Tables):
             params.append(session_id)
         rows = self.conn.execute(sql + " ORDER BY at DESC, id DESC LIMIT ?", (*params, limit)).fetchall()
         return [Acceptance(r[0], r[1], r[2], float(r[3]), r[4]) for r in rows]
+
+    def accepted_owed(
+        self, session_id: str, *, since: float | None = None
+    ) -> list[tuple[OwedTest, Acceptance]]:
+        """The taken-away tests the session would owe but a person accepted, each with the newest
+        acceptance that covers it, oldest row first (what `check` shows next to the owed ones).
+        `since`: as in `owed`."""
+        sql = (
+            f"SELECT {_OWED_SELECT}, a.reason, a.accepted_by, a.at, a.session_id "
+            f"FROM owed o JOIN acceptances a ON {_COVERS} "
+            f"WHERE o.session_id = ? AND {_TAKEN_AWAY_SQL}"
+        )
+        params: tuple[Any, ...] = (session_id,)
+        if since is not None:
+            sql += " AND o.at >= ?"
+            params = (session_id, since)
+        rows = self.conn.execute(sql + " ORDER BY a.at DESC, a.id DESC", params).fetchall()
+        found: dict[str, tuple[OwedTest, Acceptance]] = {}
+        for r in rows:
+            if r[0] not in found:
+                found[r[0]] = (_owed_test(r), Acceptance(r[0], r[7], r[8], float(r[9]), r[10]))
+        return sorted(found.values(), key=lambda pair: (pair[0].at, pair[0].test))
+
+    def taken_away(
+        self,
+        *,
+        test: str | None = None,
+        session_id: str | None = None,
+        failed: bool = False,
+        limit: int = 200,
+    ) -> list[tuple[str, OwedTest]]:
+        """Owed rows whose reason is taken away (skipped, removed, .only), accepted or not, with
+        the key they are kept under (a session id, or WORKSPACE for the workspace's runs), oldest
+        first: what a person may accept. `test` and `session_id` narrow them; `failed` gives the
+        rows owed because the test failed instead (which no one may accept)."""
+        where = "o.reason = 'failed'" if failed else _TAKEN_AWAY_SQL
+        sql = f"SELECT o.session_id, {_OWED_SELECT} FROM owed o WHERE {where}"
+        params: list[Any] = []
+        if test is not None:
+            sql += " AND o.test = ?"
+            params.append(test)
+        if session_id is not None:
+            sql += " AND o.session_id = ?"
+            params.append(session_id)
+        rows = self.conn.execute(sql + " ORDER BY o.at, o.test LIMIT ?", (*params, limit)).fetchall()
+        return [(str(r[0]), _owed_test(r[1:])) for r in rows]
