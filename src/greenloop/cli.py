@@ -9,13 +9,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
 
-from greenloop.errors import ExitCode
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 __all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
@@ -319,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hook_main(args_list[1] if len(args_list) > 1 else "", extra=args_list[2:])
     # Parsing one call needs only its own subcommand's parser; building all of them costs a few
     # milliseconds on every invocation, which an agent pays on each tool call.
+    from greenloop.errors import ExitCode, GreenloopError
+
     first = args_list[0] if args_list else None
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(args_list)
@@ -327,7 +328,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr if args_list else sys.stdout)
         return ExitCode.USAGE if args_list else ExitCode.OK
     module_name, func_name = target.split(":")
-    from greenloop.errors import GreenloopError
 
     try:
         module = importlib.import_module(f"greenloop.commands.{module_name}")

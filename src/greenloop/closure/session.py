@@ -19,14 +19,17 @@ Everything here is standard library only: the hooks import it on every agent tur
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, NamedTuple
+
     from greenloop.config import Config
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "BINDING_MAX_AGE_S",
@@ -71,6 +74,8 @@ def _clean(value: object) -> str | None:
 
 def from_meta(meta: Mapping[str, Any] | None) -> str | None:
     """The session an MCP request's `_meta` names, if any (`META_KEYS`)."""
+    from collections.abc import Mapping
+
     if not isinstance(meta, Mapping):
         return None
     for key in META_KEYS:
@@ -195,7 +200,9 @@ def record_binding(
 
             if not load(workspace).enabled:
                 return ""
-        shown = json.dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
+        from greenloop.lite import dumps
+
+        shown = dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
         with store.Store(workspace, clock=clock, location=location) as st, st.transaction():
             st.bind(ptree.proc_key(harness_proc), session_id, harness, os.path.abspath(workspace), shown)
             if st.session_start(session_id) is None:

@@ -13,12 +13,15 @@ modules it needs, and the adapter module for the harness at hand.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import time
-from collections.abc import Callable, Mapping
 
+from greenloop import lite as json  # json's own C codec, without importing json
 from greenloop.hooks.base import HookAnswer, HookContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ["ALLOW_STDOUT", "HARNESSES", "HookAnswer", "HookContext", "handle"]
 

@@ -4,13 +4,18 @@ command the agent ran itself (parsed from its output with the framework parsers)
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+
+from greenloop import lite as json  # json's own C codec, without importing json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable, Mapping
+    from typing import Any, NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "PERMISSION_MODES",
@@ -42,7 +47,13 @@ PERMISSION_MODES: Mapping[str, str] = {
     "workspace-write": "workspace-write",
     "danger-full-access": "full-access",
 }
-_MODE_NAME = re.compile(r"^[A-Za-z][A-Za-z-]{0,39}$")
+_MODE_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _mode_name(raw: str) -> bool:
+    """Whether `raw` looks like a mode name: an ASCII letter, then up to 39 letters or hyphens
+    (`^[A-Za-z][A-Za-z-]{0,39}$`, without `re` on the hook path)."""
+    return 0 < len(raw) <= 40 and raw[0] in _MODE_LETTERS and all(c in _MODE_LETTERS or c == "-" for c in raw)
 
 
 class HookAnswer(NamedTuple):
@@ -113,7 +124,7 @@ def record_permission_mode(
     without state (greenloop disabled, or never used there). Returns a line for stderr.
     """
     raw = payload.get("permission_mode")
-    if not isinstance(raw, str) or not _MODE_NAME.match(raw):
+    if not isinstance(raw, str) or not _mode_name(raw):
         return ""
     try:
         mode = _record_mode(ctx, workspace, session_id, harness, raw)
@@ -218,9 +229,15 @@ _GREENLOOP_RUN = r"(^|[\s;&|(/])greenloop(\s+-\S+)*\s+(run|job)(\s|$)"
 _RUN_ID = r"\brun-\d{8}-\d{6}-[0-9a-f]{4,}\b"
 
 
-@functools.cache
+_COMPILED: list[tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]] = []
+
+
 def _rules() -> tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]:
-    return re.compile(_GREENLOOP), tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
+    if not _COMPILED:
+        import re
+
+        _COMPILED.append((re.compile(_GREENLOOP), tuple((name, re.compile(rx)) for name, rx in _PATTERNS)))
+    return _COMPILED[0]
 
 
 def detect_test_command(command: str) -> str | None:
@@ -242,6 +259,8 @@ def attach_greenloop_run(ctx: HookContext, workspace: str, session_id: str, comm
     (Gemini CLI, Cursor) leaves such a run without one; the hook that watched the command
     knows the session, and the run id is in the command's output.
     """
+    import re
+
     if not re.search(_GREENLOOP_RUN, command):
         return ""
     return attach_run_ids(ctx, workspace, session_id, output)
@@ -250,6 +269,8 @@ def attach_greenloop_run(ctx: HookContext, workspace: str, session_id: str, comm
 def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str) -> str:
     """Attach the last run named in `text` that has no agent session to `session_id`
     (`Store.attach_run`). Nothing is written for a workspace without state."""
+    import re
+
     ids = list(dict.fromkeys(re.findall(_RUN_ID, text)))
     if not ids:
         return ""
@@ -272,6 +293,9 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
 
 def text_of(response: Any) -> tuple[str, int | None]:
     """The output text and exit code (when the harness gives one) of a shell tool's response."""
+    import re
+    from collections.abc import Mapping
+
     if isinstance(response, str):
         code_match = re.search(r"^Exit Code: (-?\d+)\s*$", response, re.M)
         return response, int(code_match.group(1)) if code_match else None

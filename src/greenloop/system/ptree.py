@@ -16,9 +16,14 @@ reads one small file per ancestor.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from greenloop.system import procfs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = ["HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
 
