@@ -117,7 +117,13 @@ def main() -> int:
         green.mkdir()
         prepare(red, green=False)
         prepare(green, green=True)
-        env = {**os.environ, "GREENLOOP_CONFIG_HOME": str(Path(tmp) / "no-user-config")}
+        # The config parse cache is this run's own: a shared one is evicted by whatever else runs
+        # greenloop on the machine, and a miss imports tomllib.
+        env = {
+            **os.environ,
+            "GREENLOOP_CONFIG_HOME": str(Path(tmp) / "no-user-config"),
+            "XDG_CACHE_HOME": str(Path(tmp) / "cache"),
+        }
         env.pop("CLAUDE_PROJECT_DIR", None)
         hook = hook_argv()
         plain = plain_venv(Path(tmp))

@@ -6,7 +6,6 @@ when that subcommand runs, so `greenloop hook …` (run on every agent turn) sta
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -313,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
         # Fast path: `greenloop hook HARNESS` runs on every agent turn; skip building the tree.
         # It also never exits 2 on a bad command line: to a harness, exit 2 can mean "block".
-        from greenloop.commands.gate import hook_main
+        from greenloop.hooks import hook_main
 
         return hook_main(args_list[1] if len(args_list) > 1 else "", extra=args_list[2:])
     # Parsing one call needs only its own subcommand's parser; building all of them costs a few
@@ -328,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr if args_list else sys.stdout)
         return ExitCode.USAGE if args_list else ExitCode.OK
     module_name, func_name = target.split(":")
+
+    import importlib
 
     try:
         module = importlib.import_module(f"greenloop.commands.{module_name}")

@@ -1,19 +1,18 @@
 """`greenloop check | job | config show | hook | init`: one library call each, rendering, exit code.
 
-`hook` is on every agent turn's path: it imports only the hooks package (no argparse tree;
-cli.main routes `greenloop hook HARNESS` here directly) and always exits 0.
+`hook` is on every agent turn's path: cli.main routes `greenloop hook HARNESS` straight to
+`greenloop.hooks.hook_main` (no argparse tree, not even this module), which always exits 0.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]
+__all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]  # noqa: F822 (hook_main: __getattr__)
 
 
 def _print_json(data: Any) -> None:
@@ -32,45 +31,20 @@ def _folder(value: str, what: str = "PATH") -> str:
     return value
 
 
-def hook_main(
-    harness: str,
-    stdin: Any = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    *,
-    extra: list[str] | None = None,
-) -> int:
-    """Read the harness's hook JSON on stdin, answer on stdout; exit 0 whatever happens."""
-    stdin = stdin or sys.stdin
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    if extra:
-        stderr.write(f"greenloop: ignoring extra hook arguments {extra!r}\n")
-    try:
-        from greenloop.hooks import handle
-
-        try:
-            raw = stdin.read()
-        except (OSError, ValueError) as exc:
-            raw = ""
-            stderr.write(f"greenloop: could not read the hook input ({exc})\n")
-        answer = handle(harness, raw)
-        if answer.stdout:
-            stdout.write(answer.stdout)
-            stdout.flush()
-        if answer.stderr:
-            stderr.write(answer.stderr)
-    except BaseException as exc:  # never trap an agent, not even on an interrupt or a bug
-        try:  # noqa: SIM105 (no contextlib on the hook path)
-            stderr.write(f"greenloop: the hook failed ({type(exc).__name__}: {exc}); allowing the stop.\n")
-        except Exception:
-            pass
-    return 0  # ExitCode.OK (enum is not imported on the hook path)
-
-
 def hook(args: Any) -> int:
     """`greenloop hook HARNESS`: answer one hook event of an agent harness (never exits 2)."""
+    from greenloop.hooks import hook_main
+
     return hook_main(args.harness)
+
+
+def __getattr__(name: str) -> Any:
+    # hook_main lives in greenloop.hooks (the hook's entry path does not import this module).
+    if name == "hook_main":
+        from greenloop.hooks import hook_main as main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check(args: Any) -> int:
