@@ -352,6 +352,12 @@ def entry() -> NoReturn:
     non-daemon thread still running gets the normal exit, which waits for it. Files and
     databases are closed by their `with` blocks before `main` returns.
     """
+    if sys.argv[1:2] == ["hook"]:
+        # A hook process lives for milliseconds and is nearly all imports: collecting cycles
+        # while the modules load costs it ~2 ms, and the process exits before garbage matters.
+        import gc
+
+        gc.disable()
     code = main()
     threading = sys.modules.get("threading")
     if threading is not None and any(
