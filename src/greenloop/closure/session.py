@@ -176,12 +176,14 @@ def record_binding(
     clock: Callable[[], float] = time.time,
     forget_old: bool = False,
     pid: int | None = None,
+    config: Config | None = None,
 ) -> str:
     """Record that a hook of `session_id` runs under its harness process (the nearest ancestor
     that is not a shell or launcher). `forget_old` (a session's start) also drops bindings not
     refreshed for BINDING_MAX_AGE_S. Nothing is written in a workspace without state where
     greenloop is disabled. Returns a line for stderr ("" when all went well or there
-    is no /proc); never raises: a hook must not fail over bookkeeping."""
+    is no /proc); never raises: a hook must not fail over bookkeeping. `config`: the
+    workspace's, when the caller has loaded it already (the files are not read again)."""
     from greenloop.system import ptree
 
     try:
@@ -192,13 +194,13 @@ def record_binding(
         from greenloop.closure import store
         from greenloop.state.url import configured
 
-        location = configured(workspace)  # once: has_state and Store both need it
+        location = configured(workspace, config=config)  # once: has_state and Store both need it
         if not store.has_state(workspace, location):
             # No state yet: create it only where greenloop is enabled (a disabled workspace
             # gets no .greenloop folder).
             from greenloop.config import load
 
-            if not load(workspace).enabled:
+            if not (config or load(workspace)).enabled:
                 return ""
         from greenloop.lite import dumps
 

@@ -62,7 +62,7 @@ def handle(
         return _allow(harness, f"the hook input is not JSON ({exc})")
     if not isinstance(payload, dict):
         return _allow(harness, "the hook input is not a JSON object")
-    ctx = HookContext(env=os.environ if env is None else env, cwd=cwd or os.getcwd(), clock=clock)
+    ctx = HookContext(env=os.environ if env is None else env, cwd=cwd or os.getcwd(), clock=clock, configs={})
     try:
         __import__(module_name)  # not importlib.import_module: importlib imports warnings
         answer: HookAnswer = sys.modules[module_name].handle(payload, ctx)

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Mapping
     from typing import Any, NamedTuple
+
+    from greenloop.config import Config
 else:
     from greenloop.lite import NamedTuple
 
@@ -70,11 +72,24 @@ def json_line(obj: Mapping[str, Any]) -> str:
 
 
 class HookContext(NamedTuple):
-    """Seams for an adapter: the environment, the process's cwd and a clock."""
+    """Seams for an adapter: the environment, the process's cwd and a clock. `configs`, when
+    given (`handle` gives each event a fresh one), keeps each workspace's config once loaded,
+    so the binding, the gate and the mode record of one event read the files once."""
 
     env: Mapping[str, str]
     cwd: str = "."
     clock: Callable[[], float] = time.time
+    configs: dict[str, Config] | None = None
+
+    def config(self, workspace: str) -> Config:
+        """The workspace's config (`greenloop.config.load`), loaded once per event."""
+        from greenloop.config import load
+
+        if self.configs is None:
+            return load(workspace)
+        if workspace not in self.configs:
+            self.configs[workspace] = load(workspace)  # an error is raised again on the next call
+        return self.configs[workspace]
 
     def workspace(self, payload: Mapping[str, Any], project_var: str | None = None) -> str:
         """The folder the agent works in: the harness's project variable, the payload's cwd
@@ -98,7 +113,7 @@ class HookContext(NamedTuple):
         """The Gate of `workspace`, opened on first use (kept light until a decision is needed)."""
         from greenloop.closure.gate import Gate
 
-        return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
+        return Gate(workspace, config=self.config(workspace), clock=self.clock, harness=harness)
 
 
 def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
@@ -108,7 +123,11 @@ def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, sta
     session's first event) also drops long-dead bindings. Returns a line for stderr."""
     from greenloop.closure.session import record_binding
 
-    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start)
+    try:
+        config = ctx.config(workspace)
+    except Exception:  # record_binding loads it again and says what is wrong
+        config = None
+    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start, config=config)
 
 
 def record_permission_mode(
@@ -190,7 +209,7 @@ def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str
     from greenloop.closure import store as store_mod
     from greenloop.state.url import configured
 
-    location = configured(workspace)
+    location = configured(workspace, config=ctx.config(workspace))
     if not store_mod.has_state(workspace, location):
         return None
     marker = f"{harness}:{raw}"
