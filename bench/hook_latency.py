@@ -5,15 +5,19 @@ interpreter with `-I -S`, greenloop's folder on sys.path) and answers a Claude C
 event for a session whose last run is red, so every invocation does the real work: parse the
 event, load the config (a greenloop.toml), bind the session to its harness process (here:
 this benchmark), open the state database, decide, record the interception, print the block.
-(The budget is set high so every round steers.) The commands alternate, each measured
-`--rounds` times; the medians and the ratio are printed. Target: hook p50 <= 1.5x
-`python -c pass`. `python -I -S -c pass` is shown too: the floor of any hook started that way.
+(The budget is set high so every round steers.) A second workspace measures the allow case:
+the session's last run is green and the tree unchanged since, so the hook allows the stop
+after taking the working tree's fingerprint (the gate's stale-green rule), the Stop of an
+honest session.
 
-`--green`: the session's last run is green instead and the tree unchanged since, so the hook
-allows the stop after taking the working tree's fingerprint (the gate's stale-green rule):
-the Stop of an honest session.
+The baseline is `python -c pass` run by a plain virtualenv's interpreter (made here with
+`python -m venv --without-pip`: no .pth files of any other install in its site folder), the
+cost of starting any Python program. This interpreter's `-c pass` (the virtualenv greenloop
+runs from) and `-I -S -c pass` (the floor of any hook started that way) are shown too. The
+commands alternate, each measured `--rounds` times; the medians and the ratios are printed.
+Target: each hook p50 <= 1.5x the plain `python -c pass`.
 
-Usage: python bench/hook_latency.py [--rounds N] [--importtime] [--green]
+Usage: python bench/hook_latency.py [--rounds N] [--importtime]
 """
 
 from __future__ import annotations
@@ -65,6 +69,28 @@ def prepare(ws: Path, green: bool = False) -> None:
         )
 
 
+def plain_venv(tmp: Path) -> str:
+    """A fresh virtualenv without pip (nothing in its site folder); its interpreter's path."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    where = tmp / "plain-venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(where)], check=True)
+    return str(where / "bin" / "python")
+
+
+def stop_event(ws: Path) -> bytes:
+    return json.dumps(
+        {
+            "session_id": "bench",
+            "transcript_path": str(ws / "t.jsonl"),
+            "cwd": str(ws),
+            "hook_event_name": "Stop",
+            "permission_mode": "default",  # Claude Code sends it: the mode-event check runs too
+            "stop_hook_active": False,
+            "last_assistant_message": "done",
+        }
+    ).encode()
+
+
 def timed(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child): CPU time is the steadier figure on a busy machine."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -82,78 +108,86 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument(
-        "--importtime", action="store_true", help="also print the slowest imports of one hook"
+        "--importtime", action="store_true", help="also print the slowest imports of one hook (each case)"
     )
-    parser.add_argument("--green", action="store_true", help="a green last run: the hook allows (see above)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="greenloop-hook-bench-") as tmp:
-        ws = Path(tmp)
-        prepare(ws, args.green)
-        env = {**os.environ, "GREENLOOP_CONFIG_HOME": str(ws / "no-user-config")}
+        red, green = Path(tmp) / "steer", Path(tmp) / "allow"
+        red.mkdir()
+        green.mkdir()
+        prepare(red, green=False)
+        prepare(green, green=True)
+        # The config parse cache is this run's own: a shared one is evicted by whatever else runs
+        # greenloop on the machine, and a miss imports tomllib.
+        env = {
+            **os.environ,
+            "GREENLOOP_CONFIG_HOME": str(Path(tmp) / "no-user-config"),
+            "XDG_CACHE_HOME": str(Path(tmp) / "cache"),
+        }
         env.pop("CLAUDE_PROJECT_DIR", None)
-        event = json.dumps(
-            {
-                "session_id": "bench",
-                "transcript_path": str(ws / "t.jsonl"),
-                "cwd": str(ws),
-                "hook_event_name": "Stop",
-                "permission_mode": "default",  # Claude Code sends it: the mode-event check runs too
-                "stop_hook_active": False,
-                "last_assistant_message": "done",
-            }
-        ).encode()
         hook = hook_argv()
-        baseline = [sys.executable, "-c", "pass"]
-        floor = [sys.executable, "-I", "-S", "-c", "pass"]
-        check = subprocess.run(hook, input=event, capture_output=True, env=env, cwd=ws, check=False)
-        if args.green and check.stdout.strip():
-            raise SystemExit(f"the hook did not allow: {check.stdout!r} {check.stderr!r}")
-        if not args.green and b'"decision": "block"' not in check.stdout:
-            raise SystemExit(f"the hook did not steer: {check.stdout!r} {check.stderr!r}")
+        plain = plain_venv(Path(tmp))
+        cases: dict[str, tuple[list[str], bytes, Path]] = {
+            "python -c pass (plain venv)": ([plain, "-c", "pass"], b"", red),
+            "python -c pass (this venv)": ([sys.executable, "-c", "pass"], b"", red),
+            "python -I -S -c pass": ([sys.executable, "-I", "-S", "-c", "pass"], b"", red),
+            "Stop hook, allow": (hook, stop_event(green), green),
+            "Stop hook, steer": (hook, stop_event(red), red),
+        }
+        allow = subprocess.run(
+            hook, input=stop_event(green), capture_output=True, env=env, cwd=green, check=False
+        )
+        if allow.stdout.strip():
+            raise SystemExit(f"the hook did not allow: {allow.stdout!r} {allow.stderr!r}")
+        steer = subprocess.run(
+            hook, input=stop_event(red), capture_output=True, env=env, cwd=red, check=False
+        )
+        if b'"decision": "block"' not in steer.stdout:
+            raise SystemExit(f"the hook did not steer: {steer.stdout!r} {steer.stderr!r}")
         for _ in range(3):  # warm the page cache (and greenloop's config parse cache)
-            timed(baseline, b"", env, ws)
-            timed(floor, b"", env, ws)
-            timed(hook, event, env, ws)
-        base_t: list[tuple[float, float]] = []
-        floor_t: list[tuple[float, float]] = []
-        hook_t: list[tuple[float, float]] = []
+            for argv, stdin, cwd in cases.values():
+                timed(argv, stdin, env, cwd)
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         for _ in range(args.rounds):
-            base_t.append(timed(baseline, b"", env, ws))
-            hook_t.append(timed(hook, event, env, ws))
-            floor_t.append(timed(floor, b"", env, ws))
-        rows = (("python -c pass", base_t), ("python -I -S -c", floor_t), ("Stop hook", hook_t))
+            for name, (argv, stdin, cwd) in cases.items():
+                times[name].append(timed(argv, stdin, env, cwd))
         print(f"hook command: {shlex.join(hook)}")
+        print(f"plain venv: {plain}")
         print(f"load average {os.getloadavg()[0]:.1f}, {args.rounds} rounds each, alternating")
-        for name, ts in rows:
+        for name, ts in times.items():
             p50 = statistics.median(t[0] for t in ts)
             p90 = statistics.quantiles([t[0] for t in ts], n=10)[-1]
             cpu = statistics.median(t[1] for t in ts)
             ms = f"p50 {p50 * 1000:7.1f} ms  p90 {p90 * 1000:7.1f} ms  cpu p50 {cpu * 1000:6.1f} ms"
-            print(f"{name:15}: {ms}")
-        b50, h50 = (statistics.median(t[0] for t in ts) for ts in (base_t, hook_t))
-        bcpu, hcpu = (statistics.median(t[1] for t in ts) for ts in (base_t, hook_t))
-        print(
-            f"ratio p50 hook / python -c pass = {h50 / b50:.2f} wall, {hcpu / bcpu:.2f} cpu "
-            f"(target <= {TARGET:.2f})"
-        )
-        if args.importtime:
-            p = subprocess.run(
-                [hook[0], "-X", "importtime", *hook[1:]],
-                input=event,
-                capture_output=True,
-                env=env,
-                cwd=ws,
-                check=False,
+            print(f"{name:28}: {ms}")
+        b50 = statistics.median(t[0] for t in times["python -c pass (plain venv)"])
+        bcpu = statistics.median(t[1] for t in times["python -c pass (plain venv)"])
+        worst = 0.0
+        for name in ("Stop hook, allow", "Stop hook, steer"):
+            h50 = statistics.median(t[0] for t in times[name])
+            hcpu = statistics.median(t[1] for t in times[name])
+            worst = max(worst, h50 / b50)
+            print(
+                f"ratio p50 {name} / plain python -c pass = {h50 / b50:.2f} wall, {hcpu / bcpu:.2f} cpu "
+                f"(target <= {TARGET:.2f})"
             )
-            imports: list[tuple[int, str]] = []
-            for line in p.stderr.decode().splitlines():
-                parts = line.split("|")
-                if len(parts) == 3 and parts[1].strip().isdigit():
-                    imports.append((int(parts[1]), parts[2].rstrip()))
-            print("slowest imports (cumulative us):")
-            for us, name in sorted(imports, reverse=True)[:15]:
-                print(f"  {us:8d} {name}")
-        return 0 if h50 / b50 <= TARGET else 1
+        if args.importtime:
+            for name in ("Stop hook, allow", "Stop hook, steer"):
+                argv, stdin, cwd = cases[name]
+                print_imports(name, [argv[0], "-X", "importtime", *argv[1:]], stdin, env, cwd)
+        return 0 if worst <= TARGET else 1
+
+
+def print_imports(name: str, argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> None:
+    p = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
+    imports: list[tuple[int, str]] = []
+    for line in p.stderr.decode().splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            imports.append((int(parts[1]), parts[2].rstrip()))
+    print(f"{name}: {len(imports)} modules imported; slowest (cumulative us):")
+    for us, module in sorted(imports, reverse=True)[:15]:
+        print(f"  {us:8d} {module}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ the public API is loaded lazily on first attribute access.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 __all__ = ["__version__"]
 __version__ = "0.1.0"

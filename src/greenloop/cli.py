@@ -6,16 +6,14 @@ when that subcommand runs, so `greenloop hook …` (run on every agent turn) sta
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
 
-from greenloop.errors import ExitCode
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 __all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
@@ -334,11 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
         # Fast path: `greenloop hook HARNESS` runs on every agent turn; skip building the tree.
         # It also never exits 2 on a bad command line: to a harness, exit 2 can mean "block".
-        from greenloop.commands.gate import hook_main
+        from greenloop.hooks import hook_main
 
         return hook_main(args_list[1] if len(args_list) > 1 else "", extra=args_list[2:])
     # Parsing one call needs only its own subcommand's parser; building all of them costs a few
     # milliseconds on every invocation, which an agent pays on each tool call.
+    from greenloop.errors import ExitCode, GreenloopError
+
     first = args_list[0] if args_list else None
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(args_list)
@@ -347,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr if args_list else sys.stdout)
         return ExitCode.USAGE if args_list else ExitCode.OK
     module_name, func_name = target.split(":")
-    from greenloop.errors import GreenloopError
+
+    import importlib
 
     try:
         module = importlib.import_module(f"greenloop.commands.{module_name}")
@@ -371,6 +372,12 @@ def entry() -> NoReturn:
     non-daemon thread still running gets the normal exit, which waits for it. Files and
     databases are closed by their `with` blocks before `main` returns.
     """
+    if sys.argv[1:2] == ["hook"]:
+        # A hook process lives for milliseconds and is nearly all imports: collecting cycles
+        # while the modules load costs it ~2 ms, and the process exits before garbage matters.
+        import gc
+
+        gc.disable()
     code = main()
     threading = sys.modules.get("threading")
     if threading is not None and any(

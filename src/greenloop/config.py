@@ -25,10 +25,15 @@ its parse is not cached (`parse_toml`), so the hook path stays light.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from greenloop.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "FIELDS",
@@ -242,7 +247,7 @@ def parse_toml(path: str) -> dict[str, Any]:
     more than the rest of a hook run. Data that TOML gives as dates is not cached (JSON cannot
     hold it); a cache that cannot be read or written is skipped, never an error.
     """
-    import json
+    from greenloop import lite as json  # json's own C codec, without importing json
 
     try:
         with open(path, "rb") as fh:

@@ -3,30 +3,17 @@ argument and state the fix."""
 
 from __future__ import annotations
 
-from enum import IntEnum
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from greenloop.exit_codes import ExitCode
 
 __all__ = ["ConfigError", "ExitCode", "GreenloopError", "SpecError", "UsageError"]
-
-
-class ExitCode(IntEnum):
-    """What every greenloop command's exit status means (README, "Exit codes")."""
-
-    OK = 0  # green, satisfied, nothing to fix
-    FAILED = 1  # red: tests or cases failed, a check found something to fix
-    USAGE = 2  # bad input: an argument, config or spec field is wrong; nothing was started
-    BROKEN = 3  # the run could not give a verdict: crash, timeout, no tests, sandbox refused
-    INTERRUPTED = 130  # Ctrl-C or a cancel, after a full teardown (128 + SIGINT)
-
-    @classmethod
-    def for_outcome(cls, outcome: str) -> ExitCode:
-        """The exit status of a run's outcome: green 0, red 1, anything else (broken) 3."""
-        return {"green": cls.OK, "red": cls.FAILED}.get(outcome, cls.BROKEN)
 
 
 class GreenloopError(Exception):
     """An error a person or a model can act on. `exit_code` is an `ExitCode` (2 = bad input)."""
 
-    exit_code: int = ExitCode.USAGE
+    exit_code: int = 2  # ExitCode.USAGE
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)
@@ -48,3 +35,13 @@ class ConfigError(GreenloopError):
 
 class SpecError(GreenloopError):
     """An integration spec, units.json or contract is wrong; names case, step and field."""
+
+
+def __getattr__(name: str) -> object:
+    # ExitCode lives in greenloop.exit_codes (enum is not imported on the hook path, which
+    # raises these errors); `from greenloop.errors import ExitCode` loads it.
+    if name == "ExitCode":
+        from greenloop.exit_codes import ExitCode
+
+        return ExitCode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

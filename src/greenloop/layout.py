@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pathlib costs the Stop hook ~8 ms (urllib, ipaddress): imported where used
     from pathlib import Path
 

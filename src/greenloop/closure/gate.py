@@ -21,17 +21,22 @@ working tree: it never runs a test and never watches files.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # not `sqlite3`: its dbapi2 imports datetime (greenloop.state.sqlite)
 import os
-import sqlite3
 import time
-from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypeVar
 
 from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 from greenloop.closure.transitions import ClosureState
 from greenloop.config import Config
 from greenloop.state.url import configured
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Literal, NamedTuple, TypeVar
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "ClosureCheck",  # noqa: F822 (greenloop.closure.check, through __getattr__)
@@ -43,8 +48,11 @@ __all__ = [
     "needs_fingerprint",
 ]
 
-DecisionKind = Literal["allow", "steer", "release"]
-T = TypeVar("T")
+if TYPE_CHECKING:
+    DecisionKind = Literal["allow", "steer", "release"]
+    T = TypeVar("T")
+else:
+    DecisionKind = str
 
 
 class Decision(NamedTuple):

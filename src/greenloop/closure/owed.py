@@ -6,7 +6,12 @@ evidence rules.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from greenloop.lite import NamedTuple
+
 
 __all__ = ["REASONS", "TAKEN_AWAY", "OwedTest"]
 

@@ -19,14 +19,17 @@ Everything here is standard library only: the hooks import it on every agent tur
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, NamedTuple
+
     from greenloop.config import Config
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "BINDING_MAX_AGE_S",
@@ -71,6 +74,8 @@ def _clean(value: object) -> str | None:
 
 def from_meta(meta: Mapping[str, Any] | None) -> str | None:
     """The session an MCP request's `_meta` names, if any (`META_KEYS`)."""
+    from collections.abc import Mapping
+
     if not isinstance(meta, Mapping):
         return None
     for key in META_KEYS:
@@ -171,12 +176,14 @@ def record_binding(
     clock: Callable[[], float] = time.time,
     forget_old: bool = False,
     pid: int | None = None,
+    config: Config | None = None,
 ) -> str:
     """Record that a hook of `session_id` runs under its harness process (the nearest ancestor
     that is not a shell or launcher). `forget_old` (a session's start) also drops bindings not
     refreshed for BINDING_MAX_AGE_S. Nothing is written in a workspace without state where
     greenloop is disabled. Returns a line for stderr ("" when all went well or there
-    is no /proc); never raises: a hook must not fail over bookkeeping."""
+    is no /proc); never raises: a hook must not fail over bookkeeping. `config`: the
+    workspace's, when the caller has loaded it already (the files are not read again)."""
     from greenloop.system import ptree
 
     try:
@@ -187,15 +194,17 @@ def record_binding(
         from greenloop.closure import store
         from greenloop.state.url import configured
 
-        location = configured(workspace)  # once: has_state and Store both need it
+        location = configured(workspace, config=config)  # once: has_state and Store both need it
         if not store.has_state(workspace, location):
             # No state yet: create it only where greenloop is enabled (a disabled workspace
             # gets no .greenloop folder).
             from greenloop.config import load
 
-            if not load(workspace).enabled:
+            if not (config or load(workspace)).enabled:
                 return ""
-        shown = json.dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
+        from greenloop.lite import dumps
+
+        shown = dumps([[p.pid, p.start, p.comm] for p in chain[:12]])
         with store.Store(workspace, clock=clock, location=location) as st, st.transaction():
             st.bind(ptree.proc_key(harness_proc), session_id, harness, os.path.abspath(workspace), shown)
             if st.session_start(session_id) is None:

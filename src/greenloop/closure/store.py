@@ -17,12 +17,10 @@ project root meet in one database.
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # not `sqlite3`: its dbapi2 imports datetime (greenloop.state.sqlite)
 import os
-import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from greenloop.closure.transitions import Counts, RunRecord
 from greenloop.layout import DB_NAME, db_path, state_root
@@ -34,7 +32,10 @@ from greenloop.state.sqlite import BUSY_TIMEOUT_MS, SqliteBackend, is_corruption
 from greenloop.state.sqlite import move_aside as _move_aside
 from greenloop.state.url import StateUrl, configured, has_state
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from greenloop.model import Failure
     from greenloop.result import RunResult
 

@@ -18,9 +18,14 @@ costs a noticeable share of that budget.
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
 
 from greenloop.closure.owed import OwedTest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "ClosureState",

@@ -1,23 +1,23 @@
 """`greenloop check | job | config show | hook | init`: one library call each, rendering, exit code.
 
-`hook` is on every agent turn's path: it imports only the hooks package (no argparse tree;
-cli.main routes `greenloop hook HARNESS` here directly) and always exits 0.
+`hook` is on every agent turn's path: cli.main routes `greenloop hook HARNESS` straight to
+`greenloop.hooks.hook_main` (no argparse tree, not even this module), which always exits 0.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import sys
-from typing import Any
 
-from greenloop.errors import ExitCode
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]
+__all__ = ["check", "config_show", "hook", "hook_main", "init", "job"]  # noqa: F822 (hook_main: __getattr__)
 
 
 def _print_json(data: Any) -> None:
+    import json
+
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
@@ -31,43 +31,20 @@ def _folder(value: str, what: str = "PATH") -> str:
     return value
 
 
-def hook_main(
-    harness: str,
-    stdin: Any = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    *,
-    extra: list[str] | None = None,
-) -> int:
-    """Read the harness's hook JSON on stdin, answer on stdout; exit 0 whatever happens."""
-    stdin = stdin or sys.stdin
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    if extra:
-        stderr.write(f"greenloop: ignoring extra hook arguments {extra!r}\n")
-    try:
-        from greenloop.hooks import handle
-
-        try:
-            raw = stdin.read()
-        except (OSError, ValueError) as exc:
-            raw = ""
-            stderr.write(f"greenloop: could not read the hook input ({exc})\n")
-        answer = handle(harness, raw)
-        if answer.stdout:
-            stdout.write(answer.stdout)
-            stdout.flush()
-        if answer.stderr:
-            stderr.write(answer.stderr)
-    except BaseException as exc:  # never trap an agent, not even on an interrupt or a bug
-        with contextlib.suppress(Exception):
-            stderr.write(f"greenloop: the hook failed ({type(exc).__name__}: {exc}); allowing the stop.\n")
-    return ExitCode.OK
-
-
 def hook(args: Any) -> int:
     """`greenloop hook HARNESS`: answer one hook event of an agent harness (never exits 2)."""
+    from greenloop.hooks import hook_main
+
     return hook_main(args.harness)
+
+
+def __getattr__(name: str) -> Any:
+    # hook_main lives in greenloop.hooks (the hook's entry path does not import this module).
+    if name == "hook_main":
+        from greenloop.hooks import hook_main as main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check(args: Any) -> int:
@@ -76,6 +53,7 @@ def check(args: Any) -> int:
     from greenloop.closure.gate import closure_check
     from greenloop.closure.session import resolve
     from greenloop.commands.output import chosen
+    from greenloop.errors import ExitCode
 
     form = chosen(args)
     path = _folder(args.path)
@@ -134,6 +112,7 @@ def job(args: Any) -> int:
     """`greenloop job ID [PATH] [--wait]`: 0 running or green, 1 red, 3 broken/failed/lost."""
     from greenloop.closure import jobs
     from greenloop.commands.output import chosen
+    from greenloop.errors import ExitCode
 
     form = chosen(args)
     path = _folder(args.path)
@@ -181,7 +160,10 @@ def _print_job_for_agent(status: Any, path: str) -> None:
 
 def config_show(args: Any) -> int:
     """`greenloop config show [PATH] [--json]`: the effective config and where each value came from."""
+    import json
+
     from greenloop.config import FIELDS, load_layers
+    from greenloop.errors import ExitCode
 
     path = _folder(args.path)
     loaded = load_layers(path)
@@ -199,6 +181,7 @@ def config_show(args: Any) -> int:
 
 def init(args: Any) -> int:
     """`greenloop init HARNESS [PATH] [--json]`."""
+    from greenloop.errors import ExitCode
     from greenloop.hooks.install import init as do_init
 
     report = do_init(args.harness, args.path)

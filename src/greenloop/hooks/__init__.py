@@ -12,15 +12,19 @@ modules it needs, and the adapter module for the harness at hand.
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
+import sys
 import time
-from collections.abc import Callable, Mapping
 
+from greenloop import lite as json  # json's own C codec, without importing json
 from greenloop.hooks.base import HookAnswer, HookContext
 
-__all__ = ["ALLOW_STDOUT", "HARNESSES", "HookAnswer", "HookContext", "handle"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+__all__ = ["ALLOW_STDOUT", "HARNESSES", "HookAnswer", "HookContext", "handle", "hook_main"]
 
 HARNESSES = {
     "claude-code": "greenloop.hooks.claude_code",
@@ -58,10 +62,44 @@ def handle(
         return _allow(harness, f"the hook input is not JSON ({exc})")
     if not isinstance(payload, dict):
         return _allow(harness, "the hook input is not a JSON object")
-    ctx = HookContext(env=os.environ if env is None else env, cwd=cwd or os.getcwd(), clock=clock)
+    ctx = HookContext(env=os.environ if env is None else env, cwd=cwd or os.getcwd(), clock=clock, configs={})
     try:
-        module = importlib.import_module(module_name)
-        answer: HookAnswer = module.handle(payload, ctx)
+        __import__(module_name)  # not importlib.import_module: importlib imports warnings
+        answer: HookAnswer = sys.modules[module_name].handle(payload, ctx)
     except Exception as exc:  # a broken gate must never trap an agent
         return _allow(harness, f"the {harness} hook failed ({type(exc).__name__}: {exc})")
     return answer
+
+
+def hook_main(
+    harness: str,
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    *,
+    extra: list[str] | None = None,
+) -> int:
+    """Read the harness's hook JSON on stdin, answer on stdout; exit 0 whatever happens."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if extra:
+        stderr.write(f"greenloop: ignoring extra hook arguments {extra!r}\n")
+    try:
+        try:
+            raw = stdin.read()
+        except (OSError, ValueError) as exc:
+            raw = ""
+            stderr.write(f"greenloop: could not read the hook input ({exc})\n")
+        answer = handle(harness, raw)
+        if answer.stdout:
+            stdout.write(answer.stdout)
+            stdout.flush()
+        if answer.stderr:
+            stderr.write(answer.stderr)
+    except BaseException as exc:  # never trap an agent, not even on an interrupt or a bug
+        try:  # noqa: SIM105 (no contextlib on the hook path)
+            stderr.write(f"greenloop: the hook failed ({type(exc).__name__}: {exc}); allowing the stop.\n")
+        except Exception:
+            pass
+    return 0  # ExitCode.OK (enum is not imported on the hook path)

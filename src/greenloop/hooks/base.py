@@ -4,13 +4,20 @@ command the agent ran itself (parsed from its output with the framework parsers)
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+
+from greenloop import lite as json  # json's own C codec, without importing json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable, Mapping
+    from typing import Any, NamedTuple
+
+    from greenloop.config import Config
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "PERMISSION_MODES",
@@ -42,7 +49,13 @@ PERMISSION_MODES: Mapping[str, str] = {
     "workspace-write": "workspace-write",
     "danger-full-access": "full-access",
 }
-_MODE_NAME = re.compile(r"^[A-Za-z][A-Za-z-]{0,39}$")
+_MODE_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _mode_name(raw: str) -> bool:
+    """Whether `raw` looks like a mode name: an ASCII letter, then up to 39 letters or hyphens
+    (`^[A-Za-z][A-Za-z-]{0,39}$`, without `re` on the hook path)."""
+    return 0 < len(raw) <= 40 and raw[0] in _MODE_LETTERS and all(c in _MODE_LETTERS or c == "-" for c in raw)
 
 
 class HookAnswer(NamedTuple):
@@ -59,11 +72,24 @@ def json_line(obj: Mapping[str, Any]) -> str:
 
 
 class HookContext(NamedTuple):
-    """Seams for an adapter: the environment, the process's cwd and a clock."""
+    """Seams for an adapter: the environment, the process's cwd and a clock. `configs`, when
+    given (`handle` gives each event a fresh one), keeps each workspace's config once loaded,
+    so the binding, the gate and the mode record of one event read the files once."""
 
     env: Mapping[str, str]
     cwd: str = "."
     clock: Callable[[], float] = time.time
+    configs: dict[str, Config] | None = None
+
+    def config(self, workspace: str) -> Config:
+        """The workspace's config (`greenloop.config.load`), loaded once per event."""
+        from greenloop.config import load
+
+        if self.configs is None:
+            return load(workspace)
+        if workspace not in self.configs:
+            self.configs[workspace] = load(workspace)  # an error is raised again on the next call
+        return self.configs[workspace]
 
     def workspace(self, payload: Mapping[str, Any], project_var: str | None = None) -> str:
         """The folder the agent works in: the harness's project variable, the payload's cwd
@@ -87,7 +113,7 @@ class HookContext(NamedTuple):
         """The Gate of `workspace`, opened on first use (kept light until a decision is needed)."""
         from greenloop.closure.gate import Gate
 
-        return Gate(workspace, clock=self.clock, harness=harness)  # warnings go to stderr
+        return Gate(workspace, config=self.config(workspace), clock=self.clock, harness=harness)
 
 
 def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
@@ -97,7 +123,11 @@ def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, sta
     session's first event) also drops long-dead bindings. Returns a line for stderr."""
     from greenloop.closure.session import record_binding
 
-    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start)
+    try:
+        config = ctx.config(workspace)
+    except Exception:  # record_binding loads it again and says what is wrong
+        config = None
+    return record_binding(workspace, session_id, harness, clock=ctx.clock, forget_old=start, config=config)
 
 
 def record_permission_mode(
@@ -113,7 +143,7 @@ def record_permission_mode(
     without state (greenloop disabled, or never used there). Returns a line for stderr.
     """
     raw = payload.get("permission_mode")
-    if not isinstance(raw, str) or not _MODE_NAME.match(raw):
+    if not isinstance(raw, str) or not _mode_name(raw):
         return ""
     try:
         mode = _record_mode(ctx, workspace, session_id, harness, raw)
@@ -179,7 +209,7 @@ def _record_mode(ctx: HookContext, workspace: str, session_id: str, harness: str
     from greenloop.closure import store as store_mod
     from greenloop.state.url import configured
 
-    location = configured(workspace)
+    location = configured(workspace, config=ctx.config(workspace))
     if not store_mod.has_state(workspace, location):
         return None
     marker = f"{harness}:{raw}"
@@ -218,9 +248,15 @@ _GREENLOOP_RUN = r"(^|[\s;&|(/])greenloop(\s+-\S+)*\s+(run|job)(\s|$)"
 _RUN_ID = r"\brun-\d{8}-\d{6}-[0-9a-f]{4,}\b"
 
 
-@functools.cache
+_COMPILED: list[tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]] = []
+
+
 def _rules() -> tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]:
-    return re.compile(_GREENLOOP), tuple((name, re.compile(rx)) for name, rx in _PATTERNS)
+    if not _COMPILED:
+        import re
+
+        _COMPILED.append((re.compile(_GREENLOOP), tuple((name, re.compile(rx)) for name, rx in _PATTERNS)))
+    return _COMPILED[0]
 
 
 def detect_test_command(command: str) -> str | None:
@@ -242,6 +278,8 @@ def attach_greenloop_run(ctx: HookContext, workspace: str, session_id: str, comm
     (Gemini CLI, Cursor) leaves such a run without one; the hook that watched the command
     knows the session, and the run id is in the command's output.
     """
+    import re
+
     if not re.search(_GREENLOOP_RUN, command):
         return ""
     return attach_run_ids(ctx, workspace, session_id, output)
@@ -250,6 +288,8 @@ def attach_greenloop_run(ctx: HookContext, workspace: str, session_id: str, comm
 def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str) -> str:
     """Attach the last run named in `text` that has no agent session to `session_id`
     (`Store.attach_run`). Nothing is written for a workspace without state."""
+    import re
+
     ids = list(dict.fromkeys(re.findall(_RUN_ID, text)))
     if not ids:
         return ""
@@ -272,6 +312,9 @@ def attach_run_ids(ctx: HookContext, workspace: str, session_id: str, text: str)
 
 def text_of(response: Any) -> tuple[str, int | None]:
     """The output text and exit code (when the harness gives one) of a shell tool's response."""
+    import re
+    from collections.abc import Mapping
+
     if isinstance(response, str):
         code_match = re.search(r"^Exit Code: (-?\d+)\s*$", response, re.M)
         return response, int(code_match.group(1)) if code_match else None

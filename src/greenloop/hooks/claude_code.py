@@ -18,8 +18,6 @@ PostToolUse.
 
 from __future__ import annotations
 
-from typing import Any
-
 from greenloop.hooks.base import (
     HookAnswer,
     HookContext,
@@ -28,6 +26,10 @@ from greenloop.hooks.base import (
     answer_turn_start,
     bind,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["HARNESS", "handle"]
 

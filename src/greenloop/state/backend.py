@@ -20,11 +20,15 @@ other failure and allow the stop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
-
 from greenloop.errors import GreenloopError
 from greenloop.state.url import BackendKind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any, Protocol
+else:
+    Protocol = object
 
 __all__ = ["Backend", "Cursor", "Reader", "StateError", "StateUnavailable"]
 

@@ -4,7 +4,10 @@ loads neither the store nor its backends."""
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 __all__ = ["BUSY_TIMEOUT_S", "bound_session_in"]
 

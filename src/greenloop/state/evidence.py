@@ -9,15 +9,18 @@ records a run in a few milliseconds.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
-
+from greenloop import lite as json  # json's own C codec, without importing json
 from greenloop.closure.owed import TAKEN_AWAY, OwedTest
 from greenloop.state.tables import Tables
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any, NamedTuple
+
     from greenloop.closure.evidence import RunEvidence
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = ["OWED_SHOWN", "WORKSPACE", "Acceptance", "EvidenceTables", "SessionStart"]
 

@@ -15,10 +15,13 @@ database newer than this greenloop is refused.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 from greenloop.state.url import BackendKind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = ["LATEST", "MIGRATIONS", "SCHEMA_TABLE", "TABLES", "Migration", "for_backend", "pending"]
 
@@ -198,12 +201,22 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 LATEST = MIGRATIONS[-1].version
 # The tables a complete database has (greenloop doctor checks them).
-TABLES: tuple[str, ...] = tuple(
-    name
-    for m in MIGRATIONS
-    for s in m.statements
-    for name in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", s)
-)
+def _created(statement: str, marker: str = "CREATE TABLE IF NOT EXISTS ") -> list[str]:
+    r"""The names after each `marker` (what `re.findall(marker + r"(\w+)")` finds, without `re`
+    on the hook path)."""
+    names = []
+    at = statement.find(marker)
+    while at >= 0:
+        start = end = at + len(marker)
+        while end < len(statement) and (statement[end].isalnum() or statement[end] == "_"):
+            end += 1
+        if end > start:
+            names.append(statement[start:end])
+        at = statement.find(marker, end)
+    return names
+
+
+TABLES: tuple[str, ...] = tuple(name for m in MIGRATIONS for s in m.statements for name in _created(s))
 # PostgreSQL's record of applied migrations (SQLite uses PRAGMA user_version instead).
 SCHEMA_TABLE = "greenloop_schema"
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
-
+from greenloop import lite as json  # json's own C codec, without importing json
 from greenloop.closure.transitions import Counts, RunRecord
 from greenloop.state.backend import column_names
 from greenloop.state.evidence import WORKSPACE, EvidenceTables
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from greenloop.closure.evidence import RunEvidence
 
 __all__ = ["MAX_FAILING_NAMES", "JobRow", "RecordTables", "run_from_row"]
@@ -46,7 +47,13 @@ _JOB_FIELDS = frozenset(
 )
 
 
-class JobRow(dict[str, Any]):
+if TYPE_CHECKING:
+    _JobBase = dict[str, Any]
+else:
+    _JobBase = dict
+
+
+class JobRow(_JobBase):
     """A row of the jobs table (a plain dict with attribute-free access; see jobs.py)."""
 
 
@@ -172,10 +179,11 @@ class RecordTables(EvidenceTables):
 
     def latest_run(self, *, session_id: str | None, since: float | None = None) -> RunRecord | None:
         """The latest run of a session, or (session_id None) the latest workspace-level run."""
+        params: list[Any] = []
         if session_id is None:
-            sql, params = "SELECT * FROM runs WHERE session_id IS NULL", list[Any]()
+            sql = "SELECT * FROM runs WHERE session_id IS NULL"
         else:
-            sql, params = "SELECT * FROM runs WHERE session_id = ?", list[Any]([session_id])
+            sql, params = "SELECT * FROM runs WHERE session_id = ?", [session_id]
         if since is not None:
             sql += " AND at >= ?"
             params.append(since)

@@ -3,12 +3,14 @@ process-tree bindings, and the closure state the gate reads from them (SQL both 
 
 from __future__ import annotations
 
-from typing import Any
-
 from greenloop.closure.transitions import ClosureState, effective_run
 from greenloop.state.bindings import bound_session_in
 from greenloop.state.evidence import WORKSPACE
 from greenloop.state.records import RecordTables
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SessionTables"]
 

@@ -14,14 +14,17 @@ which keeps it out of config files altogether.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from greenloop.errors import ConfigError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Literal, NamedTuple
+
     from greenloop.config import Config
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "POSTGRES_SCHEMES", "STATE_URL_ENV", "StateUrl", "check", "configured", "has_state", "parse", "redact",
@@ -31,7 +34,10 @@ STATE_URL_ENV = "GREENLOOP_STATE_URL"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_URL = "sqlite:"  # spelled out: the embedded default
 
-BackendKind = Literal["sqlite", "postgres"]
+if TYPE_CHECKING:
+    BackendKind = Literal["sqlite", "postgres"]
+else:
+    BackendKind = str
 
 
 class StateUrl(NamedTuple):
@@ -68,14 +74,17 @@ def parse(url: str, where: str = STATE_URL_ENV) -> StateUrl:
     return StateUrl("sqlite")
 
 
-_PASSWORD_IN_AUTHORITY = re.compile(r"^(?P<head>[a-z]+://[^/?#@:]*:)(?P<password>[^/?#@]*)(?P<tail>@)", re.I)
-_PASSWORD_IN_QUERY = re.compile(r"(?P<head>[?&]password=)(?P<password>[^&#]*)", re.I)
+# Compiled on first use (`re` is not imported on the hook path).
+_PASSWORD_IN_AUTHORITY = r"(?i)^(?P<head>[a-z]+://[^/?#@:]*:)(?P<password>[^/?#@]*)(?P<tail>@)"
+_PASSWORD_IN_QUERY = r"(?i)(?P<head>[?&]password=)(?P<password>[^&#]*)"
 
 
 def redact(url: str) -> str:
     """`url` with its password (in the authority or as a query parameter) replaced by ***."""
-    shown = _PASSWORD_IN_AUTHORITY.sub(r"\g<head>***\g<tail>", url)
-    return _PASSWORD_IN_QUERY.sub(r"\g<head>***", shown)
+    import re
+
+    shown = re.sub(_PASSWORD_IN_AUTHORITY, r"\g<head>***\g<tail>", url)
+    return re.sub(_PASSWORD_IN_QUERY, r"\g<head>***", shown)
 
 
 def configured(

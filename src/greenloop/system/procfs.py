@@ -11,7 +11,12 @@ process that is gone or cannot be read (another user's, hidepid): callers treat 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = [
     "GONE_STATES",

@@ -16,9 +16,14 @@ reads one small file per ancestor.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from greenloop.system import procfs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from greenloop.lite import NamedTuple
 
 __all__ = ["HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
 
@@ -93,7 +98,8 @@ def boot_id() -> str:
     """This boot's id (a start time only means something within one boot); "" if unknown."""
     if not _BOOT:
         try:
-            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            # utf-8, not ascii: the same text for these hex digits, without loading a codec
+            with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as fh:
                 _BOOT.append(fh.read().strip()[:8])
         except OSError:
             _BOOT.append("")
