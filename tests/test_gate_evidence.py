@@ -446,3 +446,18 @@ def test_a_terse_whole_suite_green_clears_only_its_own_suites_failures() -> None
     assert owed_after(owed, frozenset({A, C}), other, "r2", 2.0, frozenset())[1] == []  # another suite
     same = other._replace(suite="pytest:/repo/api")
     assert owed_after(owed, frozenset({A, C}), same, "r2", 2.0, frozenset({A, C}))[1] == [A, C]
+
+
+def test_an_expected_failure_mark_makes_a_pass_no_proof() -> None:
+    """`it.fails('adds')` / `test.failing` / an xfail that passes: the runner reports the owed
+    test passed because it still fails. It stays owed, as taken away, naming the mark."""
+    fails = MarkNote("math.test.js", 5, "xfail", "adds", "it.fails('adds', () => {")
+    owed = fold({}, frozenset(), RunEvidence(failed=failed("math > adds"), total=2), "r1")
+    ev = RunEvidence(passed=("math > adds", "math > multiplies"), total=2, ok=True, whole_suite=True,
+                     marks=(fails,))
+    (row,) = fold(owed, frozenset({"math > adds", "math > multiplies"}), ev, "r2").values()
+    assert (row.test, row.reason, row.file, row.line) == ("math > adds", "skipped", "math.test.js", 5)
+    # Without the mark the same pass clears it; another test's xfail mark is not this one's.
+    assert fold(owed, frozenset(), ev._replace(marks=()), "r2") == {}
+    other = fails._replace(test="multiplies")
+    assert "math > adds" not in fold(owed, frozenset(), ev._replace(marks=(other,)), "r2")
