@@ -461,3 +461,29 @@ def test_an_expected_failure_mark_makes_a_pass_no_proof() -> None:
     assert fold(owed, frozenset(), ev._replace(marks=()), "r2") == {}
     other = fails._replace(test="multiplies")
     assert "math > adds" not in fold(owed, frozenset(), ev._replace(marks=(other,)), "r2")
+
+
+@pytest.mark.parametrize("in_git", [False, True])
+def test_a_prose_edit_is_not_a_code_change(tmp_path: Path, in_git: bool) -> None:
+    """A changelog or README written after a green run (or in a session that ran nothing)
+    leaves the working tree's fingerprint as it was: the stale-green and no-run rules hold on
+    code. A code file, a test file or a data file still changes it; so does a git commit."""
+    import subprocess
+
+    from greenloop.system.fingerprint import working_tree
+    from greenloop.system.tree_digest import now
+
+    (tmp_path / "calc.py").write_text("x = 1\n")
+    if in_git:
+        git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "calc.py"], check=True)
+        subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    before = now(tmp_path)
+    assert before is not None and before.startswith("git:" if in_git else "walk:")
+    (tmp_path / "CHANGELOG.md").write_text("# Changes\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.rst").write_text("Guide\n=====\n")
+    assert now(tmp_path) == before == working_tree(str(tmp_path))
+    (tmp_path / "data.txt").write_text("42\n")
+    assert now(tmp_path) != before
