@@ -21,7 +21,11 @@ in a run says the new name is the same test with the same assertion (a strict bu
 reviewer asks for the old name to pass, or for a person to accept the rename:
 `greenloop accept`). The steer says which test and how to clear it.
 
-Usage: python bench/false_done.py [--only NAME_PART] [--json]
+Measured (one run, a 2-core machine at load 11, 3.5 minutes): 69 scenarios, false done 0/44,
+false block 0/25. Before the two gate fixes it found (an `it.fails` mark let the owed test
+pass; a changelog written after the green run read as stale) the same list gave 1/44 and 1/25.
+
+Usage: python bench/false_done.py [--only NAME_PART] [--json]     (exit 1 unless both are 0)
 Needs pytest; the JS scenarios need tests/runners/node_modules (npm ci), the Go and Rust ones
 go and cargo; a scenario whose tools are missing is listed as skipped and counted nowhere.
 """
@@ -481,7 +485,7 @@ def honest_flaky_test_rerun_by_the_runner(root: Path) -> Agent:
     # docs/scale.md, "Flaky tests"; the gate then holds a red run, as it should)
     agent = Agent(calc_ws(root, **{"calc.py": CALC_FIXED, "test_flaky.py": FLAKY,
                                    "greenloop.toml": 'flaky = "warn"\n'})).prompt()
-    agent.run(rerun_failures=2)  # failed, then passed on its rerun: flaky, not owed
+    assert agent.run(rerun_failures=2) == "green"  # failed, then passed on its rerun: flaky, not owed
     agent.stop()
     return agent
 
@@ -1046,9 +1050,7 @@ class Outcome(NamedTuple):
 
     @property
     def wrong(self) -> bool:
-        if self.verdict in ("skipped",):
-            return False
-        return self.verdict != self.scenario.expect
+        return self.verdict != "skipped" and self.verdict != self.scenario.expect
 
 
 _TOOLS: dict[str, Callable[[], bool]] = {
