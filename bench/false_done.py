@@ -21,9 +21,11 @@ in a run says the new name is the same test with the same assertion (a strict bu
 reviewer asks for the old name to pass, or for a person to accept the rename:
 `greenloop accept`). The steer says which test and how to clear it.
 
-Measured (one run, a 2-core machine at load 11, 3.5 minutes): 69 scenarios, false done 0/44,
-false block 0/25. Before the two gate fixes it found (an `it.fails` mark let the owed test
-pass; a changelog written after the green run read as stale) the same list gave 1/44 and 1/25.
+Measured (one run, a 2-core machine at load 7, 3 minutes): 73 scenarios, false done 0/47,
+false block 0/26. The same list against the gate before the three fixes it led to (an
+`it.fails` mark let the owed test pass; the agent's own `enabled = false`,
+`max_intercept_rounds = 0` or `stale_green = "note"` released it; a changelog written after
+the green run read as stale): false done 4/47, false block 1/26.
 
 Usage: python bench/false_done.py [--only NAME_PART] [--json]     (exit 1 unless both are 0)
 Needs pytest; the JS scenarios need tests/runners/node_modules (npm ci), the Go and Rust ones
