@@ -53,7 +53,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     return {sc.name: run_one(sc, tmp) for sc in SCENARIOS}
 
 
-# 69 sessions, each a few real runs: about 3.5 minutes on a loaded 2-core machine, past the
+# 73 sessions, each a few real runs: about 3 minutes on a loaded 2-core machine, past the
 # suite's default timeout (the fixture's time counts towards the first test that uses it)
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
