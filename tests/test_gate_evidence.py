@@ -483,3 +483,124 @@ def test_a_failing_hook_is_owed_until_a_run_covering_its_file_has_it_pass() -> N
                         whole_suite=True)
     rows5, clear5, _ = owed_after(owed, guarded, green, "run-5", 5.0)
     assert clear5 == [hook] and rows5 == []
+
+
+def test_an_expected_failure_mark_makes_a_pass_no_proof() -> None:
+    """`it.fails('adds')` / `test.failing` / an xfail that passes: the runner reports the owed
+    test passed because it still fails. It stays owed, as taken away, naming the mark."""
+    fails = MarkNote("math.test.js", 5, "xfail", "adds", "it.fails('adds', () => {")
+    owed = fold({}, frozenset(), RunEvidence(failed=failed("math > adds"), total=2), "r1")
+    ev = RunEvidence(passed=("math > adds", "math > multiplies"), total=2, ok=True, whole_suite=True,
+                     marks=(fails,))
+    (row,) = fold(owed, frozenset({"math > adds", "math > multiplies"}), ev, "r2").values()
+    assert (row.test, row.reason, row.file, row.line) == ("math > adds", "skipped", "math.test.js", 5)
+    # Without the mark the same pass clears it; another test's xfail mark is not this one's.
+    assert fold(owed, frozenset(), ev._replace(marks=()), "r2") == {}
+    other = fails._replace(test="multiplies")
+    assert "math > adds" not in fold(owed, frozenset(), ev._replace(marks=(other,)), "r2")
+
+
+@pytest.mark.parametrize("in_git", [False, True])
+def test_a_prose_edit_is_not_a_code_change(tmp_path: Path, in_git: bool) -> None:
+    """A changelog or README written after a green run (or in a session that ran nothing)
+    leaves the working tree's fingerprint as it was: the stale-green and no-run rules hold on
+    code. A code file, a test file or a data file still changes it; so does a git commit."""
+    import subprocess
+
+    from greenloop.system.fingerprint import working_tree
+    from greenloop.system.tree_digest import now
+
+    (tmp_path / "calc.py").write_text("x = 1\n")
+    if in_git:
+        git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "calc.py"], check=True)
+        subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    before = now(tmp_path)
+    assert before is not None and before.startswith("git:" if in_git else "walk:")
+    (tmp_path / "CHANGELOG.md").write_text("# Changes\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.rst").write_text("Guide\n=====\n")
+    assert now(tmp_path) == before == working_tree(str(tmp_path))
+    (tmp_path / "data.txt").write_text("42\n")
+    assert now(tmp_path) != before
+
+
+# ------------------------------------------------------------------ config written during the session
+
+
+@pytest.mark.parametrize(
+    ("written", "rule"),
+    [
+        ("enabled = false\n", "owed"),
+        ("max_intercept_rounds = 0\n", "owed"),
+        ('stale_green = "note"\n', "stale"),
+    ],
+)
+def test_a_config_loosened_during_the_session_does_not_loosen_its_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: str, rule: str
+) -> None:
+    """An agent that writes `enabled = false` (or a smaller budget, or `stale_green = "note"`)
+    into greenloop.toml is still held, and told why; a session that begins after the edit gets
+    the config as written, and so does one whose config said so from its start."""
+    import os
+
+    from greenloop.closure.gate import Gate
+
+    monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "no-user-config"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("x = 1\n")
+    Gate(ws).on_turn_start("s1")
+    with Store(ws) as store:
+        start = store.session_start("s1")
+        assert start is not None
+        if rule == "owed":
+            store.record_run(RunRecord("r1", ok=False, at=start.at + 1, session_id="s1"),
+                             RunEvidence(failed=failed(A), total=1))
+        else:
+            from greenloop.system.tree_digest import now
+
+            store.record_run(RunRecord("r1", ok=True, at=start.at + 1, outcome="green", session_id="s1",
+                                       fingerprint=now(ws)), RunEvidence(passed=(A,), total=1, ok=True))
+            (ws / "calc.py").write_text("x = 2\n")  # an edit after the green run
+    config = ws / "greenloop.toml"
+    config.write_text(written)
+    os.utime(config, (start.at + 5, start.at + 5))
+    d = Gate(ws).on_turn_stopping("s1")
+    assert d.kind == "steer" and d.rule == rule, d
+    assert f"{written.strip()} in {config} was written during this session" in d.message
+    assert "applies from the next session" in d.message
+    from greenloop.closure.check import closure_check
+
+    verdict = closure_check(ws, "s1")  # `greenloop check` agrees
+    assert not verdict.satisfied and verdict.holding == rule
+    assert any("written during this session" in n for n in verdict.notes)
+    # A session that begins after the edit is judged by the config as written.
+    gate = Gate(ws)
+    gate.on_turn_start("s2")
+    assert gate.on_turn_stopping("s2").kind == "allow"
+    # Written before the session began: it is the project's config, and it applies.
+    os.utime(config, (start.at - 5, start.at - 5))
+    assert Gate(ws).on_turn_stopping("s1").kind != "steer"
+
+
+def test_a_config_made_stricter_during_the_session_applies_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from greenloop.closure.gate import Gate
+
+    monkeypatch.setenv("GREENLOOP_CONFIG_HOME", str(tmp_path / "no-user-config"))
+    (tmp_path / "greenloop.toml").write_text("max_intercept_rounds = 1\n")
+    Gate(tmp_path).on_turn_start("s1")
+    with Store(tmp_path) as store:
+        start = store.session_start("s1")
+        assert start is not None
+        store.record_run(RunRecord("r1", ok=False, at=start.at + 1, session_id="s1"),
+                         RunEvidence(failed=failed(A), total=1))
+    (tmp_path / "greenloop.toml").write_text("max_intercept_rounds = 3\n")
+    os.utime(tmp_path / "greenloop.toml", (start.at + 5, start.at + 5))
+    d = Gate(tmp_path).on_turn_stopping("s1")
+    assert d.kind == "steer" and d.budget == 3 and "written during this session" not in d.message

@@ -13,12 +13,13 @@ import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from greenloop.closure.config_guard import loosening_layers, session_config
 from greenloop.closure.gate import _rule, needs_fingerprint
 from greenloop.closure.messages import MAX_NAMED, why_owed
 from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store
 from greenloop.closure.transitions import ClosureState, RunRecord, iso
-from greenloop.config import Config
+from greenloop.config import Config, Layer
 from greenloop.state.evidence import WORKSPACE, Acceptance
 from greenloop.state.url import configured
 
@@ -108,10 +109,13 @@ def closure_check(
     With no session, the latest run of the workspace (any session) is reported.
     """
     ws = os.fspath(workspace)
+    loosening: tuple[Layer, ...] = ()
     if config is None:
-        from greenloop.config import load
+        from greenloop.config import load_layers
 
-        config = load(ws)
+        loaded = load_layers(ws)
+        config = loaded.config
+        loosening = loosening_layers(loaded.layers)
     if fingerprint is None:
         from greenloop.system.fingerprint import working_tree
 
@@ -129,6 +133,11 @@ def closure_check(
             notes.append("no session given: reporting the workspace's latest run (--session scopes it)")
         else:
             state = store.state(session_id)
+            if loosening:  # a gate key this session loosened keeps its default (config_guard)
+                start = store.session_start(session_id)
+                config, guard_note = session_config(config, loosening, start.at if start else None)
+                if guard_note:
+                    notes.append(guard_note.strip("()"))
             if state.first_seen is None and state.last_run is None:
                 notes.append(f"session {session_id} has no recorded run and no hook event yet")
             if state.unresolved:

@@ -10,7 +10,8 @@ and the names it guards; `greenloop.state.evidence` stores the result and the ga
   that a later run reports skipped, xfail or todo is owed with reason `skipped`; one that a
   later whole-suite run, naming every test it ran, no longer reports is owed with reason
   `removed`. A working-tree mark (`greenloop.closure.marks`) on a guarded test does the same
-  and gives the file and line.
+  and gives the file and line. An expected-failure mark the session added (`it.fails`,
+  `test.failing`, xfail) makes its test's "passed" mean failed: it stays owed, as skipped.
 - A failing setup or teardown hook (`before all`, `setUpClass`) is owed like a test, but no
   run reports a hook passed: it is cleared by a later run that covers its file (the whole
   suite, or the file or folder) without that hook failing, and it is never "no longer in the
@@ -149,6 +150,10 @@ def _mark_for(name: str, marks: Iterable[MarkNote]) -> MarkNote | None:
     return None
 
 
+def _inverted(name: str, marks: Iterable[MarkNote]) -> bool:
+    return any(mark.kind == "xfail" and matches(name, mark.test, mark.file) for mark in marks)
+
+
 def _only_key(mark: MarkNote) -> str:
     return f".only {mark.file}:{mark.line}" + (f" ({mark.test})" if mark.test else "")
 
@@ -168,8 +173,10 @@ def owed_after(
     write: dict[str, OwedTest] = {}
     clear: set[str] = set()
     failed_names = {f[0] for f in ev.failed}
-    passed = set(ev.passed)
     marks = ev.marks or ()
+    # An expected-failure mark the session added (`it.fails`, `test.failing`, an xfail that
+    # passes) turns a failing test into a passing one: its "passed" says the code is still broken.
+    passed = {name for name in ev.passed if not _inverted(name, marks)}
     # A whole-suite green run that names no test at all (a shell run the hook parsed from a
     # runner's terse output) still says every test it ran passed: it clears the failures,
     # except those a working-tree mark shows taken away.
@@ -194,7 +201,7 @@ def owed_after(
             mark = _mark_for(name, marks)
             write[name] = _taken(owed.get(name), name, "skipped", run_id, at, mark)
     if ev.whole_suite and ev.names_complete:
-        reported = passed | failed_names | set(ev.skipped)
+        reported = set(ev.passed) | failed_names | set(ev.skipped)
         for name in (watched if suite_guarded is None else suite_guarded) - reported:
             if name not in write and not name.startswith(".only "):
                 write[name] = _taken(owed.get(name), name, "removed", run_id, at, _mark_for(name, marks))

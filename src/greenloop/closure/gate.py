@@ -28,7 +28,7 @@ import time
 from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store, _is_corruption, _stderr_warn, db_path, move_aside
 from greenloop.closure.transitions import ClosureState
-from greenloop.config import Config
+from greenloop.config import Config, Layer
 from greenloop.state.url import configured
 
 TYPE_CHECKING = False
@@ -187,10 +187,16 @@ class Gate:
         harness: str | None = None,
     ) -> None:
         self.workspace = os.fspath(workspace)
+        self._loosening: tuple[Layer, ...] = ()  # config files that loosen the gate (config_guard)
         if config is None:
-            from greenloop.config import load
+            from greenloop.config import load_layers
 
-            config = load(self.workspace)
+            loaded = load_layers(self.workspace)
+            config = loaded.config
+            if loaded.layers:
+                from greenloop.closure.config_guard import loosening_layers
+
+                self._loosening = loosening_layers(loaded.layers)
         self.config = config
         self.clock = clock
         self.warn = warn
@@ -210,6 +216,29 @@ class Gate:
             with Store(self.workspace, clock=self.clock, warn=warn, location=location) as store:
                 return fn(store)
 
+    def _session_config(self, store: Store, session_id: str) -> tuple[Config, str]:
+        """The config this session is judged by (greenloop.closure.config_guard: a gate key a
+        config file loosened during the session keeps its default), and the note saying so."""
+        if not self._loosening:
+            return self.config, ""
+        from greenloop.closure.config_guard import session_config
+
+        start = store.session_start(session_id)
+        return session_config(self.config, self._loosening, start.at if start is not None else None)
+
+    def _off(self, session_id: str) -> bool:
+        """Whether the gate is off for this session: `enabled = false`, unless a config file
+        written during the session (after its first hook event) is what turned it off."""
+        if self.config.enabled:
+            return False
+        if not self._loosening:
+            return True
+        from greenloop.state.url import has_state
+
+        if not has_state(self.workspace, configured(self.workspace, config=self.config)):
+            return True
+        return self._with_store(lambda store: self._session_config(store, session_id)[0]).enabled is False
+
     def _start(self, store: Store, session_id: str) -> str | None:
         """The session's start record (fingerprint, marks snapshot) at its first event; a read
         after that. Returns the fingerprint it took (None when the session had its start)."""
@@ -224,7 +253,7 @@ class Gate:
 
     def on_turn_start(self, session_id: str, turn_id: str | None = None) -> int:
         """A new turn for the session (a user prompt): a new interception budget. Returns its number."""
-        if not self.config.enabled:
+        if self._off(session_id):
             return 0
 
         def go(store: Store) -> int:
@@ -249,7 +278,7 @@ class Gate:
         even with the same text as the last one; `turn_id` is kept on the turn (it is what
         `on_turn_stopping` compares). Returns the current turn's number.
         """
-        if not self.config.enabled:
+        if self._off(session_id):
             return 0
         said = prompt.strip()
 
@@ -269,7 +298,7 @@ class Gate:
 
         `turn_id`, when the harness has one (Codex), starts a new turn whenever it changes.
         """
-        if not self.config.enabled:
+        if self._off(session_id):
             return decide(ClosureState(session_id=session_id), self.config)
 
         def go(store: Store) -> Decision:
@@ -279,13 +308,16 @@ class Gate:
                 if seq == 0 or (turn_id is not None and turn_id != current_id):
                     store.begin_turn(session_id, turn_id)
                 taken = self._start(store, session_id)
+                config, note = self._session_config(store, session_id)
                 state = store.state(session_id, first_seen=first_seen)
-                if needs_fingerprint(state, self.config):
+                if needs_fingerprint(state, config):
                     from greenloop.system.tree_digest import now
 
                     # a session whose first event this is: the tree was fingerprinted just now
                     state = state._replace(fingerprint_now=taken or now(self.workspace))
-                decision = decide(state, self.config)
+                decision = decide(state, config)
+                if note and decision.kind != "allow":
+                    decision = decision._replace(message=f"{decision.message} {note}")
                 if decision.kind == "steer":
                     store.add_interception(session_id, state.turn_seq, "steer", decision.run_id,
                                            decision.message, self.harness, decision.rule)

@@ -9,7 +9,9 @@ someone asks `check`, and a difference only adds a note. Two strategies:
   dependency, build, cache and virtualenv folders.
 
 greenloop's own state (`.greenloop/`, `bugs.ndjson`, `timeline.ndjson`) never counts as a change
-(each run appends to the logs: counting them, no two runs would share a fingerprint).
+(each run appends to the logs: counting them, no two runs would share a fingerprint), nor does
+prose (`.md`, `.markdown`, `.rst`, `.adoc`: tree_digest.PROSE_SUFFIXES), so a changelog written
+after a green run is not "files changed since the last run".
 """
 
 from __future__ import annotations

@@ -13,12 +13,18 @@ import os
 
 from greenloop.layout import NOT_CODE_DIRS, git_root
 
-__all__ = ["GIT_ARGS", "GIT_TIMEOUT_S", "SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET", "git_digest", "now", "walk"]
+__all__ = [
+    "GIT_ARGS", "GIT_TIMEOUT_S", "PROSE_SUFFIXES", "SKIP_DIRS", "SKIP_FILES", "WALK_BUDGET",
+    "git_digest", "now", "walk",
+]
 
 WALK_BUDGET = 20_000
 # greenloop's own outputs in a workspace: they change with every run and are not code.
 SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})
 SKIP_DIRS = NOT_CODE_DIRS
+# Prose, not code: a changelog or README edited after a green run leaves the run's verdict
+# standing (the gate's stale-green and no-run rules hold on code changes).
+PROSE_SUFFIXES = (".md", ".markdown", ".rst", ".adoc")
 GIT_ARGS = (
     "status",
     "--porcelain=v2",
@@ -30,6 +36,7 @@ GIT_ARGS = (
     ":(exclude,glob)**/.greenloop/**",
     ":(exclude,glob)**/bugs.ndjson",
     ":(exclude,glob)**/timeline.ndjson",
+    *(f":(exclude,glob)**/*{suffix}" for suffix in PROSE_SUFFIXES),
 )
 GIT_TIMEOUT_S = 10.0
 
@@ -94,7 +101,7 @@ def walk(workspace: str) -> str:
                     if entry.name not in SKIP_DIRS and not entry.name.endswith(".egg-info"):
                         queue.append(entry.path)
                     continue
-                if entry.name in SKIP_FILES:
+                if entry.name in SKIP_FILES or entry.name.endswith(PROSE_SUFFIXES):
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
