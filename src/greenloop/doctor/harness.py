@@ -1,4 +1,5 @@
-"""Doctor checks of the harness configurations `greenloop init` wrote (Claude Code, Codex, Gemini, Cursor).
+"""Doctor checks of the harness configurations `greenloop init` wrote (Claude Code, Codex, Gemini, Cursor,
+Qwen Code).
 
 For each: do its hook and MCP commands still point at an existing greenloop, and is every
 hook event init writes still there? A configuration greenloop did not write is not judged."""
@@ -51,6 +52,13 @@ HARNESS_FILES: tuple[HarnessFile, ...] = (
         ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"),
     ),
     HarnessFile("cursor", ".cursor/mcp.json", "mcp-json"),
+    HarnessFile(
+        "qwen",
+        ".qwen/settings.json",
+        "hooks",
+        ("SessionStart", "UserPromptSubmit", "Stop", "PostToolUse", "PostToolUseFailure"),
+    ),
+    HarnessFile("qwen", ".qwen/settings.json", "mcp-json"),
 )
 
 # The interpreter form of a hook command (greenloop.hooks.config_merge.hook_command):
@@ -231,7 +239,7 @@ def harness_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
                 "harness",
                 "configured",
                 "ok",
-                "no harness configured here (`greenloop init claude-code|codex|gemini|cursor` adds one)",
+                "no harness configured here (`greenloop init claude-code|codex|gemini|cursor|qwen` adds one)",
             )
         )
     return checks

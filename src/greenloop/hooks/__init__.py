@@ -1,4 +1,4 @@
-"""Hook adapters: one module per agent harness (claude_code, codex, gemini, cursor).
+"""Hook adapters: one module per agent harness (claude_code, codex, gemini, cursor, qwen).
 
 Each reads its harness's hook JSON (stdin) and answers in that harness's exact shape. The
 shared rules live here and in base.py: malformed or unexpected input allows the stop and
@@ -27,12 +27,13 @@ HARNESSES = {
     "codex": "greenloop.hooks.codex",
     "gemini": "greenloop.hooks.gemini",
     "cursor": "greenloop.hooks.cursor",
+    "qwen": "greenloop.hooks.qwen",
 }
 
 
-# What "allow" looks like on stdout: nothing for Claude Code and Codex, an empty object for
+# What "allow" looks like on stdout: nothing for Claude Code, Codex and Qwen Code, an empty object for
 # Gemini CLI and Cursor (which parse stdout as JSON).
-ALLOW_STDOUT = {"claude-code": "", "codex": "", "gemini": "{}\n", "cursor": "{}\n"}
+ALLOW_STDOUT = {"claude-code": "", "codex": "", "gemini": "{}\n", "cursor": "{}\n", "qwen": ""}
 
 
 def _allow(harness: str, why: str) -> HookAnswer:

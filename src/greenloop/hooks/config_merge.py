@@ -50,12 +50,16 @@ class FileChange:
     """One file init wrote, or left as it was."""
 
     path: str
-    action: str  # "created" | "updated" | "unchanged"
+    action: str  # "created" | "updated" | "unchanged" (in a dry run: what would be done)
     what: str
+    diff: str | None = None  # a dry run's unified diff of the change (None: not a dry run, or unchanged)
 
     def to_json(self) -> dict[str, Any]:
         """The change as JSON (`greenloop init --json`)."""
-        return {"path": self.path, "action": self.action, "what": self.what}
+        out = {"path": self.path, "action": self.action, "what": self.what}
+        if self.diff is not None:
+            out["diff"] = self.diff
+        return out
 
 
 def hook_command(harness: str) -> str:

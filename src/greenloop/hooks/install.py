@@ -12,6 +12,9 @@
 |             | MCP test_run / test_job)                               |                                    |
 | cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
 |             | afterShellExecution, afterMCPExecution                 |                                    |
+| qwen        | `.qwen/settings.json`: SessionStart, UserPromptSubmit, | `.qwen/settings.json`              |
+|             | Stop, PostToolUse and PostToolUseFailure (shell,       | `mcpServers.greenloop`             |
+|             | greenloop's MCP test_run / test_job)                   |                                    |
 
 The events that fire before the model's first tool call (SessionStart, UserPromptSubmit,
 BeforeAgent, beforeSubmitPrompt) are registered so that the hook has bound the session to
@@ -24,6 +27,8 @@ command (`greenloop hook HARNESS` or that interpreter form, `config_merge.is_gre
 and replaced in place, never duplicated; every other hook, server and key is kept as it was.
 A file that is not valid JSON (or TOML) is refused with a message naming it, and nothing is
 written (every file is read and checked before any is written). Writes are atomic.
+`dry_run` (`greenloop init --dry-run`) computes the same changes and writes nothing: each
+file's change is reported as a unified diff (`FileChange.diff`).
 
 This module holds each harness's writer and `init`; greenloop.hooks.config_merge the merge
 logic they share, greenloop.hooks.codex_toml Codex's config.toml.
@@ -31,11 +36,12 @@ logic they share, greenloop.hooks.codex_toml Codex's config.toml.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from greenloop.errors import UsageError
@@ -65,12 +71,14 @@ class InitReport:
     root: str
     files: tuple[FileChange, ...]
     notes: tuple[str, ...] = ()
+    dry_run: bool = False  # nothing was written; each change's diff is in its FileChange
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (`greenloop init --json`)."""
         return {
             "harness": self.harness,
             "root": self.root,
+            "dry_run": self.dry_run,
             "files": [f.to_json() for f in self.files],
             "notes": list(self.notes),
         }
@@ -163,8 +171,33 @@ def _cursor(root: str) -> list[Pending]:
     ]
 
 
-_WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor}
-HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor
+# Qwen matches a tool hook's `matcher` as a regular expression against the tool's name (and
+# its aliases); MCP tools are named mcp__<server>__<tool>. A shell command that exits non-zero
+# (a red test run) is reported by PostToolUseFailure, not PostToolUse (hooks/qwen.py).
+QWEN_TOOLS = "^(run_shell_command|mcp__greenloop__test_run|mcp__greenloop__test_job)$"
+
+
+def _qwen(root: str) -> list[Pending]:
+    settings = os.path.join(root, ".qwen", "settings.json")
+
+    def edit(data: dict[str, Any]) -> None:
+        events: dict[str, str | None] = {
+            "SessionStart": None, "UserPromptSubmit": None, "Stop": None,
+            "PostToolUse": QWEN_TOOLS, "PostToolUseFailure": QWEN_TOOLS,
+        }  # fmt: skip
+        # Qwen's hook timeouts are seconds (1000 or more is read as the old milliseconds).
+        merge_matcher_hooks(data, settings, "qwen", events, {"name": "greenloop", "timeout": 30})
+        merge_mcp_json(data, settings)
+
+    what = (
+        "hooks: SessionStart, UserPromptSubmit, Stop, PostToolUse and PostToolUseFailure (shell, "
+        "greenloop MCP runs); MCP server"
+    )
+    return [edit_json(settings, what, edit)]
+
+
+_WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor, "qwen": _qwen}
+HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": (
@@ -187,17 +220,50 @@ _NOTES = {
         "GEMINI_CLI_TRUST_WORKSPACE=true)",
     ),
     "cursor": ("Cursor reloads .cursor/hooks.json on save; enable the MCP server in its settings",),
+    "qwen": (
+        "restart Qwen Code so it loads the new hooks and the MCP server (it needs Node.js 22 or later)",
+        "with folder trust on (security.folderTrust.enabled in ~/.qwen/settings.json), Qwen Code "
+        "ignores an untrusted folder's .qwen/settings.json: trust this one (`/trust`, or "
+        '`"<folder>": "TRUST_FOLDER"` in ~/.qwen/trustedFolders.json)',
+        "Qwen Code ends a chain of Stop-hook blocks itself after stopHookBlockingCap (8) in a row: "
+        "keep max_intercept_rounds below it",
+    ),
 }
 
 
-def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
-    """Write or merge `harness`'s hook configuration and MCP registration under `path`."""
+def _diff(path: str, root: str, new_text: str) -> str:
+    """A unified diff of `path` from what it holds to `new_text`, named relative to `root`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            old_text = fh.read()
+    except FileNotFoundError:
+        old_text, before = "", "/dev/null"
+    else:
+        before = "a/" + os.path.relpath(path, root)
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile=before,
+        tofile="b/" + os.path.relpath(path, root),
+    )
+    no_newline = "\n\\ No newline at end of file\n"
+    return "".join(line if line.endswith("\n") else line + no_newline for line in lines)
+
+
+def init(harness: str, path: str | os.PathLike[str] = ".", *, dry_run: bool = False) -> InitReport:
+    """Write or merge `harness`'s hook configuration and MCP registration under `path`
+    (`dry_run`: write nothing, and give each change as a diff)."""
     if harness not in _WRITERS:
         raise UsageError(f"unknown harness {harness!r}: use one of {', '.join(HARNESSES)}")
     root = os.path.abspath(os.fspath(path))
     if not os.path.isdir(root):
         raise UsageError(f"{root} is not a folder; pass the project folder to init")
     pending = _WRITERS[harness](root)  # every file is read and checked before any is written
+    if dry_run:
+        pending = [
+            (replace(change, diff=_diff(change.path, root, text)) if text is not None else change, None)
+            for change, text in pending
+        ]
     for change, text in pending:
         if text is not None:
             write_atomic(change.path, text)
@@ -209,4 +275,4 @@ def init(harness: str, path: str | os.PathLike[str] = ".") -> InitReport:
             "greenloop where the harness runs (e.g. `pipx install greenloop`); the hooks call "
             f"{sys.executable} directly",
         )
-    return InitReport(harness, root, tuple(change for change, _ in pending), notes)
+    return InitReport(harness, root, tuple(change for change, _ in pending), notes, dry_run)
