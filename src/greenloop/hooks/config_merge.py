@@ -37,6 +37,7 @@ __all__ = [
     "merge_mcp_json",
     "read_json",
     "save_json",
+    "save_text",
     "write_atomic",
 ]
 
@@ -138,6 +139,20 @@ def save_json(path: str, before: dict[str, Any], after: dict[str, Any], what: st
         return FileChange(path, "unchanged", what), None
     text = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
     return FileChange(path, "updated" if existed else "created", what), text
+
+
+def save_text(path: str, text: str, what: str) -> Pending:
+    """The pending write of a file greenloop owns whole (none when it already reads `text`)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return FileChange(path, "unchanged", what), None
+        action = "updated"
+    except FileNotFoundError:
+        action = "created"
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}; fix its permissions") from None
+    return FileChange(path, action, what), text
 
 
 def hook_list(hooks: dict[str, Any], event: str, path: str) -> list[Any]:

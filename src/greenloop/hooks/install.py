@@ -12,6 +12,8 @@
 |             | MCP test_run / test_job)                               |                                    |
 | cursor      | `.cursor/hooks.json`: beforeSubmitPrompt, stop,        | `.cursor/mcp.json`                 |
 |             | afterShellExecution, afterMCPExecution                 |                                    |
+| opencode    | `.opencode/plugin/greenloop.js` (a plugin: session     | `opencode.json` `mcp.greenloop`    |
+|             | idle, chat.message, tool.execute.after)                |                                    |
 | qwen        | `.qwen/settings.json`: SessionStart, UserPromptSubmit, | `.qwen/settings.json`              |
 |             | Stop, PostToolUse and PostToolUseFailure (shell,       | `mcpServers.greenloop`             |
 |             | greenloop's MCP test_run / test_job)                   |                                    |
@@ -47,6 +49,7 @@ from typing import Any
 from greenloop.errors import UsageError
 from greenloop.hooks.codex_toml import codex_mcp
 from greenloop.hooks.config_merge import (
+    MCP_ARGS,
     MCP_COMMAND,
     FileChange,
     Pending,
@@ -57,8 +60,10 @@ from greenloop.hooks.config_merge import (
     mcp_json,
     merge_matcher_hooks,
     merge_mcp_json,
+    save_text,
     write_atomic,
 )
+from greenloop.hooks.opencode_plugin import PLUGIN_PATH, plugin_source
 
 __all__ = ["HARNESSES", "InitReport", "init"]
 
@@ -196,8 +201,35 @@ def _qwen(root: str) -> list[Pending]:
     return [edit_json(settings, what, edit)]
 
 
-_WRITERS = {"claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor, "qwen": _qwen}
-HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen
+def _merge_opencode_mcp(data: dict[str, Any], path: str) -> None:
+    """OpenCode's `mcp.greenloop` (a local server: the command and its arguments in one list)."""
+    if not data:
+        data["$schema"] = "https://opencode.ai/config.json"
+    servers = data.setdefault("mcp", {})
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: 'mcp' must be an object; fix it by hand, then run init again")
+    current = servers.get("greenloop")
+    wanted = {"type": "local", "command": [MCP_COMMAND, *MCP_ARGS]}
+    servers["greenloop"] = {**current, **wanted} if isinstance(current, dict) else {**wanted, "enabled": True}
+
+
+def _opencode(root: str) -> list[Pending]:
+    plugin = os.path.join(root, *PLUGIN_PATH.split("/"))
+    config = os.path.join(root, "opencode.json")
+    if not os.path.exists(config) and os.path.exists(os.path.join(root, "opencode.jsonc")):
+        config = os.path.join(root, "opencode.jsonc")  # read as JSON: one with comments is refused
+    what = "plugin: session.idle, chat.message, tool.execute.after (bash, greenloop MCP runs)"
+    return [
+        save_text(plugin, plugin_source(hook_command("opencode")), what),
+        edit_json(config, "MCP server 'greenloop' (greenloop mcp)", lambda d: _merge_opencode_mcp(d, config)),
+    ]
+
+
+_WRITERS = {
+    "claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor, "qwen": _qwen,
+    "opencode": _opencode,
+}  # fmt: skip
+HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen, opencode
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": (
@@ -227,6 +259,12 @@ _NOTES = {
         '`"<folder>": "TRUST_FOLDER"` in ~/.qwen/trustedFolders.json)',
         "Qwen Code ends a chain of Stop-hook blocks itself after stopHookBlockingCap (8) in a row: "
         "keep max_intercept_rounds below it",
+    ),
+    "opencode": (
+        "restart OpenCode so it loads the plugin and the MCP server",
+        "OpenCode cannot refuse a stop: the plugin sends the agent back when the session goes idle, "
+        "so a turn is held where OpenCode keeps running (its TUI, `opencode serve`, `opencode run "
+        "--attach`); a standalone `opencode run` exits at idle, before the plugin can send it back",
     ),
 }
 
