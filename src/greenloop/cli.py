@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
-HARNESSES = ("claude-code", "codex", "gemini", "cursor", "qwen", "opencode")
+HARNESSES = ("claude-code", "codex", "gemini", "cursor", "qwen", "opencode", "copilot")
 # The variables each agent harness sets for the commands its agent runs (read in each CLI's
 # own source or its changelog), and AI_AGENT, which any agent may set: with one of them set,
 # `run`, `check`, `job` and `merge` answer in the agent format (commands/output.py).

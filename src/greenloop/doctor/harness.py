@@ -1,5 +1,5 @@
 """Doctor checks of the harness configurations `greenloop init` wrote (Claude Code, Codex, Gemini, Cursor,
-Qwen Code, OpenCode).
+Qwen Code, OpenCode, Copilot CLI).
 
 For each: do its hook and MCP commands still point at an existing greenloop, and is every
 hook event init writes still there? A configuration greenloop did not write is not judged."""
@@ -23,7 +23,9 @@ class HarnessFile(NamedTuple):
 
     harness: str
     path: str  # relative to the project folder
-    kind: Literal["hooks", "mcp-json", "mcp-toml", "cursor-hooks", "opencode-plugin", "opencode-mcp"]
+    kind: Literal[
+        "hooks", "mcp-json", "mcp-toml", "cursor-hooks", "opencode-plugin", "opencode-mcp", "copilot-hooks"
+    ]
     events: tuple[str, ...] = ()  # the hook events `greenloop init` writes there
 
 
@@ -66,6 +68,13 @@ HARNESS_FILES: tuple[HarnessFile, ...] = (
         ("session.idle", "chat.message", "tool.execute.after"),
     ),
     HarnessFile("opencode", "opencode.json", "opencode-mcp"),
+    HarnessFile(
+        "copilot",
+        ".github/hooks/greenloop.json",
+        "copilot-hooks",
+        ("SessionStart", "UserPromptSubmit", "Stop", "PostToolUse", "PostToolUseFailure"),
+    ),
+    HarnessFile("copilot", ".mcp.json", "mcp-json"),
 )
 
 # The interpreter form of a hook command (greenloop.hooks.config_merge.hook_command):
@@ -161,6 +170,17 @@ def _read_config(path: str, kind: str) -> dict[str, Any]:
         # the plugin's events, each with the one command it calls: the hooks check's shape
         events = [e for e in ("session.idle", "chat.message", "tool.execute.after") if f'"{e}"' in text]
         return {"hooks": {e: [{"hooks": [{"command": command}]}] for e in events}} if command else {}
+    if kind == "copilot-hooks":  # {EVENT: [{bash: …}]}: the hooks check's shape, `bash` as the command
+        data = _read_config(path, "hooks")
+        hooks = data.get("hooks")
+        if not isinstance(hooks, dict):
+            return {}
+        shaped = {
+            event: [{"hooks": [{"command": e.get("bash")} for e in entries if isinstance(e, dict)]}]
+            for event, entries in hooks.items()
+            if isinstance(entries, list)
+        }
+        return {"hooks": shaped}
     if kind == "mcp-toml":
         from greenloop.config import read_toml
 
@@ -192,7 +212,7 @@ def _harness_file_check(spec: HarnessFile, folder: str, shown: str, env: Mapping
                      f"fix {where} by hand, then run {redo} again")  # fmt: skip
     commands: list[str] = []
     missing_events: list[str] = []
-    if spec.kind in ("hooks", "cursor-hooks", "opencode-plugin"):
+    if spec.kind in ("hooks", "cursor-hooks", "opencode-plugin", "copilot-hooks"):
         by_event = _hook_commands(data, spec.harness, spec.kind == "cursor-hooks")
         if not by_event:
             return None  # not written by greenloop init: not ours to judge
@@ -258,7 +278,7 @@ def harness_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
                 "configured",
                 "ok",
                 "no harness configured here "
-                "(`greenloop init claude-code|codex|gemini|cursor|qwen|opencode` adds one)",
+                "(`greenloop init claude-code|codex|gemini|cursor|qwen|opencode|copilot` adds one)",
             )
         )
     return checks

@@ -14,6 +14,9 @@
 |             | afterShellExecution, afterMCPExecution                 |                                    |
 | opencode    | `.opencode/plugin/greenloop.js` (a plugin: session     | `opencode.json` `mcp.greenloop`    |
 |             | idle, chat.message, tool.execute.after)                |                                    |
+| copilot     | `.github/hooks/greenloop.json`: SessionStart,          | `.mcp.json` `mcpServers.greenloop` |
+|             | UserPromptSubmit, Stop, PostToolUse (bash),            |                                    |
+|             | PostToolUseFailure                                     |                                    |
 | qwen        | `.qwen/settings.json`: SessionStart, UserPromptSubmit, | `.qwen/settings.json`              |
 |             | Stop, PostToolUse and PostToolUseFailure (shell,       | `mcpServers.greenloop`             |
 |             | greenloop's MCP test_run / test_job)                   |                                    |
@@ -225,11 +228,57 @@ def _opencode(root: str) -> list[Pending]:
     ]
 
 
+# Copilot CLI's PascalCase event names (the VS Code-compatible payloads, which name their event);
+# the matcher is a regex on the tool's name, Claude-style in this spelling (`Bash` is bash).
+COPILOT_EVENTS: dict[str, str | None] = {
+    "SessionStart": None, "UserPromptSubmit": None, "Stop": None, "PostToolUse": None,
+    "PostToolUseFailure": None,
+}  # fmt: skip
+
+
+def _merge_copilot_hooks(data: dict[str, Any], path: str) -> None:
+    """Copilot's shape: {"version": 1, "hooks": {EVENT: [{type, bash, timeoutSec, matcher?}]}}."""
+    data.setdefault("version", 1)
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"{path}: 'hooks' must be an object; fix it by hand, then run init again")
+    name = "copilot"
+    command = hook_command(name)
+    for event, matcher in COPILOT_EVENTS.items():
+        entries = hook_list(hooks, event, path)
+        wanted: dict[str, Any] = {"type": "command", "bash": command, "timeoutSec": 30}
+        if matcher is not None:
+            wanted["matcher"] = matcher
+        ours = [
+            i
+            for i, e in enumerate(entries)
+            if isinstance(e, dict) and is_greenloop_hook(e.get("bash"), name)
+        ]
+        if ours:
+            entries[ours[0]].update(wanted)
+            for i in reversed(ours[1:]):
+                del entries[i]
+        else:
+            entries.append(wanted)
+
+
+def _copilot(root: str) -> list[Pending]:
+    hooks_path = os.path.join(root, ".github", "hooks", "greenloop.json")
+    return [
+        edit_json(
+            hooks_path,
+            "hooks: SessionStart, UserPromptSubmit, Stop, PostToolUse, PostToolUseFailure",
+            lambda data: _merge_copilot_hooks(data, hooks_path),
+        ),
+        mcp_json(os.path.join(root, ".mcp.json")),
+    ]
+
+
 _WRITERS = {
     "claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor, "qwen": _qwen,
-    "opencode": _opencode,
+    "opencode": _opencode, "copilot": _copilot,
 }  # fmt: skip
-HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen, opencode
+HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen, opencode, copilot
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": (
@@ -259,6 +308,11 @@ _NOTES = {
         '`"<folder>": "TRUST_FOLDER"` in ~/.qwen/trustedFolders.json)',
         "Qwen Code ends a chain of Stop-hook blocks itself after stopHookBlockingCap (8) in a row: "
         "keep max_intercept_rounds below it",
+    ),
+    "copilot": (
+        "Copilot CLI loads .github/hooks/*.json and a project's .mcp.json only in a folder you "
+        "trust (its start-up prompt); restart it so it loads them",
+        "Copilot CLI ends a chain of Stop blocks itself after 8 in a row: keep max_intercept_rounds below it",
     ),
     "opencode": (
         "restart OpenCode so it loads the plugin and the MCP server",
