@@ -1,4 +1,4 @@
-"""The closure gate in the real OpenCode (`opencode-ai`, pinned in tests/harnesses/opencode), offline.
+"""The closure gate in the real OpenCode (opencode-ai 1.18.33, pinned in tests/harnesses/opencode), offline.
 
 A copy of examples/demo (one real bug, one failing test) is wired by `greenloop init opencode`
 (its plugin in .opencode/plugin/, its MCP server left off here); `opencode serve` runs with
@@ -27,7 +27,10 @@ from .helpers import REPO, cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-OPENCODE = REPO / "tests" / "harnesses" / "opencode" / "node_modules" / ".bin" / "opencode"
+# opencode-ai's binary for Linux x64, the package itself: opencode-ai lists one per platform as
+# optional dependencies, which a lock file written here cannot all name.
+HARNESS = REPO / "tests" / "harnesses" / "opencode"
+OPENCODE = HARNESS / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"
 DRIVER = Path(__file__).with_name("opencode_offline.py")
 FAILING = "tests/test_cart.py::test_discount_code_takes_ten_percent_off"
 PROMPT = "The cart's discount is wrong; fix it and make the tests pass."
