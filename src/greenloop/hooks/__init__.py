@@ -35,7 +35,7 @@ HARNESSES = {
 
 
 # What "allow" looks like on stdout: nothing for Claude Code, Codex and Qwen Code, an empty object for
-# Gemini CLI and Cursor (which parse stdout as JSON).
+# Gemini CLI, Cursor, Copilot CLI and greenloop's OpenCode plugin (which parse stdout as JSON).
 ALLOW_STDOUT = {"claude-code": "", "codex": "", "gemini": "{}\n", "cursor": "{}\n", "qwen": "",
                 "opencode": "{}\n", "copilot": "{}\n"}
 

@@ -2,8 +2,9 @@
 
 The hook command (`hook_command`) and how greenloop's own entries are recognised
 (`is_greenloop_hook`: replaced in place, never duplicated), the two JSON shapes of hook
-lists (`merge_matcher_hooks`: Claude Code, Codex, Gemini CLI; Cursor's flat list is its
-writer's), the `mcpServers` entry, and reading, diffing and atomically writing a JSON file.
+lists (`merge_matcher_hooks`: Claude Code, Codex, Gemini CLI, Qwen Code; the flat lists of
+Cursor and Copilot CLI are their writers'), the `mcpServers` entry, and reading and atomically
+writing a JSON file, or a file greenloop owns whole (`save_text`: the OpenCode plugin).
 A file that is not valid JSON is refused with a message naming it (greenloop.hooks.install
 writes nothing then).
 """
