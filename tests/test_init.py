@@ -13,7 +13,7 @@ import pytest
 
 from greenloop.errors import UsageError
 from greenloop.hooks.config_merge import hook_command
-from greenloop.hooks.install import init
+from greenloop.hooks.install import HARNESSES, init
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -273,3 +273,53 @@ def test_the_written_hook_command_runs_without_site_and_ignores_the_project_fold
     assert post.returncode == 0 and "recorded" in post.stderr, post.stderr
     with Store(tmp_path) as store:
         assert store.state("s1").last_run.ok is True  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_dry_run_prints_the_change_as_a_diff_and_writes_nothing(tmp_path: Path, harness: str) -> None:
+    dry = init(harness, tmp_path, dry_run=True)
+    assert dry.dry_run and [f.name for f in tmp_path.iterdir()] == []  # not even a folder
+    assert {c.action for c in dry.files} == {"created"}
+    for change in dry.files:
+        assert change.diff is not None and change.diff.startswith("--- /dev/null\n+++ b/")
+        assert "hook" in change.diff or "greenloop" in change.diff
+    # The diff is exactly what a real init then writes.
+    real = init(harness, tmp_path)
+    for change, written in zip(dry.files, real.files, strict=True):
+        added = [line[1:] for line in (change.diff or "").splitlines(keepends=True)[3:]]
+        assert "".join(added) == Path(written.path).read_text()
+    # Nothing to change: no diff. An entry of an older install, refreshed: a diff against it.
+    again = init(harness, tmp_path, dry_run=True)
+    assert [(c.action, c.diff) for c in again.files] == [("unchanged", None)] * len(real.files)
+    first = Path(real.files[0].path)
+    before = first.read_text()
+    assert sys.executable in before
+    first.write_text(before.replace(sys.executable, "/old/venv/bin/python"))
+    stale = init(harness, tmp_path, dry_run=True).files[0]
+    assert stale.action == "updated" and stale.diff is not None
+    lines = stale.diff.splitlines()
+    assert any(line.startswith("-") and "/old/venv/bin/python" in line for line in lines)
+    assert any(line.startswith("+") and sys.executable in line for line in lines)
+    assert "/old/venv/bin/python" in first.read_text()  # still not written
+
+
+def test_cli_init_dry_run(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "greenloop", "init", "qwen", str(tmp_path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "+++ b/.qwen/settings.json" in p.stdout and '+  "hooks": {' in p.stdout
+    assert "dry run: nothing written (1 of 1 file(s) would change)" in p.stdout
+    assert "would create" in p.stdout and not (tmp_path / ".qwen").exists()
+    p = subprocess.run(
+        [sys.executable, "-m", "greenloop", "init", "codex", str(tmp_path), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    data = json.loads(p.stdout)
+    assert data["dry_run"] is True and all(f["diff"].startswith("--- /dev/null") for f in data["files"])
+    assert not (tmp_path / ".codex").exists()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
-HARNESSES = ("claude-code", "codex", "gemini", "cursor")
+HARNESSES = ("claude-code", "codex", "gemini", "cursor", "qwen", "opencode", "copilot")
 # The variables each agent harness sets for the commands its agent runs (read in each CLI's
 # own source or its changelog), and AI_AGENT, which any agent may set: with one of them set,
 # `run`, `check`, `job` and `merge` answer in the agent format (commands/output.py).
@@ -28,6 +28,7 @@ AGENT_ENV: tuple[tuple[str, str], ...] = (
     ("codex", "CODEX_SANDBOX_NETWORK_DISABLED"),  # set when its sandbox has no network
     ("gemini", "GEMINI_CLI"),  # run_shell_command sets GEMINI_CLI=1
     ("cursor", "CURSOR_AGENT"),  # the Cursor agent's terminals and cursor-agent's shell
+    ("qwen", "QWEN_CODE"),  # run_shell_command and its other children get QWEN_CODE=1 (0.24)
     ("copilot", "COPILOT_CLI"),  # the Copilot SDK's subprocess environment: COPILOT_CLI=1
     ("copilot", "COPILOT_AGENT_SESSION_ID"),  # shell commands and MCP servers (1.0 changelog)
     ("opencode", "OPENCODE"),  # opencode sets OPENCODE=1 for itself and what it starts
@@ -186,6 +187,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser("init", help="write or merge a harness's hook and MCP configuration")
         p.add_argument("harness", help=f"one of: {', '.join(HARNESSES)}")
         p.add_argument("path", nargs="?", default=".", help="project folder (default: .)")
+        p.add_argument("--dry-run", action="store_true", help="print the changes as a diff and write nothing")
         _json_flag(p)
         _handler(p, "gate:init")
 

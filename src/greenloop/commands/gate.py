@@ -180,16 +180,28 @@ def config_show(args: Any) -> int:
 
 
 def init(args: Any) -> int:
-    """`greenloop init HARNESS [PATH] [--json]`."""
+    """`greenloop init HARNESS [PATH] [--dry-run] [--json]`."""
+    import sys
+
     from greenloop.errors import ExitCode
     from greenloop.hooks.install import init as do_init
 
-    report = do_init(args.harness, args.path)
+    report = do_init(args.harness, args.path, dry_run=args.dry_run)
     if args.json:
         _print_json(report.to_json())
         return ExitCode.OK
-    for change in report.files:
-        print(f"{change.action:9} {os.path.relpath(change.path)}  ({change.what})")
+    if report.dry_run:
+        for change in report.files:
+            if change.diff:
+                sys.stdout.write(change.diff)
+        changed = sum(1 for change in report.files if change.diff)
+        print(f"dry run: nothing written ({changed} of {len(report.files)} file(s) would change)")
+        for change in report.files:
+            action = {"created": "would create", "updated": "would update"}.get(change.action, change.action)
+            print(f"{action:12} {os.path.relpath(change.path)}  ({change.what})")
+    else:
+        for change in report.files:
+            print(f"{change.action:9} {os.path.relpath(change.path)}  ({change.what})")
     for note in report.notes:
         print(f"note: {note}")
     return ExitCode.OK

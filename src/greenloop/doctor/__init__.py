@@ -12,8 +12,8 @@ this order by `diagnose.diagnose`:
 - `browser`: Debian's Chromium and Playwright for Python, which browser steps of integration
   runs need (a failure only when the project's integration spec has browser steps);
 - `harness`: each configuration `greenloop init` wrote (Claude Code, Codex, Gemini CLI,
-  Cursor), whether its hook and MCP commands still point at an existing executable and whether
-  every hook event init writes is still there;
+  Cursor, Qwen Code, OpenCode, Copilot CLI), whether its hook and MCP commands still point at
+  an existing executable and whether every hook event init writes is still there;
 - `state`: `.greenloop/state.db` opens, passes `PRAGMA integrity_check` and has the schema.
 
 A warning is advice (the workspace works without it); a failure needs a fix. Nothing is

@@ -1,4 +1,5 @@
-"""Doctor checks of the harness configurations `greenloop init` wrote (Claude Code, Codex, Gemini, Cursor).
+"""Doctor checks of the harness configurations `greenloop init` wrote (Claude Code, Codex, Gemini, Cursor,
+Qwen Code, OpenCode, Copilot CLI).
 
 For each: do its hook and MCP commands still point at an existing greenloop, and is every
 hook event init writes still there? A configuration greenloop did not write is not judged."""
@@ -22,7 +23,9 @@ class HarnessFile(NamedTuple):
 
     harness: str
     path: str  # relative to the project folder
-    kind: Literal["hooks", "mcp-json", "mcp-toml", "cursor-hooks"]
+    kind: Literal[
+        "hooks", "mcp-json", "mcp-toml", "cursor-hooks", "opencode-plugin", "opencode-mcp", "copilot-hooks"
+    ]
     events: tuple[str, ...] = ()  # the hook events `greenloop init` writes there
 
 
@@ -51,6 +54,27 @@ HARNESS_FILES: tuple[HarnessFile, ...] = (
         ("beforeSubmitPrompt", "stop", "afterShellExecution", "afterMCPExecution"),
     ),
     HarnessFile("cursor", ".cursor/mcp.json", "mcp-json"),
+    HarnessFile(
+        "qwen",
+        ".qwen/settings.json",
+        "hooks",
+        ("SessionStart", "UserPromptSubmit", "Stop", "PostToolUse", "PostToolUseFailure"),
+    ),
+    HarnessFile("qwen", ".qwen/settings.json", "mcp-json"),
+    HarnessFile(
+        "opencode",
+        ".opencode/plugin/greenloop.js",
+        "opencode-plugin",
+        ("session.idle", "chat.message", "tool.execute.after"),
+    ),
+    HarnessFile("opencode", "opencode.json", "opencode-mcp"),
+    HarnessFile(
+        "copilot",
+        ".github/hooks/greenloop.json",
+        "copilot-hooks",
+        ("SessionStart", "UserPromptSubmit", "Stop", "PostToolUse", "PostToolUseFailure"),
+    ),
+    HarnessFile("copilot", ".mcp.json", "mcp-json"),
 )
 
 # The interpreter form of a hook command (greenloop.hooks.config_merge.hook_command):
@@ -137,6 +161,26 @@ def _executable_problem(command: str, base: str, env: Mapping[str, str]) -> tupl
 
 def _read_config(path: str, kind: str) -> dict[str, Any]:
     """The file's data; raises ValueError with what is wrong."""
+    if kind == "opencode-plugin":
+        from greenloop.hooks.opencode_plugin import hook_command_of
+
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        command = hook_command_of(text)
+        # the plugin's events, each with the one command it calls: the hooks check's shape
+        events = [e for e in ("session.idle", "chat.message", "tool.execute.after") if f'"{e}"' in text]
+        return {"hooks": {e: [{"hooks": [{"command": command}]}] for e in events}} if command else {}
+    if kind == "copilot-hooks":  # {EVENT: [{bash: …}]}: the hooks check's shape, `bash` as the command
+        data = _read_config(path, "hooks")
+        hooks = data.get("hooks")
+        if not isinstance(hooks, dict):
+            return {}
+        shaped = {
+            event: [{"hooks": [{"command": e.get("bash")} for e in entries if isinstance(e, dict)]}]
+            for event, entries in hooks.items()
+            if isinstance(entries, list)
+        }
+        return {"hooks": shaped}
     if kind == "mcp-toml":
         from greenloop.config import read_toml
 
@@ -158,7 +202,7 @@ def _read_config(path: str, kind: str) -> dict[str, Any]:
 def _harness_file_check(spec: HarnessFile, folder: str, shown: str, env: Mapping[str, str]) -> Check | None:
     path = os.path.join(folder, spec.path)
     where = spec.path if shown == "." else f"{shown}/{spec.path}"
-    what = "MCP server" if spec.kind.startswith("mcp") else "hooks"
+    what = "MCP server" if spec.kind.startswith("mcp") or spec.kind == "opencode-mcp" else "hooks"
     name = f"{spec.harness} {what}"
     redo = f"`greenloop init {spec.harness} {shown}`"
     try:
@@ -168,20 +212,22 @@ def _harness_file_check(spec: HarnessFile, folder: str, shown: str, env: Mapping
                      f"fix {where} by hand, then run {redo} again")  # fmt: skip
     commands: list[str] = []
     missing_events: list[str] = []
-    if spec.kind in ("hooks", "cursor-hooks"):
+    if spec.kind in ("hooks", "cursor-hooks", "opencode-plugin", "copilot-hooks"):
         by_event = _hook_commands(data, spec.harness, spec.kind == "cursor-hooks")
         if not by_event:
             return None  # not written by greenloop init: not ours to judge
         commands = [c for cs in by_event.values() for c in cs]
         missing_events = [e for e in spec.events if e not in by_event]
     else:
-        key = "mcp_servers" if spec.kind == "mcp-toml" else "mcpServers"
+        key = {"mcp-toml": "mcp_servers", "opencode-mcp": "mcp"}.get(spec.kind, "mcpServers")
         servers = data.get(key)
         server = servers.get("greenloop") if isinstance(servers, dict) else None
         if not isinstance(server, dict):
             return None
         command = server.get("command")
         args = server.get("args")
+        if isinstance(command, list):  # OpenCode: the command and its arguments in one list
+            command, args = (command[0] if command else ""), command[1:]
         words = [str(a) for a in args] if isinstance(args, list) else []
         commands = [shlex.join([str(command or ""), *words])]
     problems: list[str] = []
@@ -231,7 +277,8 @@ def harness_checks(workspace: str, env: Mapping[str, str]) -> list[Check]:
                 "harness",
                 "configured",
                 "ok",
-                "no harness configured here (`greenloop init claude-code|codex|gemini|cursor` adds one)",
+                "no harness configured here "
+                "(`greenloop init claude-code|codex|gemini|cursor|qwen|opencode|copilot` adds one)",
             )
         )
     return checks

@@ -1,4 +1,5 @@
-"""Hook adapters: one module per agent harness (claude_code, codex, gemini, cursor).
+"""Hook adapters: one module per agent harness (claude_code, codex, gemini, cursor, qwen,
+opencode, copilot).
 
 Each reads its harness's hook JSON (stdin) and answers in that harness's exact shape. The
 shared rules live here and in base.py: malformed or unexpected input allows the stop and
@@ -31,12 +32,16 @@ HARNESSES = {
     "codex": "greenloop.hooks.codex",
     "gemini": "greenloop.hooks.gemini",
     "cursor": "greenloop.hooks.cursor",
+    "qwen": "greenloop.hooks.qwen",
+    "opencode": "greenloop.hooks.opencode",
+    "copilot": "greenloop.hooks.copilot",
 }
 
 
-# What "allow" looks like on stdout: nothing for Claude Code and Codex, an empty object for
-# Gemini CLI and Cursor (which parse stdout as JSON).
-ALLOW_STDOUT = {"claude-code": "", "codex": "", "gemini": "{}\n", "cursor": "{}\n"}
+# What "allow" looks like on stdout: nothing for Claude Code, Codex and Qwen Code, an empty object for
+# Gemini CLI, Cursor, Copilot CLI and greenloop's OpenCode plugin (which parse stdout as JSON).
+ALLOW_STDOUT = {"claude-code": "", "codex": "", "gemini": "{}\n", "cursor": "{}\n", "qwen": "",
+                "opencode": "{}\n", "copilot": "{}\n"}
 
 
 def _allow(harness: str, why: str) -> HookAnswer:

@@ -2,8 +2,9 @@
 
 The hook command (`hook_command`) and how greenloop's own entries are recognised
 (`is_greenloop_hook`: replaced in place, never duplicated), the two JSON shapes of hook
-lists (`merge_matcher_hooks`: Claude Code, Codex, Gemini CLI; Cursor's flat list is its
-writer's), the `mcpServers` entry, and reading, diffing and atomically writing a JSON file.
+lists (`merge_matcher_hooks`: Claude Code, Codex, Gemini CLI, Qwen Code; the flat lists of
+Cursor and Copilot CLI are their writers'), the `mcpServers` entry, and reading and atomically
+writing a JSON file, or a file greenloop owns whole (`save_text`: the OpenCode plugin).
 A file that is not valid JSON is refused with a message naming it (greenloop.hooks.install
 writes nothing then).
 """
@@ -37,6 +38,7 @@ __all__ = [
     "merge_mcp_json",
     "read_json",
     "save_json",
+    "save_text",
     "write_atomic",
 ]
 
@@ -50,12 +52,16 @@ class FileChange:
     """One file init wrote, or left as it was."""
 
     path: str
-    action: str  # "created" | "updated" | "unchanged"
+    action: str  # "created" | "updated" | "unchanged" (in a dry run: what would be done)
     what: str
+    diff: str | None = None  # a dry run's unified diff of the change (None: not a dry run, or unchanged)
 
     def to_json(self) -> dict[str, Any]:
         """The change as JSON (`greenloop init --json`)."""
-        return {"path": self.path, "action": self.action, "what": self.what}
+        out = {"path": self.path, "action": self.action, "what": self.what}
+        if self.diff is not None:
+            out["diff"] = self.diff
+        return out
 
 
 def hook_command(harness: str) -> str:
@@ -134,6 +140,20 @@ def save_json(path: str, before: dict[str, Any], after: dict[str, Any], what: st
         return FileChange(path, "unchanged", what), None
     text = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
     return FileChange(path, "updated" if existed else "created", what), text
+
+
+def save_text(path: str, text: str, what: str) -> Pending:
+    """The pending write of a file greenloop owns whole (none when it already reads `text`)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return FileChange(path, "unchanged", what), None
+        action = "updated"
+    except FileNotFoundError:
+        action = "created"
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}; fix its permissions") from None
+    return FileChange(path, action, what), text
 
 
 def hook_list(hooks: dict[str, Any], event: str, path: str) -> list[Any]:
