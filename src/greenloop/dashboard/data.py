@@ -265,6 +265,8 @@ class Verdict(NamedTuple):
 
     unresolved: bool
     reason: str | None  # the open unresolved record's reason: owed, taken away, stale, not run, red
+    holding: str | None  # the rule that holds the session's turn now (owed, taken away, red), if any
+    why: str  # the gate's few words on it
     last_run: Any  # greenloop.closure.transitions.RunRecord | None: the run the gate judges
     owed_count: int  # owed tests the gate counts (acceptances counted out)
     owed: tuple[Any, ...]  # greenloop.closure.owed.OwedTest rows, failures first
@@ -317,7 +319,15 @@ def verdict(conn: Reader | None, session_id: str) -> Verdict | None:
     acceptances = tuple(tables.acceptances(session_id=session_id))
     accepted_names = {a.test for a in acceptances}
     accepted = frozenset(o.test for o in owed if o.reason in TAKEN_AWAY and o.test in accepted_names)
-    return Verdict(bool(state.unresolved), reason if state.unresolved else None, state.last_run,
+    # The rules that need no look at the working tree (owed, taken away, red); whether files
+    # changed since (stale, not run) is `greenloop check`'s to say: a page view reads no tree.
+    from greenloop.closure.gate import _rule
+    from greenloop.closure.messages import RULE_REASONS
+    from greenloop.config import Config
+
+    rule, why = _rule(state, Config())
+    return Verdict(bool(state.unresolved), reason if state.unresolved else None,
+                   RULE_REASONS.get(rule, rule) if rule else None, why, state.last_run,
                    int(state.owed_count), owed, accepted, acceptances)
 
 

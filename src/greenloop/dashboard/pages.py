@@ -280,9 +280,15 @@ def verdict_section(v: Any) -> str:
                 "owed tests and acceptances; the next run or hook event upgrades it</p></section>")
     if v.unresolved:
         state = (f'<p id=verdict-state class="unresolved"><b>unresolved</b> — reason: '
-                 f'<span id=verdict-reason>{esc(v.reason or "not recorded")}</span></p>')
+                 f'<span id=verdict-reason>{esc(v.reason or "not recorded")}</span>'
+                 f' <span class=muted>(now: {esc(v.why)})</span></p>')
+    elif v.holding:
+        state = (f'<p id=verdict-state class="held"><b>held</b> — the gate holds the turn '
+                 f'(<span id=verdict-reason>{esc(v.holding)}</span>): {esc(v.why)}</p>')
     else:
-        state = '<p id=verdict-state class="resolved"><b>not unresolved</b></p>'
+        state = (f'<p id=verdict-state class="resolved"><b>clear</b> — {esc(v.why)} '
+                 '<span class=muted>(whether files changed since is <code>greenloop check</code>\'s to say)'
+                 '</span></p>')
     run = v.last_run
     judged = (f"<p class=muted>the run the gate judges: {_run_link(run.run_id)} ({esc(run.outcome)}"
               f"{', workspace run' if run.session_id is None else ''})</p>" if run is not None
