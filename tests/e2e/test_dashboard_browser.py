@@ -168,8 +168,9 @@ def test_total_with_discount():
 
 def test_a_run_page_opened_while_it_runs_turns_red_when_it_ends(tmp_path: Path) -> None:
     """The run page of a run in progress, opened straight from its address: its output streams
-    in, and its outcome element turns red when the run ends, without a reload. The run belongs
-    to a session (GREENLOOP_SESSION), which the sessions page then lists with the run."""
+    in, and its outcome element turns red when the run ends, without a reload (also on a page
+    whose run stream is cut). The run belongs to a session (GREENLOOP_SESSION), which the
+    sessions page then lists with the run."""
     playwright = pytest.importorskip("playwright.sync_api")
     chromium = find_chromium(os.environ)
     assert chromium, "Debian's chromium is required (scripts/test installs it)"
@@ -189,8 +190,14 @@ def test_a_run_page_opened_while_it_runs_turns_red_when_it_ends(tmp_path: Path) 
             assert live.is_dir() and os.listdir(live), "the run never announced itself"
             run_id = os.listdir(live)[0]
             browser = p.chromium.launch(executable_path=chromium, args=list(CHROMIUM_ARGS))
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
             page.goto(f"{base}/runs/{run_id}?token={token}")
+            # a second page on the same run whose own stream never gets through (a proxy that
+            # drops it): the gate's `/events` still tells it the run ended
+            cut = context.new_page()
+            cut.route("**/stream", lambda route: route.abort())
+            cut.goto(f"{base}/runs/{run_id}")
             assert page.evaluate("document.body.className") == "running"
             assert "running" in page.inner_text("#outcome")
             page.wait_for_function(
@@ -201,14 +208,17 @@ def test_a_run_page_opened_while_it_runs_turns_red_when_it_ends(tmp_path: Path) 
             (ws / "release").write_text("")
             # the outcome element turns red, without a reload
             page.wait_for_selector("#outcome.red", timeout=15_000)
+            cut.wait_for_selector("#outcome.red", timeout=15_000)
             ended = run.wait(timeout=60)
         finally:
             if run.poll() is None:
                 run.kill()
             out = run.communicate()[0]
         assert ended == 1, out
-        assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
-        assert "red" in page.inner_text("#outcome") and page.evaluate("document.body.className") == "red"
+        for each in (page, cut):
+            assert each.evaluate("performance.getEntriesByType('navigation').length") == 1
+            assert "red" in each.inner_text("#outcome") and each.evaluate("document.body.className") == "red"
+        assert cut.locator("#output").count() == 0  # the finished run's page was swapped in
         page.wait_for_selector("details.failure", timeout=10_000)
         assert "test_total_with_discount" in page.inner_text("details.failure .test-name")
         page.screenshot(path=str(shots / "run-opened-live-red.png"), full_page=True)
