@@ -346,7 +346,8 @@ def session_page(d: Mapping[str, Any], run_rows: str) -> str:
             f"{esc(_when(s['first_seen']))} · last seen {esc(_when(s['last_seen']))}</p>"
             f"{verdict_section(d.get('verdict'))}"
             f"<h2>Runs <span class=muted>{count}</span>{more}</h2>{runs_table}"
-            f"<h2>Unresolved records</h2><ul>{unresolved}</ul><h2>Turns</h2><ol class=turns>{''.join(turns)}</ol>")
+            f"<h2>Unresolved records</h2><ul>{unresolved}</ul><h2>Turns</h2>"
+            + (f"<ol class=turns>{''.join(turns)}</ol>" if turns else "<p class=muted>none: no hook event</p>"))
 
 
 def run_rows(rows: Iterable[Any]) -> str:
