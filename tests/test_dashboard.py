@@ -5,8 +5,17 @@ real gate decisions."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from starlette.testclient import TestClient
@@ -255,3 +264,187 @@ def test_a_state_database_that_cannot_be_reached_gets_a_page_that_says_so(
         assert page.status_code == 503, (path, page.text[:300])
         assert "The state database cannot be read" in page.text and "greenloop doctor" in page.text
         assert f"127.0.0.1:{port}" in page.text and "s3cret" not in page.text
+
+
+# ------------------------------------------------- a real `greenloop serve` on 127.0.0.1
+
+
+class Served(NamedTuple):
+    """A `greenloop serve` process answering on 127.0.0.1, and a client for it with its cookie."""
+    base: str
+    token: str
+
+    def get(self, path: str) -> tuple[int, str]:
+        req = urllib.request.Request(self.base + path, headers={"Cookie": f"{COOKIE}={self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read().decode("utf-8")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8")
+
+    def events(self, path: str, within: float = 10.0) -> Iterator[tuple[str, str]]:
+        """(event, data) pairs of an SSE stream, as they arrive; a stream still open `within`
+        seconds after it started fails the test (a read waits at most that long too)."""
+        req = urllib.request.Request(self.base + path, headers={"Cookie": f"{COOKIE}={self.token}"})
+        deadline = time.monotonic() + within
+        with urllib.request.urlopen(req, timeout=within) as r:
+            event = ""
+            for raw in r:
+                assert time.monotonic() < deadline, f"{path} still open after {within} s"
+                line = raw.decode("utf-8").rstrip("\n")
+                if line.startswith("event: "):
+                    event = line[len("event: "):]
+                elif line.startswith("data: "):
+                    yield event, line[len("data: "):]
+
+
+@pytest.fixture()
+def served(ws: Path) -> Iterator[Served]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "greenloop", "serve", str(ws), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    link = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not link:
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", proc.stdout.readline())
+        link = found.group(0) if found else ""
+    assert found, "greenloop serve printed no link"
+    try:
+        yield Served(found.group(1), found.group(2))
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+SESSION_SUITE = """
+def test_adds():
+    assert 1 + 1 == 2
+
+
+def test_subtracts():
+    assert 2 - 1 == {expected}
+"""
+
+
+def test_every_session_that_recorded_a_run_is_listed_with_its_runs(ws: Path, served: Served) -> None:
+    """Runs made with GREENLOOP_SESSION set (the MCP tools, scripts) and no hook event: each
+    session is on the sessions page with its runs, and its own page lists them."""
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_calc.py").write_text(SESSION_SUITE.format(expected=1))
+    sessions = ("sess-alpha", "sess-beta", "sess-gamma")
+    for sid in sessions:
+        done = subprocess.run([sys.executable, "-m", "greenloop", "run", str(ws)], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "GREENLOOP_SESSION": sid})
+        assert done.returncode == 0, done.stdout + done.stderr
+    # a second, red run for one of them
+    (ws / "tests" / "test_calc.py").write_text(SESSION_SUITE.format(expected=3))
+    red = subprocess.run([sys.executable, "-m", "greenloop", "run", str(ws)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "GREENLOOP_SESSION": "sess-beta"})
+    assert red.returncode == 1, red.stdout + red.stderr
+    with store.Store(ws) as st:
+        made = {sid: [r.run_id for r in st.runs(session_id=sid)] for sid in sessions}
+        assert st.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0  # no hook event
+    status, runs_page = served.get("/")
+    assert status == 200 and all(rid in runs_page for ids in made.values() for rid in ids)
+    status, listing = served.get("/sessions")
+    assert status == 200 and "No sessions yet" not in listing
+    rows = {sid: listing.split(f'href="/sessions/{sid}"')[1].split("</tr>")[0] for sid in sessions}
+    assert ">1</a>" in rows["sess-alpha"] and ">2</a>" in rows["sess-beta"] and ">1</a>" in rows["sess-gamma"]
+    assert made["sess-beta"][0] in rows["sess-beta"] and "✗" in rows["sess-beta"]  # its last run, red
+    assert listing.index("sess-beta") < listing.index("sess-gamma")  # the most recently seen first
+    for sid, ids in made.items():
+        status, page = served.get(f"/sessions/{sid}")
+        table = page.split("id=session-runs>")[1]
+        assert status == 200 and all(f'href="/runs/{rid}"' in table for rid in ids), sid
+        assert "no hook event" in page
+    # a session that also sends a hook event is one row, with its runs
+    Gate(ws, config=Config(max_intercept_rounds=1)).on_turn_stopping("sess-beta")
+    listing = served.get("/sessions")[1]
+    assert listing.count('href="/sessions/sess-beta"') == 1
+    assert ">2</a>" in listing.split('href="/sessions/sess-beta"')[1].split("</tr>")[0]
+    assert served.get("/sessions/sess-nobody")[0] == 404
+
+
+A_TEST, B_TEST, C_TEST = "tests/test_a.py::test_add", "tests/test_a.py::test_sub", "tests/test_b.py::test_mul"
+
+
+def test_the_session_page_shows_the_gate_verdict(ws: Path, served: Served) -> None:
+    """Unresolved and why, the owed tests with the run that made each owed, and the
+    acceptances a person recorded (who, when, why): read from the store, shown read-only."""
+    from greenloop.closure.evidence import RunEvidence
+    from greenloop.closure.transitions import Counts, RunRecord
+
+    now = time.time()
+    a_failed = ((A_TEST, "tests/test_a.py", 3),)
+    with store.Store(ws) as st:
+        one = RunRecord("run-one", ok=False, at=now - 30, session_id="sess-v", summary=Counts(3, 2, 1, 0))
+        st.record_run(one, RunEvidence(failed=a_failed, passed=(B_TEST, C_TEST), total=3, whole_suite=True))
+        two = RunRecord("run-two", ok=False, at=now - 20, session_id="sess-v", summary=Counts(3, 1, 1, 1))
+        st.record_run(two, RunEvidence(failed=a_failed, passed=(C_TEST,), skipped=(B_TEST,), total=3,
+                                       whole_suite=True))
+        st.add_acceptance(B_TEST, f"flaky upstream {XSS}", "ana", session_id="sess-v")
+        green = RunRecord("run-ok", ok=True, outcome="green", at=now - 10, session_id="sess-ok",
+                          summary=Counts(1, 1, 0, 0))
+        st.record_run(green, RunEvidence(passed=(C_TEST,), total=1, ok=True, whole_suite=True))
+        owed = {o.test: o.run_id for o in st.owed("sess-v")[0]}
+    held = served.get("/sessions/sess-v")[1]  # owing, not yet released: held, not unresolved
+    assert "<b>held</b>" in held and "<span id=verdict-reason>owed</span>" in held
+    gate = Gate(ws, config=Config(max_intercept_rounds=1))
+    assert gate.on_turn_stopping("sess-v").kind == "steer"
+    assert gate.on_turn_stopping("sess-v").kind == "release"
+    with store.Store(ws) as st:
+        [record] = st.unresolved_records("sess-v")
+    assert owed == {A_TEST: "run-one"} and record["reason"]
+    status, page = served.get("/sessions/sess-v")
+    assert status == 200
+    verdict = page.split("<section id=verdict>")[1].split("</section>")[0]
+    assert "<b>unresolved</b>" in verdict and f"<span id=verdict-reason>{record['reason']}</span>" in verdict
+    owed_table = verdict.split("<table id=owed")[1].split("</table>")[0]
+    a_row = owed_table.split(A_TEST)[1].split("</tr>")[0]
+    assert "failed" in a_row and 'href="/runs/run-one"' in a_row and "tests/test_a.py:3" in a_row
+    b_row = owed_table.split(B_TEST)[1].split("</tr>")[0]
+    assert "skipped in this session" in b_row and 'href="/runs/run-two"' in b_row
+    assert "accepted (not counted)" in b_row and "1 counted" in verdict  # the acceptance counts B out
+    accepted = verdict.split("<table id=acceptances")[1].split("</table>")[0]
+    assert B_TEST in accepted and "<td>ana</td>" in accepted and "this session" in accepted
+    assert "flaky upstream &lt;img" in accepted and XSS not in page  # escaped like everything else
+    assert time.strftime("%Y-%m-%d", time.localtime(now)) in accepted  # when
+    assert "<form" not in page and "<button" not in page  # shown, never changed here
+    status, ok_page = served.get("/sessions/sess-ok")
+    assert status == 200 and "<b>clear</b>" in ok_page and "the session owes no test" in ok_page
+
+
+def test_a_run_stream_ends_when_the_store_has_the_run_or_the_run_went_away(ws: Path, served: Served) -> None:
+    """The run stream's end does not hang on a result.json in the folder it tails: the run
+    recorded in the state database ends it with that outcome, and a run whose announcement went
+    away without a result ends it as broken."""
+    run_dir = layout.run_dir(ws, "run-elsewhere")
+    run_dir.mkdir(parents=True)
+    (run_dir / "stdout.txt").write_text("tests/test_a.py::test_one FAILED\n")
+    live.announce(str(ws), "run-elsewhere", str(run_dir), "pytest")
+    stream = served.events("/runs/run-elsewhere/stream")
+    assert next(stream) == ("line", '"tests/test_a.py::test_one FAILED"')
+    with (run_dir / "stdout.txt").open("a") as fh:
+        fh.write("1 failed\n")
+    # recorded, its result kept in another folder (a DevLoop unit's copy): no result.json here
+    other = ws / "units-copy"
+    other.mkdir()
+    result = RunResult(run_id="run-elsewhere", ok=False, outcome="red", framework="pytest", command="pytest",
+                       exit_code=1, summary=Summary(total=1, failed=1), result_ref=str(other / "result.json"))
+    (other / "result.json").write_text(json.dumps(result.to_json()))
+    started = time.monotonic()
+    store.record_result(ws, result, warn=lambda _m: None)
+    rest = list(stream)
+    assert ("line", '"1 failed"') in rest and rest[-1] == ("end", '{"outcome": "red"}')
+    assert time.monotonic() - started < 5
+    # a run that stopped without a result (its announcement removed, nothing recorded)
+    gone_dir = layout.run_dir(ws, "run-gone")
+    gone_dir.mkdir(parents=True)
+    (gone_dir / "stdout.txt").write_text("collecting ...\n")
+    live.announce(str(ws), "run-gone", str(gone_dir), "pytest")
+    stream = served.events("/runs/run-gone/stream")
+    assert next(stream) == ("line", '"collecting ..."')
+    live.finished(str(ws), "run-gone")
+    assert list(stream)[-1] == ("end", '{"outcome": "broken"}')

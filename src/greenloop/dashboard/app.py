@@ -22,6 +22,8 @@ import contextlib
 import hmac
 import json
 import os
+import sqlite3
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from importlib import resources
 from typing import Any
@@ -38,7 +40,8 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from greenloop.dashboard import data, pages
+from greenloop import layout
+from greenloop.dashboard import data, live, pages
 from greenloop.state.backend import StateError
 
 __all__ = ["COOKIE", "create_app"]
@@ -46,6 +49,7 @@ __all__ = ["COOKIE", "create_app"]
 COOKIE = "greenloop_token"
 EVENTS_POLL_S = 0.25
 OUTPUT_POLL_S = 0.05
+END_CHECK_S = 0.5  # how often a run in progress is looked up in the state database
 KEEPALIVE_S = 15.0
 STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 
@@ -160,7 +164,8 @@ def create_app(path: str, *, token: str, hosts: frozenset[str]) -> ASGIApp:
             offset = int(request.headers.get("last-event-id", "0"))
         except ValueError:
             offset = 0
-        return StreamingResponse(_follow_run(request, run_dir, framework, offset),
+        watch = RunEnd(src, run_id, run_dir)
+        return StreamingResponse(_follow_run(request, run_dir, framework, offset, watch),
                                  media_type="text/event-stream", headers=_SSE_HEADERS)
 
     async def events(request: Request) -> Response:
@@ -259,11 +264,56 @@ def _sse(event: str, payload: object, event_id: str | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
+class RunEnd:
+    """Whether a streamed run has ended, and with what outcome. Its `result.json` is the usual
+    sign (checked every poll); the state database is the second (checked every END_CHECK_S): the
+    run is recorded there before its result file is written, and a stream that watches another
+    folder than the one the file lands in still ends. A run whose announcement went away with
+    neither (it stopped without a result) ends `broken`."""
+
+    def __init__(self, src: data.Source, run_id: str, run_dir: str) -> None:
+        self.src = src
+        self.run_id = run_id
+        self.result_path = os.path.join(run_dir, "result.json")
+        self.announcement = os.path.join(src.root, layout.STATE_DIR, live.LIVE_DIR, run_id)
+        self.announced = os.path.exists(self.announcement)
+        self.checked = 0.0
+        self.gone_at: float | None = None
+
+    def _recorded(self) -> str | None:
+        with data.connect(self.src) as conn:
+            if conn is None:
+                return None
+            row = conn.execute("SELECT outcome FROM runs WHERE run_id = ?", (self.run_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    async def outcome(self) -> str | None:
+        """The outcome once the run has ended, None while it runs."""
+        found = _result_outcome(self.result_path)
+        if found is not None:
+            return found
+        now = time.monotonic()
+        if now - self.checked < END_CHECK_S:
+            return None
+        self.checked = now
+        with contextlib.suppress(StateError, sqlite3.Error):
+            recorded = await asyncio.to_thread(self._recorded)
+            if recorded is not None:
+                return recorded
+        if self.announced and not os.path.exists(self.announcement):
+            # gone without a result: allow the writer a moment, then call it what it is
+            self.gone_at = self.gone_at or now
+            if now - self.gone_at >= END_CHECK_S * 2:
+                return "broken"
+        return None
+
+
 async def _follow_run(
-    request: Request, run_dir: str, framework: str | None, offset: int
+    request: Request, run_dir: str, framework: str | None, offset: int, end: RunEnd | None = None
 ) -> AsyncGenerator[str, None]:
     """Tail a run's stdout as `line` events (id = byte offset after the line), per-test `progress`
-    events from the runner's lines, and `end` with the outcome once result.json exists."""
+    events from the runner's lines, and `end` with the outcome once the run has ended (its
+    result.json, or `end`: the state database, a run gone without a result)."""
     from greenloop.frameworks import progress_counts
 
     out_path = os.path.join(run_dir, "stdout.txt")
@@ -283,6 +333,9 @@ async def _follow_run(
     while True:
         if await request.is_disconnected():
             return
+        # Whether it has ended is asked before its output is read: a run ends after its last
+        # output is written, so once it has, the read below drains all of it.
+        outcome = await end.outcome() if end is not None else _result_outcome(result_path)
         extra = b""
         try:
             with open(progress_path, "rb") as fh:
@@ -332,12 +385,7 @@ async def _follow_run(
                 yield _sse("progress", {"passed": counts["pass"], "failed": counts["fail"],
                                         "skipped": counts["skip"]})
             continue
-        if os.path.exists(result_path):
-            try:
-                with open(result_path, encoding="utf-8") as fh:
-                    outcome = json.load(fh).get("outcome", "broken")
-            except (OSError, ValueError):
-                outcome = "broken"
+        if outcome is not None:
             if pending:
                 yield _sse("line", pending.decode("utf-8", "replace"), str(position + len(pending)))
             yield _sse("end", {"outcome": outcome})
@@ -347,6 +395,17 @@ async def _follow_run(
         if idle >= KEEPALIVE_S:
             idle = 0.0
             yield ": keep-alive\n\n"
+
+
+def _result_outcome(result_path: str) -> str | None:
+    """The outcome in a run's result.json, None while it has none."""
+    if not os.path.exists(result_path):
+        return None
+    try:
+        with open(result_path, encoding="utf-8") as fh:
+            return str(json.load(fh).get("outcome") or "broken")
+    except (OSError, ValueError, AttributeError):
+        return "broken"
 
 
 _KEYS = ("runs", "decisions", "sessions", "bugs", "live")

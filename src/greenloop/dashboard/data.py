@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "BugCard",
     "RunRow",
     "Source",
+    "Verdict",
     "bug_board",
     "bug_detail",
     "framework_of",
@@ -36,9 +38,11 @@ __all__ = [
     "session_detail",
     "sessions",
     "trend",
+    "verdict",
 ]
 
 PAGE_SIZE = 50
+RUNS_ON_SESSION = 50
 TREND_RUNS = 60
 
 
@@ -210,40 +214,130 @@ def read_run(
         return None, run_dir
 
 
+# The sessions the dashboard knows: those a hook event recorded (the sessions table) and those
+# that only recorded runs (GREENLOOP_SESSION set, the MCP tools, scripts), one row each.
+_KNOWN_SESSIONS = (
+    "SELECT k.id AS id, MIN(k.first_seen) AS first_seen, MAX(k.last_seen) AS last_seen, "
+    "MAX(k.harness) AS harness FROM ("
+    " SELECT id, first_seen, last_seen, harness FROM sessions"
+    " UNION ALL"
+    " SELECT session_id, MIN(at), MAX(at), NULL FROM runs WHERE session_id IS NOT NULL GROUP BY session_id"
+    ") k"
+)
+
+
 def sessions(
     conn: Reader | None, *, page: int = 0, size: int = PAGE_SIZE
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Sessions, most recently seen first, each with its turn, interception and unresolved counts
-    and the gate's last decision."""
+    """Sessions, most recently seen first (a hook event or a run), each with its run count and
+    last run, its turn, interception and unresolved counts and the gate's last decision."""
     if conn is None:
         return [], False
     rows = conn.execute(
         "SELECT s.id, s.first_seen, s.last_seen, s.harness, "
+        "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS runs, "
+        "(SELECT r.run_id || ? || r.outcome FROM runs r WHERE r.session_id = s.id "
+        " ORDER BY r.at DESC LIMIT 1) AS last_run, "
         "(SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id) AS turns, "
         "(SELECT COUNT(*) FROM interceptions i WHERE i.session_id = s.id) AS interceptions, "
         "(SELECT COUNT(*) FROM unresolved u WHERE u.session_id = s.id AND u.cleared_at IS NULL) "
         "AS unresolved, "
         "(SELECT kind || ? || message FROM interceptions i WHERE i.session_id = s.id "
         " ORDER BY i.id DESC LIMIT 1) AS last_decision "
-        "FROM sessions s ORDER BY s.last_seen DESC LIMIT ? OFFSET ?",
-        ("\x1f", size + 1, max(page, 0) * size),
+        f"FROM ({_KNOWN_SESSIONS} GROUP BY k.id) s ORDER BY s.last_seen DESC, s.id LIMIT ? OFFSET ?",
+        ("\x1f", "\x1f", size + 1, max(page, 0) * size),
     ).fetchall()
     out = []
     for r in rows[:size]:
         d = dict(r)
         kind, _, message = (d.pop("last_decision") or "").partition("\x1f")
         d["last_kind"], d["last_message"] = kind or None, message
+        run_id, _, run_outcome = (d.pop("last_run") or "").partition("\x1f")
+        d["last_run_id"], d["last_run_outcome"] = run_id or None, run_outcome or None
         out.append(d)
     return out, len(rows) > size
 
 
+class Verdict(NamedTuple):
+    """The gate's verdict for one session as the store holds it (read, never decided here):
+    whether it is unresolved and why, what it owes (with the run that made each test owed) and
+    the acceptances a person recorded that apply to it."""
+
+    unresolved: bool
+    reason: str | None  # the open unresolved record's reason: owed, taken away, stale, not run, red
+    holding: str | None  # the rule that holds the session's turn now (owed, taken away, red), if any
+    why: str  # the gate's few words on it
+    last_run: Any  # greenloop.closure.transitions.RunRecord | None: the run the gate judges
+    owed_count: int  # owed tests the gate counts (acceptances counted out)
+    owed: tuple[Any, ...]  # greenloop.closure.owed.OwedTest rows, failures first
+    accepted: frozenset[str]  # owed tests a person's acceptance counts out
+    acceptances: tuple[Any, ...]  # greenloop.state.evidence.Acceptance, newest first
+
+
+def _schema_version(conn: Reader) -> int:
+    version = getattr(conn, "version", None)  # a PostgreSQL ReadOnlyView knows its own
+    if isinstance(version, int):
+        return version
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _tables(conn: Reader) -> Any:
+    """The store's own queries (greenloop.state.sessions) over the dashboard's read-only
+    connection: the verdict is read the way the gate reads it, and only reads run on it."""
+    from greenloop.state.sessions import SessionTables
+
+    view = SessionTables()
+    view.conn = conn  # type: ignore[assignment]
+    view.clock = time.time
+    return view
+
+
+OWED_LISTED = 200
+# Migration 4 added owed tests, acceptances and each unresolved record's reason.
+EVIDENCE_SCHEMA = 4
+
+
+def verdict(conn: Reader | None, session_id: str) -> Verdict | None:
+    """The session's verdict, or None when the database predates the session evidence
+    (schema 4: owed tests, acceptances, unresolved reasons)."""
+    from greenloop.closure.owed import TAKEN_AWAY, OwedTest
+
+    if conn is None or _schema_version(conn) < EVIDENCE_SCHEMA:
+        return None
+    tables = _tables(conn)
+    state = tables.state(session_id)
+    open_records = tables.unresolved_records(session_id)
+    reason = next((r["reason"] for r in reversed(open_records) if r.get("reason")), None)
+    rows = conn.execute(
+        "SELECT test, reason, run_id, at, file, line, detail FROM owed WHERE session_id = ? "
+        "ORDER BY CASE reason WHEN 'failed' THEN 0 ELSE 1 END, at, test LIMIT ?",
+        (session_id, OWED_LISTED),
+    ).fetchall()
+    owed = tuple(OwedTest(str(r[0]), str(r[1]), str(r[2]), float(r[3]), r[4], r[5], r[6] or "") for r in rows)
+    if not owed and state.owed:
+        owed = tuple(state.owed)  # the workspace's runs' evidence, which this session uses
+    acceptances = tuple(tables.acceptances(session_id=session_id))
+    accepted_names = {a.test for a in acceptances}
+    accepted = frozenset(o.test for o in owed if o.reason in TAKEN_AWAY and o.test in accepted_names)
+    # The rules that need no look at the working tree (owed, taken away, red); whether files
+    # changed since (stale, not run) is `greenloop check`'s to say: a page view reads no tree.
+    from greenloop.closure.gate import _rule
+    from greenloop.closure.messages import RULE_REASONS
+    from greenloop.config import Config
+
+    rule, why = _rule(state, Config())
+    return Verdict(bool(state.unresolved), reason if state.unresolved else None,
+                   RULE_REASONS.get(rule, rule) if rule else None, why, state.last_run,
+                   int(state.owed_count), owed, accepted, acceptances)
+
+
 def session_detail(conn: Reader | None, session_id: str) -> dict[str, Any] | None:
-    """One session: its turns (each with its interceptions), unresolved records and last runs."""
+    """One session: its turns (each with its interceptions), unresolved records, the gate's
+    verdict and its last runs. A session that only recorded runs (no hook event) has them."""
     if conn is None:
         return None
-    row = conn.execute("SELECT id, first_seen, last_seen, harness FROM sessions WHERE id = ?",
-                       (session_id,)).fetchone()
-    if row is None:
+    row = conn.execute(f"{_KNOWN_SESSIONS} WHERE k.id = ? GROUP BY k.id", (session_id,)).fetchone()
+    if row is None or row["id"] is None:
         return None
     turns = [dict(t) for t in conn.execute(
         "SELECT seq, turn_id, started_at, released_at FROM turns WHERE session_id = ? "
@@ -256,11 +350,14 @@ def session_detail(conn: Reader | None, session_id: str) -> dict[str, Any] | Non
         decisions.setdefault(int(i["turn_seq"]), []).append(dict(i))
     for t in turns:
         t["decisions"] = decisions.get(int(t["seq"]), [])
+    reason = ", reason" if _schema_version(conn) >= EVIDENCE_SCHEMA else ", NULL AS reason"
     unresolved = [dict(u) for u in conn.execute(
-        "SELECT turn_seq, run_id, at, cleared_at, cleared_by FROM unresolved WHERE session_id = ? "
+        f"SELECT turn_seq, run_id, at, cleared_at, cleared_by{reason} FROM unresolved WHERE session_id = ? "
         "ORDER BY id DESC LIMIT 200", (session_id,))]
-    recent, _ = runs(conn, session=session_id, size=20)
-    return {"session": dict(row), "turns": turns, "unresolved": unresolved, "runs": recent}
+    recent, _ = runs(conn, session=session_id, size=RUNS_ON_SESSION)
+    (count,) = conn.execute("SELECT COUNT(*) FROM runs WHERE session_id = ?", (session_id,)).fetchone()
+    return {"session": dict(row), "turns": turns, "unresolved": unresolved, "runs": recent,
+            "run_count": int(count), "verdict": verdict(conn, session_id)}
 
 
 # --------------------------------------------------------------------------------- bugs

@@ -26,6 +26,7 @@ __all__ = [
     "session_page",
     "sessions_page",
     "trend_svg",
+    "verdict_section",
 ]
 
 OUTCOME_MARK = {"green": "✓", "red": "✗", "broken": "!", "running": "…"}
@@ -194,7 +195,7 @@ def run_body(run_id: str, result: Mapping[str, Any] | None, output: str) -> str:
     """The run page's main content: live output while it runs, the result once it has one."""
     if result is None:
         return (
-            f'<h1><span class=badge>… running</span> {esc(run_id)}</h1>'
+            f'<h1><span class=badge id=outcome>… running</span> {esc(run_id)}</h1>'
             '<p class=progress id=progress>waiting for the first test…</p>'
             f'<pre id=output class=output>{esc(output)}</pre>'
         )
@@ -213,7 +214,8 @@ def run_body(run_id: str, result: Mapping[str, Any] | None, output: str) -> str:
     failures = "".join(_failure(f, i) for i, f in enumerate(result.get("failures") or ()))
     notes = "".join(f"<li>{esc(n)}</li>" for n in result.get("notes") or ())
     return (
-        f'<h1><span class="badge {esc(outcome)}">{OUTCOME_MARK.get(outcome, "?")} {esc(outcome)}</span> '
+        f'<h1><span class="badge {esc(outcome)}" id=outcome data-outcome="{esc(outcome)}">'
+        f'{OUTCOME_MARK.get(outcome, "?")} {esc(outcome)}</span> '
         f"{esc(run_id)}</h1><p class=counts>{esc(counts)}</p><dl class=meta>{dl}</dl>"
         + (f"<h2>Failures</h2>{failures}" if failures else "")
         + (f"<h2>Notes</h2><ul class=notes>{notes}</ul>" if notes else "")
@@ -238,25 +240,85 @@ def run_page(run_id: str, result: Mapping[str, Any] | None, output: str) -> str:
 # --------------------------------------------------------------------------- sessions
 
 
+def _last_run(run_id: str | None, outcome: str | None) -> str:
+    if not run_id:
+        return '<span class=muted>none</span>'
+    return (f'<span class="{esc(outcome)}">{OUTCOME_MARK.get(outcome or "", "?")}</span> '
+            f'<a href="/runs/{esc(quote(run_id))}">{esc(run_id)}</a>')
+
+
 def sessions_page(rows: Sequence[Mapping[str, Any]], *, page: int, more: bool) -> str:
-    """The sessions page: each agent session's turns and verdicts."""
+    """The sessions page: every session that sent a hook event or recorded a run, with its runs,
+    turns and verdicts."""
     body = "".join(
         f'<tr class="{"unresolved" if r["unresolved"] else ""}">'
-        f'<td><a href="/sessions/{esc(quote(str(r["id"])))}">{esc(r["id"])}</a></td><td>{esc(r["harness"])}</td>'
+        f'<td><a href="/sessions/{esc(quote(str(r["id"])))}">{esc(r["id"])}</a></td>'
+        f'<td>{esc(r["harness"]) or "<span class=muted>no hook event</span>"}</td>'
+        f'<td><a href="{_href("/", session=r["id"])}">{r["runs"]}</a></td>'
+        f'<td class=last-run>{_last_run(r["last_run_id"], r["last_run_outcome"])}</td>'
         f'<td>{r["turns"]}</td><td>{r["interceptions"]}</td><td>{r["unresolved"]}</td>'
         f'<td>{esc(r["last_kind"])} <span class=muted>{esc((r["last_message"] or "")[:140])}</span></td>'
         f'<td>{esc(_when(r["last_seen"]))}</td></tr>'
         for r in rows
-    ) or '<tr><td colspan=7 class=muted>No sessions yet.</td></tr>'
+    ) or '<tr><td colspan=9 class=muted>No sessions yet.</td></tr>'
     pager = (f'<a href="{_href("/sessions", page=page - 1)}">← newer</a> ' if page > 0 else "") + (
         f'<a href="{_href("/sessions", page=page + 1)}">older →</a>' if more else "")
-    return ("<h1>Sessions</h1><table><thead><tr><th>session</th><th>harness</th><th>turns</th>"
-            "<th>interceptions</th><th>unresolved</th><th>gate's last decision</th><th>last seen</th></tr></thead>"
-            f"<tbody>{body}</tbody></table><p class=pager>{pager}</p>")
+    return ("<h1>Sessions</h1><table class=sessions><thead><tr><th>session</th><th>harness</th><th>runs</th>"
+            "<th>last run</th><th>turns</th><th>interceptions</th><th>unresolved</th><th>gate's last decision</th>"
+            f"<th>last seen</th></tr></thead><tbody>{body}</tbody></table><p class=pager>{pager}</p>")
+
+
+_OWED_WHY = {"failed": "failed", "skipped": "skipped in this session", "removed": "no longer in the suite",
+             "only": "a .only mark narrows every later run"}
+
+
+def verdict_section(v: Any) -> str:
+    """The gate's verdict for a session (data.Verdict), read-only: unresolved and why, the owed
+    tests with the run that made each owed, and the acceptances a person recorded."""
+    if v is None:
+        return ("<section id=verdict><h2>Gate verdict</h2><p class=muted>this state database predates "
+                "owed tests and acceptances; the next run or hook event upgrades it</p></section>")
+    if v.unresolved:
+        state = (f'<p id=verdict-state class="unresolved"><b>unresolved</b> — reason: '
+                 f'<span id=verdict-reason>{esc(v.reason or "not recorded")}</span>'
+                 f' <span class=muted>(now: {esc(v.why)})</span></p>')
+    elif v.holding:
+        state = (f'<p id=verdict-state class="held"><b>held</b> — the gate holds the turn '
+                 f'(<span id=verdict-reason>{esc(v.holding)}</span>): {esc(v.why)}</p>')
+    else:
+        state = (f'<p id=verdict-state class="resolved"><b>clear</b> — {esc(v.why)} '
+                 '<span class=muted>(whether files changed since is <code>greenloop check</code>\'s to say)'
+                 '</span></p>')
+    run = v.last_run
+    judged = (f"<p class=muted>the run the gate judges: {_run_link(run.run_id)} ({esc(run.outcome)}"
+              f"{', workspace run' if run.session_id is None else ''})</p>" if run is not None
+              else "<p class=muted>no run recorded for this session</p>")
+    owed_rows = "".join(
+        f'<tr class="{"accepted" if o.test in v.accepted else esc(o.reason)}"><td class=test-name>{esc(o.test)}</td>'
+        f'<td>{esc(_OWED_WHY.get(o.reason, o.reason))}</td>'
+        f'<td>{_run_link(o.run_id)}</td><td>{esc(_when(o.at))}</td>'
+        f'<td>{esc(f"{o.file}:{o.line}" if o.file and o.line else o.file)} {esc(o.detail)}</td>'
+        f'<td>{"accepted (not counted)" if o.test in v.accepted else ""}</td></tr>'
+        for o in v.owed
+    )
+    owed = (f"<h3>Owed tests <span class=muted>{v.owed_count} counted</span></h3>"
+            + ("<table id=owed class=owed><thead><tr><th>test</th><th>why</th><th>made owed by</th><th>when</th>"
+               f"<th>where</th><th></th></tr></thead><tbody>{owed_rows}</tbody></table>" if owed_rows
+               else "<p class=muted>none: the session owes no test</p>"))
+    accepted_rows = "".join(
+        f"<tr><td class=test-name>{esc(a.test)}</td><td>{esc(a.by)}</td><td>{esc(_when(a.at))}</td>"
+        f"<td>{esc(a.reason)}</td><td>{'this session' if a.session_id else 'the whole workspace'}</td></tr>"
+        for a in v.acceptances
+    )
+    acceptances = ("<h3>Acceptances</h3>"
+                   + ("<table id=acceptances class=acceptances><thead><tr><th>test</th><th>who</th><th>when</th>"
+                      f"<th>why</th><th>applies to</th></tr></thead><tbody>{accepted_rows}</tbody></table>"
+                      if accepted_rows else "<p class=muted>none recorded (<code>greenloop accept</code>)</p>"))
+    return f"<section id=verdict><h2>Gate verdict</h2>{state}{judged}{owed}{acceptances}</section>"
 
 
 def session_page(d: Mapping[str, Any], run_rows: str) -> str:
-    """One session's page: its turns, interceptions and unresolved records."""
+    """One session's page: the gate's verdict, its runs, turns, interceptions and unresolved records."""
     s = d["session"]
     turns = []
     for t in d["turns"]:
@@ -270,14 +332,22 @@ def session_page(d: Mapping[str, Any], run_rows: str) -> str:
                      f"<ul>{decisions}</ul></li>")
     unresolved = "".join(
         f'<li>turn {u["turn_seq"]}, run {esc(u["run_id"])}, {esc(_when(u["at"]))}'
+        + (f', reason {esc(u["reason"])}' if u.get("reason") else "")
         + (f' — cleared {esc(_when(u["cleared_at"]))} by {esc(u["cleared_by"])}' if u["cleared_at"] else
            " — <b>open</b>") + "</li>"
         for u in d["unresolved"]
     ) or "<li class=muted>none</li>"
-    return (f"<h1>Session {esc(s['id'])}</h1><p class=muted>{esc(s['harness'])} · first seen "
+    shown, count = len(d["runs"]), d.get("run_count", len(d["runs"]))
+    more = (f' <a href="{_href("/", session=s["id"])}">all {count} on the runs page →</a>' if count > shown else "")
+    runs_table = (f'<table class=runs id=session-runs><tbody>{run_rows}</tbody></table>' if run_rows
+                  else "<p class=muted>no run recorded for this session</p>")
+    harness = esc(s["harness"]) if s["harness"] else "no hook event (runs only)"
+    return (f"<h1>Session {esc(s['id'])}</h1><p class=muted>{harness} · first seen "
             f"{esc(_when(s['first_seen']))} · last seen {esc(_when(s['last_seen']))}</p>"
-            f"<h2>Unresolved</h2><ul>{unresolved}</ul><h2>Turns</h2><ol class=turns>{''.join(turns)}</ol>"
-            f"<h2>Runs</h2><table class=runs><tbody>{run_rows}</tbody></table>")
+            f"{verdict_section(d.get('verdict'))}"
+            f"<h2>Runs <span class=muted>{count}</span>{more}</h2>{runs_table}"
+            f"<h2>Unresolved records</h2><ul>{unresolved}</ul><h2>Turns</h2>"
+            + (f"<ol class=turns>{''.join(turns)}</ol>" if turns else "<p class=muted>none: no hook event</p>"))
 
 
 def run_rows(rows: Iterable[Any]) -> str:
