@@ -33,6 +33,7 @@ from greenloop.system import procfs
 __all__ = [
     "BEFORE_EXEC_FAILED",
     "GRACE_S",
+    "REAP_WAIT_S",
     "SWEEP_WAIT_S",
     "TOKEN_VAR",
     "Child",
@@ -48,6 +49,7 @@ TOKEN_VAR = "GREENLOOP_PROC_TOKEN"
 BEFORE_EXEC_FAILED = "the confinement step before exec failed"
 GRACE_S = 2.0  # between SIGTERM and SIGKILL of the group
 SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to vanish
+REAP_WAIT_S = 5.0  # how long a stop waits for its SIGKILLed child's exit status, before a thread does
 POLL_S = 0.05
 
 
@@ -71,17 +73,44 @@ def find_by_token(token: str) -> list[int]:
 
 
 def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
-    """SIGKILL every live process carrying the token; return those still alive after `wait_s`."""
+    """SIGKILL every live process carrying the token; return those still alive after `wait_s`.
+
+    A killed process whose parent died first is re-parented to the nearest child subreaper,
+    which can be this very process (an integration run makes greenloop one): those zombies are
+    reaped here, or a long-lived greenloop (the MCP server, the dashboard) would keep them
+    <defunct>. Only processes that were not our children when found are reaped, so a
+    subprocess.Popen of ours never loses its exit status to this sweep."""
+    me = os.getpid()
+    adopted: dict[int, int] = {}  # pid -> start time, of killed processes that were not our children
     pids = find_by_token(token)
     for pid in pids:
+        st = procfs.stat(pid)
+        if st is not None and st.ppid != me:
+            adopted[pid] = st.start
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     remaining = [p for p in pids if alive(p)]
-    while remaining and time.monotonic() < deadline:
+    while True:
+        _reap_adopted(adopted, me)
+        if not (remaining or adopted) or time.monotonic() >= deadline:
+            break
         time.sleep(POLL_S)
         remaining = [p for p in remaining if alive(p)]
     return tuple(remaining)
+
+
+def _reap_adopted(adopted: dict[int, int], me: int) -> None:
+    """Reap each of `adopted` that is now a zombie child of ours, and forget those that are gone;
+    a zombie of another parent stays listed (that parent reaps it, or dies and hands it on)."""
+    for pid, started in list(adopted.items()):
+        st = procfs.stat(pid)
+        if st is None or st.start != started:
+            del adopted[pid]
+        elif st.state == "Z" and st.ppid == me:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            del adopted[pid]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -139,9 +168,16 @@ class Child(NamedTuple):
             time.sleep(POLL_S)
         _signal_group(pgid, signal.SIGKILL)
         survivors = kill_token(self.token, sweep_wait_s)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=sweep_wait_s)
+        self.reap()
         return survivors
+
+    def reap(self, wait_s: float = REAP_WAIT_S) -> None:
+        """Collect the child's exit status once it is killed: wait up to `wait_s` (a SIGKILLed
+        process on a busy machine can take a moment to be scheduled and die), then leave the
+        waiting to a daemon thread, so that the child is never left <defunct> in a long-lived
+        process."""
+        if self.wait(wait_s) is None:
+            threading.Thread(target=self.popen.wait, name="greenloop-reap", daemon=True).start()
 
 
 def spawn(
