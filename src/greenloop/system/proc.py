@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -83,16 +83,17 @@ def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
     me = os.getpid()
     adopted: dict[int, int] = {}  # pid -> start time, of killed processes that were not our children
     pids = find_by_token(token)
-    for pid in pids:
+    for pid in pids:  # all before the first kill, which re-parents the children of its process
         st = procfs.stat(pid)
         if st is not None and st.ppid != me:
             adopted[pid] = st.start
+    for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     remaining = [p for p in pids if alive(p)]
     while True:
-        _reap_adopted(adopted, me)
+        _reap_adopted(adopted, me, pids)
         if not (remaining or adopted) or time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)
@@ -100,16 +101,23 @@ def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
     return tuple(remaining)
 
 
-def _reap_adopted(adopted: dict[int, int], me: int) -> None:
-    """Reap each of `adopted` that is now a zombie child of ours, and forget those that are gone;
-    a zombie of another parent stays listed (that parent reaps it, or dies and hands it on)."""
+def _reap_adopted(adopted: dict[int, int], me: int, killed: Collection[int]) -> None:
+    """Reap each of `adopted` that is now a zombie child of ours, and forget those that are gone.
+    A zombie whose parent was killed too stays listed (that parent's exit hands it on, maybe to
+    us); one of any other parent is its parent's to reap (an init that never reaps must not make
+    every sweep wait its whole `wait_s`)."""
     for pid, started in list(adopted.items()):
         st = procfs.stat(pid)
         if st is None or st.start != started:
             del adopted[pid]
         elif st.state == "Z" and st.ppid == me:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue  # shown re-parented a moment before it can be waited for
+            except ChildProcessError:
+                pass
+            del adopted[pid]
+        elif st.state == "Z" and st.ppid not in killed:
             del adopted[pid]
 
 
