@@ -142,7 +142,7 @@ while not (os.path.exists(path) and open(path).read().strip()):
 sleeper = int(open(path).read())
 while (procfs.stat(sleeper) or procfs.stat(os.getpid())).comm != "sleep":  # exec'd, token readable
     time.sleep(0.02)
-left = proc.kill_token(child.token, wait_s=5.0)
+left = proc.kill_token(child.token, wait_s=5.0, own=(child.pid,))
 # the sleeper died after sh and came to us: kill_token must have reaped it, not sh (our Popen's)
 zombie = procfs.stat(sleeper)
 print(json.dumps({"left": list(left), "sleeper": None if zombie is None else zombie.state,
