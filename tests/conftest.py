@@ -61,6 +61,17 @@ def _not_under_an_agent(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+# What pytest-xdist puts in each worker's environment (scripts/test runs the suite with -n auto);
+# a test's own runs of pytest inherit nothing of it, as in a person's shell.
+_XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _XDIST_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the end-to-end and integration layers, and the unit-test files that start real servers,
     slow (see the module docstring)."""

@@ -124,3 +124,37 @@ def test_child_wait_returns_the_code_or_none_at_its_timeout(tmp_path: Path) -> N
     quick = proc.spawn([PY, "-c", "raise SystemExit(4)"], cwd=str(tmp_path), env=os.environ, stdout_path=out)
     assert quick.wait(30) == 4
     assert quick.stop() == ()  # already gone: nothing to sweep
+
+
+# Run in a process of its own: it makes itself a child subreaper (as an integration run does),
+# which the test process must not become.
+_SUBREAPER_SCRIPT = """
+import ctypes, json, os, sys, time
+from greenloop.system import proc, procfs
+assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+folder = sys.argv[1]
+# sh and its background sleeper both carry the token; the sleeper's parent is sh
+child = proc.spawn(["sh", "-c", "sleep 300 & echo $! > pid; wait"], cwd=folder, env=dict(os.environ),
+                   stdout_path=os.path.join(folder, "out.txt"))
+path = os.path.join(folder, "pid")
+while not (os.path.exists(path) and open(path).read().strip()):
+    time.sleep(0.02)
+sleeper = int(open(path).read())
+while (procfs.stat(sleeper) or procfs.stat(os.getpid())).comm != "sleep":  # exec'd, token readable
+    time.sleep(0.02)
+left = proc.kill_token(child.token, wait_s=5.0, own=(child.pid,))
+# the sleeper died after sh and came to us: kill_token must have reaped it, not sh (our Popen's)
+zombie = procfs.stat(sleeper)
+print(json.dumps({"left": list(left), "sleeper": None if zombie is None else zombie.state,
+                  "sh": child.popen.wait(10)}))
+"""
+
+
+def test_kill_token_reaps_what_re_parented_to_a_subreaper_and_leaves_popen_its_status(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    done = subprocess.run([PY, "-c", _SUBREAPER_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"left": [], "sleeper": None, "sh": -9}

@@ -20,7 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "greenloop"
 
-pytestmark = pytest.mark.slow
+# one worker builds and installs the wheel once for the whole module (scripts/test: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 def run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:

@@ -58,12 +58,17 @@ def edit_json(path: Path, change: Callable[[Any], None]) -> None:
 
 
 def my_children() -> list[str]:
-    """Live processes whose parent is this test process (the Playwright driver would be one)."""
+    """Processes whose parent is this test process: live ones (the Playwright driver would be
+    one), and Chromium's zombies (re-parented to the run's subreaper, then never reaped)."""
     me, found = os.getpid(), []
     for pid in procfs.pids():
         st = procfs.stat(pid)
-        if st is not None and st.ppid == me and not st.gone:
+        if st is None or st.ppid != me:
+            continue
+        if not st.gone:
             found.append(f"{pid} {procfs.cmdline(pid)}")
+        elif st.comm.startswith("chrom"):
+            found.append(f"{pid} <defunct {st.comm}>")
     return found
 
 

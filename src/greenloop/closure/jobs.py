@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -138,7 +139,9 @@ def start(
             raise UsageError(f"could not start a background run: {exc}", exit_code=ExitCode.BROKEN) from None
         # The worker may already have moved past "starting"; only fill in what it cannot know.
         store.update_job(job_id, pid=child.pid, token=child.token, log_path=log_path, host=this_host())
-    # The worker is detached (own session); Popen's own bookkeeping reaps it if we outlive it.
+    # The worker is detached (own session) and outlives this call; a daemon thread collects its
+    # exit status, so a long-lived caller (the MCP server) never keeps it <defunct>.
+    threading.Thread(target=child.popen.wait, name="greenloop-job-reap", daemon=True).start()
     return job_id
 
 

@@ -88,21 +88,37 @@ def summary_text(r: IntegrationResult) -> str:
     return "\n".join(lines)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """A SIGTERM to greenloop itself tears the units down like Ctrl-C does."""
+def _interrupts() -> Iterator[threading.Event]:
+    """Ctrl-C, SIGTERM or SIGHUP to greenloop itself tear the units down and end in exit 130.
+
+    The handlers are installed for the whole command, SIGINT too when it was inherited as
+    ignored (a background job of a shell script starts that way): greenloop owns the units'
+    process trees, which no other signal reaches. The first signal sets the returned event,
+    which the run polls in every wait (a unit's start, a case: at most 50 ms, so a busy machine
+    cannot hold it in a long read), and raises KeyboardInterrupt; later signals only set the
+    event, so the teardown they interrupt still runs to its end.
+    """
+    stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
 
     def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            return
+        stop.set()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
     try:
-        yield
+        yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def integrate(args: argparse.Namespace) -> int:
@@ -135,10 +151,10 @@ def integrate(args: argparse.Namespace) -> int:
                          "and --resume-token goes only with --mode resume")
     if mode != "run" and args.case:
         raise UsageError(f"--mode {mode} chooses the cases itself: drop --case")
-    with _sigterm_as_interrupt():
+    with _interrupts() as stop:
         if mode == "retry":
             sandbox = getattr(args, "sandbox", None)
-            result = retry(project, junit=args.junit, on_event=progress, sandbox=sandbox)
+            result = retry(project, junit=args.junit, on_event=progress, sandbox=sandbox, cancel=stop)
         else:
             result = run_integration(
                 project,
@@ -147,6 +163,7 @@ def integrate(args: argparse.Namespace) -> int:
                 on_event=progress,
                 sandbox=getattr(args, "sandbox", None),
                 resume_token=token,
+                cancel=stop,
             )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")

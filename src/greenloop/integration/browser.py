@@ -168,6 +168,9 @@ class BrowserSession:
     def close(self) -> None:
         """Close the browser and Playwright, then sweep Chromium processes by token."""
         self._closing.set()
+        # Chromium's crash handler double-forks, so while a run makes greenloop a subreaper it
+        # is our child: noted now, reaped below once it has ended (closed or killed).
+        started = proc.started_by_token(self.token)
         if self._worker is not None:
             if self._busy.is_set():
                 # A step still holds the worker (an interrupt): killing Chromium ends it at once.
@@ -182,6 +185,7 @@ class BrowserSession:
             self._worker.stop(_CLOSE_WAIT_S)
             self._worker = None
         self._left = proc.kill_token(self.token)
+        proc.reap_ended(started)
 
     def survivors(self) -> list[dict[str, Any]]:
         """Chromium processes still alive: of those the sweep in close() could not kill (no

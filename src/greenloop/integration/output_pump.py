@@ -20,6 +20,7 @@ __all__ = ["RAW_ROLL_BYTES", "OutputPump"]
 
 RAW_ROLL_BYTES = 32 * 1024 * 1024  # a unit's raw output file is emptied past this, once read
 _READ_CHUNK = 4 * 1024 * 1024
+_STOP_WAIT_S = 10.0  # for the thread's last pass at teardown (a pass reads at most a few MB)
 
 
 class OutputPump:
@@ -57,10 +58,10 @@ class OutputPump:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop the thread and wait for it (its last pass done)."""
+        """Stop the thread and wait for it (its last pass done), at most _STOP_WAIT_S."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(_STOP_WAIT_S)
 
     def _loop(self) -> None:
         # Orphans adopted by the subreaper stay our children until they die, so one scan at

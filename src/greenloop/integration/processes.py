@@ -35,6 +35,7 @@ from greenloop.system import proc, sandbox
 __all__ = ["GRACE_S", "Supervisor"]
 
 GRACE_S = 5.0
+_STOP_SLACK_S = 5.0  # beyond a stop's own bounds, before the teardown stops waiting for it
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 
 
@@ -324,8 +325,12 @@ class Supervisor:
         self._sweep.adopt_orphans(self._children())
         for t in stoppers:
             t.start()
+        # Each stop is bounded (grace, SIGKILL, sweep, reap); the join is too, so that a machine
+        # too busy to schedule a stopper cannot hold the teardown (what is still alive after it
+        # is reported in the survivors).
+        joined_by = time.monotonic() + grace_s + proc.SWEEP_WAIT_S + proc.REAP_WAIT_S + _STOP_SLACK_S
         for t in stoppers:
-            t.join()
+            t.join(max(0.0, joined_by - time.monotonic()))
         self._sweep.kill_tracked(self._children())
         self._sweep.reap_tracked(proc.SWEEP_WAIT_S)
         left = self._left = self.survivors()

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,6 +33,7 @@ from greenloop.system import procfs
 __all__ = [
     "BEFORE_EXEC_FAILED",
     "GRACE_S",
+    "REAP_WAIT_S",
     "SWEEP_WAIT_S",
     "TOKEN_VAR",
     "Child",
@@ -40,14 +41,17 @@ __all__ = [
     "carries_token",
     "find_by_token",
     "kill_token",
+    "reap_ended",
     "run_to_completion",
     "spawn",
+    "started_by_token",
 ]
 
 TOKEN_VAR = "GREENLOOP_PROC_TOKEN"
 BEFORE_EXEC_FAILED = "the confinement step before exec failed"
 GRACE_S = 2.0  # between SIGTERM and SIGKILL of the group
 SWEEP_WAIT_S = 0.5  # how long a SIGKILLed sweep waits for escaped processes to vanish
+REAP_WAIT_S = 5.0  # how long a stop waits for its SIGKILLed child's exit status, before a thread does
 POLL_S = 0.05
 
 
@@ -70,18 +74,88 @@ def find_by_token(token: str) -> list[int]:
     return found
 
 
-def kill_token(token: str, wait_s: float = SWEEP_WAIT_S) -> tuple[int, ...]:
-    """SIGKILL every live process carrying the token; return those still alive after `wait_s`."""
+def kill_token(token: str, wait_s: float = SWEEP_WAIT_S, *, own: Collection[int] = ()) -> tuple[int, ...]:
+    """SIGKILL every live process carrying the token; return those still alive after `wait_s`.
+
+    Whatever of them is, or becomes, a zombie child of this process is reaped here: a process
+    whose parent died is re-parented to the nearest child subreaper, which can be this very
+    process (an integration run makes greenloop one; Chromium's crash handler double-forks into
+    it at launch), and a long-lived greenloop (the MCP server, the dashboard) would otherwise
+    keep it <defunct>. `own` names the caller's subprocess.Popen children, whose exit status
+    their Popen collects."""
+    me = os.getpid()
     pids = find_by_token(token)
+    killed: dict[int, int] = {}  # pid -> start time, of the killed processes to reap
+    for pid in pids:
+        st = procfs.stat(pid)
+        if st is not None and pid not in own:
+            killed[pid] = st.start
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     remaining = [p for p in pids if alive(p)]
-    while remaining and time.monotonic() < deadline:
+    while True:
+        _reap_killed(killed, me, pids)
+        if not (remaining or killed) or time.monotonic() >= deadline:
+            break
         time.sleep(POLL_S)
         remaining = [p for p in remaining if alive(p)]
     return tuple(remaining)
+
+
+def started_by_token(token: str) -> dict[int, int]:
+    """pid -> start time of each live process carrying the token and of their descendants (for
+    `reap_ended` later): a process can hide its token (Chromium's zygotes write their title over
+    their environment), not its parent."""
+    holders = set(find_by_token(token))
+    stats = [st for st in map(procfs.stat, procfs.pids()) if st is not None and not st.gone]
+    children: dict[int, list[procfs.Stat]] = {}
+    for st in stats:
+        children.setdefault(st.ppid, []).append(st)
+    found = {st.pid: st.start for st in stats if st.pid in holders}
+    todo = list(found)
+    while todo:
+        for st in children.get(todo.pop(), ()):
+            if st.pid not in found:
+                found[st.pid] = st.start
+                todo.append(st.pid)
+    return found
+
+
+def reap_ended(tracked: Mapping[int, int], wait_s: float = SWEEP_WAIT_S) -> None:
+    """Reap those of `tracked` (as `started_by_token` gives them, none a Popen child of ours)
+    that ended as zombie children of this process, waiting up to `wait_s` for the ones still
+    alive: processes that exited on their own after being re-parented to us (the subreaper)
+    are reaped by no one else."""
+    me = os.getpid()
+    left = dict(tracked)
+    deadline = time.monotonic() + wait_s
+    while True:
+        _reap_killed(left, me, tracked)
+        if not any(alive(p) for p in left) or time.monotonic() >= deadline:
+            return
+        time.sleep(POLL_S)
+
+
+def _reap_killed(killed: dict[int, int], me: int, pids: Collection[int]) -> None:
+    """Reap each of `killed` that is now a zombie child of ours, and forget those that are gone.
+    A zombie whose parent was killed too stays listed (that parent's exit hands it on, maybe to
+    us); one of any other parent is its parent's to reap (an init that never reaps must not make
+    every sweep wait its whole `wait_s`)."""
+    for pid, started in list(killed.items()):
+        st = procfs.stat(pid)
+        if st is None or st.start != started:
+            del killed[pid]
+        elif st.state == "Z" and st.ppid == me:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue  # shown re-parented a moment before it can be waited for
+            except ChildProcessError:
+                pass
+            del killed[pid]
+        elif st.state == "Z" and st.ppid not in pids:
+            del killed[pid]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -138,10 +212,17 @@ class Child(NamedTuple):
                 break
             time.sleep(POLL_S)
         _signal_group(pgid, signal.SIGKILL)
-        survivors = kill_token(self.token, sweep_wait_s)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=sweep_wait_s)
+        survivors = kill_token(self.token, sweep_wait_s, own=(self.pid,))
+        self.reap()
         return survivors
+
+    def reap(self, wait_s: float = REAP_WAIT_S) -> None:
+        """Collect the child's exit status once it is killed: wait up to `wait_s` (a SIGKILLed
+        process on a busy machine can take a moment to be scheduled and die), then leave the
+        waiting to a daemon thread, so that the child is never left <defunct> in a long-lived
+        process."""
+        if self.wait(wait_s) is None:
+            threading.Thread(target=self.popen.wait, name="greenloop-reap", daemon=True).start()
 
 
 def spawn(

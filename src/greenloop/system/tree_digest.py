@@ -125,20 +125,26 @@ def _git_status(git: str, workspace: str) -> bytes | None:
         os.close(devnull)
     chunks: list[bytes] = []
     deadline = time.monotonic() + GIT_TIMEOUT_S
+    timed_out = False
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                timed_out = True
                 os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                return None
+                break
             chunk = os.read(read_end, 1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
+    except BaseException:  # a failed read, an interrupt: git is killed, and still reaped below
+        os.kill(pid, 9)
+        raise
     finally:
         os.close(read_end)
-    _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)  # never left <defunct> in a long-lived process
+    if timed_out:
+        return None
     return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
 
 
