@@ -132,6 +132,7 @@ def test_run(
     shard: str | ShardInfo | None = None,
     rerun_failures: int = 0,
     resume_token: str | None = None,
+    affected: bool = False,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
@@ -144,7 +145,19 @@ def test_run(
     result's `selection` is "shard" and `greenloop merge` folds the N results into one.
 
     `rerun_failures` (K): rerun the failing tests up to K times in the runner's own dialect; a
-    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests")."""
+    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests").
+
+    `affected`: run only the tests the files changed since git HEAD can break, plus every test
+    the session owes (greenloop.runner.affected); the result's `selection` is "affected"."""
+    if not isinstance(affected, bool):
+        raise UsageError(f"affected must be true or false, got {affected!r}")
+    if affected:
+        given = (("target", target is not None), ("last_failed", bool(last_failed)),
+                 ("command", command is not None), ("shard", shard not in (None, "")),
+                 ("mode " + str(mode), mode != "test"))
+        clash = [name for name, on in given if on]
+        if clash:
+            raise UsageError(f"affected chooses the tests itself: drop {', '.join(clash)} (or drop affected)")
     if mode not in RUN_MODES:
         raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
     if isinstance(rerun_failures, bool) or not isinstance(rerun_failures, int) or rerun_failures < 0:
@@ -197,9 +210,12 @@ def test_run(
         from greenloop.closure import session as session_mod
 
         previous, whose = previous_run(detection.root, ws, session_id or session_mod.resolve())
+    changes = None
+    if affected:
+        changes = _affected_changes(detection.root, ws, session_id)
     the_plan = plan(
         detection,
-        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard),
+        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -218,7 +234,8 @@ def test_run(
             run_dir, plan=the_plan, session_id=session_id, root=detection.root,
             config_path=detection.config_path,
             options={"framework": framework, "target": target, "last_failed": last_failed,
-                     "command": command, "timeout_ms": timeout_ms, "sandbox": sandbox},
+                     "command": command, "timeout_ms": timeout_ms, "sandbox": sandbox,
+                     **({"affected": True} if affected else {})},
         )
         announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
@@ -269,6 +286,23 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
+
+
+def _affected_changes(root: str, ws: Path, session_id: str | None) -> Any:
+    """The changed files and the session's owed tests an `--affected` run selects from."""
+    from greenloop.runner.affected import changes
+
+    owed: list[tuple[str, str | None]] = []
+    if session_id is not None:
+        from greenloop.closure.store import Store
+
+        try:
+            with Store(ws, warn=lambda _m: None) as st:
+                rows, _count = st.owed(session_id, limit=100_000)
+        except Exception:  # an unreadable state database: nothing known owed
+            rows = ()
+        owed = [(o.test, o.file) for o in rows]
+    return changes(root, owed)
 
 
 def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:
@@ -405,6 +439,9 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
     # the bug bridge's and the gate's evidence, as long as the suite: result_ref has it
     del data["passed_tests"], data["skipped_tests"]
+    if data.get("affected"):  # the changed files and chosen tests, as many as names are shown
+        data["affected"] = {k: v[:MAX_NAMES] if isinstance(v, list) else v
+                            for k, v in data["affected"].items()}
     return data
 
 

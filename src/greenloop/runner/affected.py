@@ -1,0 +1,195 @@
+"""`--affected`: the tests the changed files can break, plus every test the session owes.
+
+Two halves. `changes` (api.test_run calls it) asks git which files changed since HEAD (staged,
+unstaged and untracked: `git status --porcelain`), relative to the workspace; no git
+repository, or a deleted file, is a reason to run the whole suite. `select` (plan.py calls
+it) maps those files to the runner's own selection, one small function a runner family
+(so each can move into its runner's package later, issue 28):
+
+- pytest, unittest: the static import graph of the workspace's Python modules (affected_py.py);
+- vitest: `vitest related <files> --run`; jest: `--findRelatedTests <files>` (the runner's own graph);
+- node:test, mocha, bun: the import graph of the test files (affected_js.py);
+- go, cargo, npm-test: not mapped yet: the whole suite, with a note.
+
+A file greenloop cannot map safely (a lockfile, package.json, a runner or Python config, a
+non-code file, a deleted file, a file outside the graph) runs the whole suite, with a note
+naming the file. Nothing changed and nothing owed: nothing runs, and the run says so (it is
+not green).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from greenloop.layout import NOT_CODE_DIRS
+from greenloop.model import AffectedInfo
+
+__all__ = ["Changes", "Selection", "changes", "select"]
+
+PY_RUNNERS = ("pytest", "unittest")
+RELATED_RUNNERS = ("vitest", "jest")
+JS_GRAPH_RUNNERS = ("node:test", "mocha", "bun")
+_JS_CODE = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
+_SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})  # greenloop's own logs
+
+
+class Changes(NamedTuple):
+    """The changed files (relative to the workspace) and the owed tests' files and names."""
+
+    changed: tuple[str, ...] = ()
+    since: str = "HEAD"
+    fallback: str | None = None  # a reason the whole suite must run (no git, a deleted file)
+    owed: tuple[str, ...] = ()  # owed test names
+    owed_files: tuple[str, ...] = ()  # their files, relative to the workspace
+
+
+class Selection(NamedTuple):
+    """What plan.py adds: `args` (None: the whole suite), the record, the notes."""
+
+    args: list[str] | None
+    info: AffectedInfo
+    notes: list[str]
+    nothing: str | None = None  # set when nothing is to run
+
+
+def _git(root: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def changes(root: str, owed: Sequence[tuple[str, str | None]] = ()) -> Changes:
+    """The files changed since git HEAD (untracked included), relative to `root`, and the
+    owed tests (name, file) folded in; `fallback` says why the whole suite must run instead."""
+    owed_names = tuple(dict.fromkeys(name for name, _ in owed))
+    owed_files: list[str] = []
+    for name, file in owed:
+        rel = _owed_file(root, name, file)
+        if rel is None:
+            return Changes(fallback=f"owed test {name!r} has no known file", owed=owed_names)
+        if rel not in owed_files:
+            owed_files.append(rel)
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None:
+        return Changes(fallback="the workspace is not in a git repository, so its changes are unknown",
+                       owed=owed_names, owed_files=tuple(owed_files))
+    top = top.strip()
+    status = _git(root, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
+    if status is None:
+        return Changes(fallback="`git status` failed, so the changes are unknown", owed=owed_names,
+                       owed_files=tuple(owed_files))
+    here = os.path.realpath(root)
+    changed: list[str] = []
+    fallback: str | None = None
+    for entry in status.split("\0"):
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        full = os.path.realpath(os.path.join(top, path))
+        rel = os.path.relpath(full, here).replace(os.sep, "/")
+        parts = rel.split("/")
+        if rel.startswith("../"):
+            fallback = fallback or f"{path} changed outside the workspace, outside the graph"
+            continue
+        if any(p in NOT_CODE_DIRS for p in parts[:-1]) or parts[-1] in _SKIP_FILES:
+            continue  # greenloop's own state, dependencies
+        if "D" in code:
+            fallback = fallback or f"{rel} was deleted"
+        if rel not in changed:
+            changed.append(rel)
+    return Changes(tuple(sorted(changed)), "HEAD", fallback, owed_names, tuple(owed_files))
+
+
+def _owed_file(root: str, name: str, file: str | None) -> str | None:
+    """The workspace-relative file of an owed test: its row's file, else a node id's path."""
+    for cand in (file, name.split("::", 1)[0] if "::" in name else None):
+        if not cand:
+            continue
+        path = cand if os.path.isabs(cand) else os.path.join(root, cand)
+        if os.path.isfile(path):
+            return os.path.relpath(path, root).replace(os.sep, "/")
+    return None
+
+
+def _unmappable(rel: str, code_suffixes: tuple[str, ...]) -> str | None:
+    """Why a changed file forces the whole suite (a config, a lockfile, non-code), or None."""
+    name = rel.rsplit("/", 1)[-1]
+    if not name.endswith(code_suffixes):
+        return f"{rel} is not a code file greenloop maps (a config, lockfile, fixture or data file)"
+    if name.startswith(("vitest.config", "vite.config", "vitest.workspace", "jest.config", "babel.config",
+                        ".mocharc", "bunfig", "tsconfig", "setup.py", "noxfile")):
+        return f"{rel} configures the runner or the build"
+    return None
+
+
+def _fallback(info: AffectedInfo, reason: str) -> Selection:
+    note = f"affected: ran the whole suite because {reason}"
+    return Selection(None, info._replace(fallback=reason), [note])
+
+
+def select(framework: str, root: str, found: Changes) -> Selection:
+    """The runner's arguments for the affected tests (see the module docstring)."""
+    info = AffectedInfo(changed=found.changed, owed=found.owed, since=found.since)
+    if found.fallback is not None:
+        return _fallback(info, found.fallback)
+    if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS):
+        return _fallback(info, f"--affected is not mapped for {framework} yet")
+    if not found.changed and not found.owed_files:
+        return Selection([], info, ["affected: nothing changed since "
+                                    f"{found.since} and no test is owed; no test ran"],
+                         nothing="--affected found nothing to run: no file changed since "
+                                 f"{found.since} and the session owes no test; this is not a green run")
+    suffixes = (".py",) if framework in PY_RUNNERS else _JS_CODE
+    for rel in found.changed:
+        why = _unmappable(rel, suffixes)
+        if why is not None:
+            return _fallback(info, why)
+    if framework in PY_RUNNERS:
+        return _python(framework, root, found, info)
+    if framework in RELATED_RUNNERS:
+        return _related(framework, found, info)
+    return _js_graph(framework, root, found, info)
+
+
+def _done(args: list[str], tests: list[str], info: AffectedInfo, found: Changes) -> Selection:
+    info = info._replace(tests=tuple(tests))
+    if not args:
+        return Selection([], info, [], nothing=(
+            f"--affected: no test depends on the {len(found.changed)} changed file(s) and the session "
+            "owes no test; no test ran (this is not a green run)"))
+    note = (f"affected: {len(tests)} test file(s) for {len(found.changed)} changed file(s) since "
+            f"{found.since}" + (f" and {len(found.owed)} owed test(s)" if found.owed else ""))
+    return Selection(args, info, [note])
+
+
+def _python(framework: str, root: str, found: Changes, info: AffectedInfo) -> Selection:
+    from greenloop.runner import affected_py
+
+    tests, why = affected_py.select(root, framework, found.changed)
+    if why is not None:
+        return _fallback(info, why)
+    tests = sorted({*tests, *found.owed_files})
+    return _done(list(tests), tests, info, found)
+
+
+def _related(framework: str, found: Changes, info: AffectedInfo) -> Selection:
+    files = sorted({*found.changed, *found.owed_files})
+    # vitest: `related` replaces `run` (plan.py); jest: the list goes last, it takes every word
+    args = ["--findRelatedTests", *files] if framework == "jest" and files else files
+    return _done(args, files, info, found)
+
+
+def _js_graph(framework: str, root: str, found: Changes, info: AffectedInfo) -> Selection:
+    from greenloop.runner import affected_js
+
+    tests, why = affected_js.select(root, framework, found.changed)
+    if why is not None:
+        return _fallback(info, why)
+    tests = sorted({*tests, *found.owed_files})
+    return _done(list(tests), tests, info, found)

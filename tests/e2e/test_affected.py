@@ -1,0 +1,193 @@
+"""`--affected` on every mapped runner, in a real git repository with real runners: a change to
+one module selects its tests and not the others; a new test file is included; an owed test is
+always included; a lockfile or config change runs the whole suite with a note naming it; and
+with nothing changed nothing runs, which is not green.
+
+Each workspace holds two modules, `a` and `b`, and two test files, one importing each (tests
+`alpha` and `beta`), committed; the cases then change the working tree and look at exactly the
+tests the run ran (passed_tests) and at result.json's `affected` record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from greenloop import api
+from greenloop.result import RunResult
+from greenloop.schema import validate_run_result
+
+from .helpers import RUNNERS, cli, write_files
+
+pytestmark = pytest.mark.e2e
+
+
+class Family(NamedTuple):
+    files: dict[str, str]
+    mod_a: str  # the module test `alpha` imports
+    mod_b: str  # the module test `beta` imports
+    new_test: tuple[str, str]  # (path, text) of a new test file, test `gamma`, importing nothing
+    config: str  # a file greenloop cannot map (it is in `files`)
+    pkg: dict[str, object] | None = None  # package.json, for the JS runners
+
+
+def _py(unittest: bool) -> Family:
+    def test_file(name: str, imp: str, call: str) -> str:
+        if unittest:
+            return (f"import unittest\n{imp}\n\n\nclass T(unittest.TestCase):\n"
+                    f"    def test_{name}(self):\n        self.assertEqual({call}, 1)\n")
+        return f"{imp}\n\n\ndef test_{name}():\n    assert {call} == 1\n"
+
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "def a():\n    return 1\n",
+        "pkg/b.py": "from pkg.util import one\n\n\ndef b():\n    return one()\n",
+        "pkg/util.py": "def one():\n    return 1\n",
+        "tests/__init__.py": "",
+        "tests/test_a.py": test_file("alpha", "from pkg.a import a", "a()"),
+        "tests/test_b.py": test_file("beta", "from pkg import b", "b.b()"),
+        "setup.cfg": "[metadata]\nname = ws\n",
+    }
+    if not unittest:
+        files["pytest.ini"] = "[pytest]\n"
+        files["tests/sub/__init__.py"] = ""
+        files["tests/sub/conftest.py"] = "import pytest\n"
+        files["tests/sub/test_s.py"] = "def test_sub():\n    assert True\n"
+    return Family(files, "pkg/a.py", "pkg/util.py", ("tests/test_new.py", test_file("gamma", "", "1")),
+                  "setup.cfg")
+
+
+FAMILIES: dict[str, Callable[[], Family]] = {
+    "pytest": lambda: _py(unittest=False),
+    "unittest": lambda: _py(unittest=True),
+}
+
+
+def _git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Family]:
+    fam = FAMILIES[runner]()
+    root = tmp_path / "ws"
+    root.mkdir()
+    if fam.pkg is not None:
+        if not (RUNNERS / ".bin").exists():
+            pytest.skip("tests/runners has no node_modules (run `npm ci` there)")
+        os.symlink(RUNNERS, root / "node_modules")
+        (root / "package.json").write_text(json.dumps({"name": "ws", "private": True, **fam.pkg}))
+    write_files(root, fam.files)
+    (root / ".gitignore").write_text("node_modules\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "suite")
+    return root, fam
+
+
+def _run(root: Path, runner: str, session_id: str = "s-aff") -> RunResult:
+    result = api.test_run(root, framework=runner, affected=True, session_id=session_id)
+    data = json.loads(Path(result.result_ref or "").read_text())
+    assert validate_run_result(data) == [], validate_run_result(data)
+    return result
+
+
+def _ran(result: RunResult) -> set[str]:
+    """Which of the suite's tests (alpha, beta, gamma, sub) the run passed."""
+    return {name for name in ("alpha", "beta", "gamma", "sub") if any(name in t for t in result.passed_tests)}
+
+
+def _edit(root: Path, rel: str) -> None:
+    path = root / rel
+    mark = "# edited" if rel.endswith(".py") else "// edited"
+    path.write_text(f"{path.read_text()}\n{mark}\n")
+
+
+RUNNER_IDS = list(FAMILIES)
+
+
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_a_change_selects_its_tests_and_not_the_others(tmp_path: Path, runner: str) -> None:
+    root, fam = _workspace(tmp_path, runner)
+    _edit(root, fam.mod_b)  # b's own dependency: beta reaches it through b
+    result = _run(root, runner)
+    assert result.ok and result.selection == "affected", result.notes
+    assert _ran(result) == {"beta"}, result.passed_tests
+    assert result.affected is not None and result.affected.fallback is None
+    assert result.affected.changed == (fam.mod_b,)
+    _edit(root, fam.mod_a)
+    assert _ran(_run(root, runner)) == {"alpha", "beta"}
+
+
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_a_new_test_file_is_included(tmp_path: Path, runner: str) -> None:
+    root, fam = _workspace(tmp_path, runner)
+    write_files(root, dict([fam.new_test]))  # untracked
+    result = _run(root, runner)
+    assert _ran(result) == {"gamma"} and result.selection == "affected", (result.passed_tests, result.notes)
+
+
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_a_config_change_runs_the_whole_suite_and_says_which_file(tmp_path: Path, runner: str) -> None:
+    root, fam = _workspace(tmp_path, runner)
+    _edit(root, fam.mod_a)
+    (root / fam.config).write_text((root / fam.config).read_text() + "\n")
+    result = _run(root, runner)
+    whole = {"alpha", "beta", "sub"} if runner == "pytest" else {"alpha", "beta"}
+    assert result.ok and _ran(result) == whole, result.passed_tests
+    assert result.selection is None  # it ran the whole suite: whole-suite evidence for the gate
+    assert result.affected is not None and fam.config in (result.affected.fallback or "")
+    assert any("whole suite" in n and fam.config in n for n in result.notes), result.notes
+    (root / fam.config).unlink()  # a deleted file cannot be mapped either
+    deleted = _run(root, runner)
+    assert deleted.affected is not None and "deleted" in (deleted.affected.fallback or "")
+
+
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_an_owed_test_is_always_included(tmp_path: Path, runner: str) -> None:
+    root, fam = _workspace(tmp_path, runner)
+    mod_b = root / fam.mod_b
+    good = mod_b.read_text()
+    mod_b.write_text(good.replace("1", "2"))
+    red = api.test_run(root, framework=runner, session_id="s-owed")  # the whole suite: beta fails
+    assert red.outcome == "red" and any("beta" in f.test for f in red.failures)
+    mod_b.write_text(good)  # fixed back to HEAD: nothing changed, but beta is still owed
+    result = _run(root, runner, session_id="s-owed")
+    assert result.ok and _ran(result) == {"beta"}, (result.passed_tests, result.notes)
+    assert result.affected is not None and any("beta" in t for t in result.affected.owed)
+    _edit(root, fam.mod_a)
+    assert _ran(_run(root, runner, session_id="s-owed")) >= {"alpha"}
+
+
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_nothing_changed_runs_nothing_and_is_not_green(tmp_path: Path, runner: str) -> None:
+    root, _fam = _workspace(tmp_path, runner)
+    result = _run(root, runner)
+    assert not result.ok and result.outcome != "green" and result.summary.total == 0
+    assert result.selection == "affected"
+    assert "nothing to run" in (result.crash_reason or ""), result.crash_reason
+    assert result.exit_code is None  # nothing was started
+
+
+def test_a_conftest_change_selects_its_folder(tmp_path: Path) -> None:
+    root, _fam = _workspace(tmp_path, "pytest")
+    _edit(root, "tests/sub/conftest.py")
+    result = _run(root, "pytest")
+    assert _ran(result) == {"sub"} and result.affected is not None
+    assert result.affected.tests == ("tests/sub/test_s.py",)
+
+
+def test_the_cli_refuses_affected_with_another_selection(tmp_path: Path) -> None:
+    root, _fam = _workspace(tmp_path, "pytest")
+    for extra in (["--last-failed"], ["--target", "tests"], ["--shard", "1/2"]):
+        done = cli("run", str(root), "--affected", *extra)
+        assert done.code == 2 and "affected chooses the tests itself" in done.stderr, done.stderr
+    done = cli("run", str(root), "--affected", "--json")
+    assert done.code != 0 and done.json["selection"] == "affected"  # nothing changed: not green
