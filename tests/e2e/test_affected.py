@@ -63,10 +63,70 @@ def _py(unittest: bool) -> Family:
                   "setup.cfg")
 
 
+_JS_HEAD = {
+    "vitest": "import { test, expect } from 'vitest'\n",
+    "jest": "",
+    "node:test": "const test = require('node:test')\nconst assert = require('node:assert')\n",
+    "mocha": "const assert = require('node:assert')\nconst test = it\n",
+    "bun": "import { test, expect } from 'bun:test'\n",
+}
+_JS_PKG: dict[str, dict[str, object] | None] = {
+    "vitest": {"type": "module", "devDependencies": {"vitest": "4.1.12"}},
+    "jest": {"devDependencies": {"jest": "30.5.2"}},
+    "node:test": None,
+    "mocha": {"devDependencies": {"mocha": "12.0.3"}},
+    "bun": {"scripts": {"test": "bun test"}},
+}
+_JS_CONFIG = {"vitest": "package-lock.json", "jest": "package-lock.json", "node:test": "package.json",
+              "mocha": ".mocharc.json", "bun": "bun.lock"}
+
+
+def _js(runner: str) -> Family:
+    esm = runner in ("vitest", "bun")
+    ext, spec_ext = ("ts", "") if runner == "bun" else ("js", ".js")
+    tests = "test/" if runner == "mocha" else ""
+    up = "../" if tests else "./"
+
+    def export(name: str, body: str) -> str:
+        return (f"export function {name}() {{ {body} }}\n" if esm
+                else f"function {name}() {{ {body} }}\nmodule.exports = {{ {name} }}\n")
+
+    def imp(name: str, path: str) -> str:
+        return (f"import {{ {name} }} from '{path}{spec_ext}'\n" if esm
+                else f"const {{ {name} }} = require('{path}{spec_ext}')\n")
+
+    def test_file(name: str, head: str, call: str) -> str:
+        check = (f"expect({call}).toBe(1)" if runner in ("vitest", "jest", "bun")
+                 else f"assert.strictEqual({call}, 1)")
+        return f"{_JS_HEAD[runner]}{head}test('{name}', () => {{ {check} }})\n"
+
+    suffix = "spec" if runner == "mocha" else "test"
+    files = {
+        f"src/a.{ext}": export("a", "return 1"),
+        f"src/util.{ext}": export("one", "return 1"),
+        f"src/b.{ext}": imp("one", "./util") + export("b", "return one()"),
+        f"{tests}a.{suffix}.{ext}": test_file("alpha", imp("a", f"{up}src/a"), "a()"),
+        f"{tests}b.{suffix}.{ext}": test_file("beta", imp("b", f"{up}src/b"), "b()"),
+        ".mocharc.json": '{"recursive": true}\n',
+        "package-lock.json": "{}\n",
+        "bun.lock": '{"lockfileVersion": 1, "workspaces": {"": {"name": "ws"}}}\n',
+    }
+    if runner == "node:test":
+        files["package.json"] = '{"name": "ws", "private": true}\n'
+    return Family(files, f"src/a.{ext}", f"src/util.{ext}",
+                  (f"{tests}c.{suffix}.{ext}", test_file("gamma", "", "1")), _JS_CONFIG[runner], _JS_PKG[runner])
+
+
 FAMILIES: dict[str, Callable[[], Family]] = {
     "pytest": lambda: _py(unittest=False),
     "unittest": lambda: _py(unittest=True),
+    "vitest": lambda: _js("vitest"),
+    "jest": lambda: _js("jest"),
+    "node:test": lambda: _js("node:test"),
+    "mocha": lambda: _js("mocha"),
+    "bun": lambda: _js("bun"),
 }
+_BINARY = {"vitest": "vitest", "jest": "jest", "mocha": "mocha", "bun": "bun"}
 
 
 def _git(root: Path, *args: str) -> None:
@@ -80,8 +140,8 @@ def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Family]:
     root = tmp_path / "ws"
     root.mkdir()
     if fam.pkg is not None:
-        if not (RUNNERS / ".bin").exists():
-            pytest.skip("tests/runners has no node_modules (run `npm ci` there)")
+        if runner in _BINARY and not (RUNNERS / ".bin" / _BINARY[runner]).exists():
+            pytest.skip(f"{runner} is not installed in tests/runners (run `npm ci` there)")
         os.symlink(RUNNERS, root / "node_modules")
         (root / "package.json").write_text(json.dumps({"name": "ws", "private": True, **fam.pkg}))
     write_files(root, fam.files)
