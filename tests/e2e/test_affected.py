@@ -113,8 +113,8 @@ def _js(runner: str) -> Family:
     }
     if runner == "node:test":
         files["package.json"] = '{"name": "ws", "private": true}\n'
-    return Family(files, f"src/a.{ext}", f"src/util.{ext}",
-                  (f"{tests}c.{suffix}.{ext}", test_file("gamma", "", "1")), _JS_CONFIG[runner], _JS_PKG[runner])
+    new_test = (f"{tests}c.{suffix}.{ext}", test_file("gamma", "", "1"))
+    return Family(files, f"src/a.{ext}", f"src/util.{ext}", new_test, _JS_CONFIG[runner], _JS_PKG[runner])
 
 
 FAMILIES: dict[str, Callable[[], Family]] = {
@@ -251,3 +251,12 @@ def test_the_cli_refuses_affected_with_another_selection(tmp_path: Path) -> None
         assert done.code == 2 and "affected chooses the tests itself" in done.stderr, done.stderr
     done = cli("run", str(root), "--affected", "--json")
     assert done.code != 0 and done.json["selection"] == "affected"  # nothing changed: not green
+
+
+def test_a_module_named_at_run_time_runs_the_whole_suite(tmp_path: Path) -> None:
+    root, _fam = _workspace(tmp_path, "node:test")
+    test_a = root / "a.test.js"
+    test_a.write_text(test_a.read_text() + "const name = './src/b.js'\nrequire(name)\n")
+    result = _run(root, "node:test")
+    assert result.selection is None and _ran(result) == {"alpha", "beta"}, result.passed_tests
+    assert result.affected is not None and "a.test.js" in (result.affected.fallback or "")
