@@ -270,6 +270,10 @@ def test_run(
         result = finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                           root=detection.root)
         final = after_run(str(ws), result, fingerprint=fingerprint.result, session_resolved=True)
+        if final.ok and final.selection is None and final.shard is None and session_id and command is None:
+            from greenloop.runner.affected import record_green
+
+            record_green(detection.root, session_id, run_id)  # --affected counts changes from here
         if unit is not None:
             status = "passed" if final.ok else "failed"
             note = unit_status(unit, status, run_id, write_back=cfg.write_unit_status)
@@ -302,7 +306,7 @@ def _affected_changes(root: str, ws: Path, session_id: str | None) -> Any:
         except Exception:  # an unreadable state database: nothing known owed
             rows = ()
         owed = [(o.test, o.file) for o in rows]
-    return changes(root, owed)
+    return changes(root, owed, session_id)
 
 
 def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:

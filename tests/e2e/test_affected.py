@@ -20,6 +20,7 @@ from typing import NamedTuple
 import pytest
 
 from greenloop import api
+from greenloop.closure.run_evidence import evidence_of
 from greenloop.result import RunResult
 from greenloop.schema import validate_run_result
 
@@ -180,6 +181,7 @@ def test_a_change_selects_its_tests_and_not_the_others(tmp_path: Path, runner: s
     result = _run(root, runner)
     assert result.ok and result.selection == "affected", result.notes
     assert _ran(result) == {"beta"}, result.passed_tests
+    assert not evidence_of(result, None).whole_suite  # the gate: a narrowed run, never the whole suite
     assert result.affected is not None and result.affected.fallback is None
     assert result.affected.changed == (fam.mod_b,)
     _edit(root, fam.mod_a)
@@ -203,6 +205,7 @@ def test_a_config_change_runs_the_whole_suite_and_says_which_file(tmp_path: Path
     whole = {"alpha", "beta", "sub"} if runner == "pytest" else {"alpha", "beta"}
     assert result.ok and _ran(result) == whole, result.passed_tests
     assert result.selection is None  # it ran the whole suite: whole-suite evidence for the gate
+    assert evidence_of(result, None).whole_suite
     assert result.affected is not None and fam.config in (result.affected.fallback or "")
     assert any("whole suite" in n and fam.config in n for n in result.notes), result.notes
     (root / fam.config).unlink()  # a deleted file cannot be mapped either
@@ -260,3 +263,25 @@ def test_a_module_named_at_run_time_runs_the_whole_suite(tmp_path: Path) -> None
     result = _run(root, "node:test")
     assert result.selection is None and _ran(result) == {"alpha", "beta"}, result.passed_tests
     assert result.affected is not None and "a.test.js" in (result.affected.fallback or "")
+
+
+def test_changes_count_from_the_sessions_last_green_whole_suite_run(tmp_path: Path) -> None:
+    root, fam = _workspace(tmp_path, "pytest")
+    _edit(root, fam.mod_a)
+    first = _run(root, "pytest", session_id="s-base")  # no green whole-suite run yet: since HEAD
+    assert first.affected is not None and first.affected.since == "HEAD" and _ran(first) == {"alpha"}
+    whole = api.test_run(root, framework="pytest", session_id="s-base")
+    assert whole.ok and whole.selection is None
+    same = _run(root, "pytest", session_id="s-base")  # a.py still differs from HEAD, not from that run
+    assert same.affected is not None and same.affected.since == whole.run_id
+    assert same.summary.total == 0 and not same.ok, same.notes
+    _edit(root, fam.mod_b)
+    after = _run(root, "pytest", session_id="s-base")
+    assert after.affected is not None and after.affected.changed == (fam.mod_b,)
+    assert _ran(after) == {"beta"}, after.passed_tests
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "edits")  # committed since: the commit's files count
+    committed = _run(root, "pytest", session_id="s-base")
+    assert committed.affected is not None and fam.mod_b in committed.affected.changed
+    other = _run(root, "pytest", session_id="s-other")  # another session: its own baseline (HEAD)
+    assert other.affected is not None and other.affected.since == "HEAD" and other.summary.total == 0

@@ -1,10 +1,11 @@
 """`--affected`: the tests the changed files can break, plus every test the session owes.
 
-Two halves. `changes` (api.test_run calls it) asks git which files changed since HEAD (staged,
-unstaged and untracked: `git status --porcelain`), relative to the workspace; no git
-repository, or a deleted file, is a reason to run the whole suite. `select` (plan.py calls
-it) maps those files to the runner's own selection, one small function a runner family
-(so each can move into its runner's package later, issue 28):
+Two halves. `changes` (api.test_run calls it) asks git which files changed since the
+session's last green whole-suite run (affected_base.py keeps what the tree was then), or,
+with none, since HEAD (staged, unstaged and untracked: `git status --porcelain`), relative
+to the workspace; no git repository, or a deleted file, is a reason to run the whole suite.
+`select` (plan.py calls it) maps those files to the runner's own selection, one small
+function a runner family (so each can move into its runner's package later, issue 28):
 
 - pytest, unittest: the static import graph of the workspace's Python modules (affected_py.py);
 - vitest: `vitest related <files> --run`; jest: `--findRelatedTests <files>` (the runner's own graph);
@@ -27,7 +28,7 @@ from typing import NamedTuple
 from greenloop.layout import NOT_CODE_DIRS
 from greenloop.model import AffectedInfo
 
-__all__ = ["Changes", "Selection", "changes", "select"]
+__all__ = ["Changes", "Selection", "changes", "record_green", "select", "status"]
 
 PY_RUNNERS = ("pytest", "unittest")
 RELATED_RUNNERS = ("vitest", "jest")
@@ -44,6 +45,7 @@ class Changes(NamedTuple):
     fallback: str | None = None  # a reason the whole suite must run (no git, a deleted file)
     owed: tuple[str, ...] = ()  # owed test names
     owed_files: tuple[str, ...] = ()  # their files, relative to the workspace
+    note: str | None = None  # why the changes count from HEAD although the session has a baseline
 
 
 class Selection(NamedTuple):
@@ -64,9 +66,34 @@ def _git(root: str, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def changes(root: str, owed: Sequence[tuple[str, str | None]] = ()) -> Changes:
-    """The files changed since git HEAD (untracked included), relative to `root`, and the
-    owed tests (name, file) folded in; `fallback` says why the whole suite must run instead."""
+def status(root: str) -> tuple[list[str], str | None] | None:
+    """The files that differ from git HEAD (staged, unstaged, untracked), relative to `root`,
+    and a reason the whole suite must run (a file changed outside the workspace); None when
+    `root` is not in a git repository or git fails."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    out = _git(root, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
+    if top is None or out is None:
+        return None
+    here = os.path.realpath(root)
+    dirty: list[str] = []
+    outside: str | None = None
+    for entry in out.split("\0"):
+        if len(entry) < 4:
+            continue
+        path = entry[3:]
+        rel = os.path.relpath(os.path.realpath(os.path.join(top.strip(), path)), here).replace(os.sep, "/")
+        parts = rel.split("/")
+        if rel.startswith("../"):
+            outside = outside or f"{path} changed outside the workspace, outside the graph"
+        elif not any(p in NOT_CODE_DIRS for p in parts[:-1]) and parts[-1] not in _SKIP_FILES:
+            dirty.append(rel)  # (not greenloop's own state, not dependencies)
+    return sorted(set(dirty)), outside
+
+
+def changes(root: str, owed: Sequence[tuple[str, str | None]] = (), session_id: str | None = None) -> Changes:
+    """The files changed since the session's last green whole-suite run (else since git HEAD),
+    relative to `root`, and the owed tests (name, file) folded in; `fallback` says why the
+    whole suite must run instead (affected_base keeps the baseline)."""
     owed_names = tuple(dict.fromkeys(name for name, _ in owed))
     owed_files: list[str] = []
     for name, file in owed:
@@ -75,35 +102,41 @@ def changes(root: str, owed: Sequence[tuple[str, str | None]] = ()) -> Changes:
             return Changes(fallback=f"owed test {name!r} has no known file", owed=owed_names)
         if rel not in owed_files:
             owed_files.append(rel)
-    top = _git(root, "rev-parse", "--show-toplevel")
-    if top is None:
-        return Changes(fallback="the workspace is not in a git repository, so its changes are unknown",
-                       owed=owed_names, owed_files=tuple(owed_files))
-    top = top.strip()
-    status = _git(root, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
-    if status is None:
-        return Changes(fallback="`git status` failed, so the changes are unknown", owed=owed_names,
-                       owed_files=tuple(owed_files))
-    here = os.path.realpath(root)
-    changed: list[str] = []
-    fallback: str | None = None
-    for entry in status.split("\0"):
-        if len(entry) < 4:
-            continue
-        code, path = entry[:2], entry[3:]
-        full = os.path.realpath(os.path.join(top, path))
-        rel = os.path.relpath(full, here).replace(os.sep, "/")
-        parts = rel.split("/")
-        if rel.startswith("../"):
-            fallback = fallback or f"{path} changed outside the workspace, outside the graph"
-            continue
-        if any(p in NOT_CODE_DIRS for p in parts[:-1]) or parts[-1] in _SKIP_FILES:
-            continue  # greenloop's own state, dependencies
-        if "D" in code:
-            fallback = fallback or f"{rel} was deleted"
-        if rel not in changed:
-            changed.append(rel)
-    return Changes(tuple(sorted(changed)), "HEAD", fallback, owed_names, tuple(owed_files))
+    found = status(root)
+    if found is None:
+        return Changes(fallback="the workspace is not in a git repository (or `git status` failed), so "
+                       "its changes are unknown", owed=owed_names, owed_files=tuple(owed_files))
+    dirty, outside = found
+    changed, since, note = dirty, "HEAD", None
+    if session_id is not None:
+        from greenloop.runner import affected_base
+
+        base = affected_base.load(root, session_id)
+        if base is None:
+            affected_base.start(root, session_id)  # from now on its green whole-suite runs are kept
+        elif base:
+            head = _git(root, "rev-parse", "HEAD")
+            head = head.strip() if head else None
+            changed, why = affected_base.since_baseline(root, base, head, dirty, _git)
+            if why is None:
+                since = str(base["run_id"])
+            else:
+                changed, note = dirty, f"affected: counted changes from git HEAD: {why}"
+    gone = next((rel for rel in changed if not os.path.lexists(os.path.join(root, rel))), None)
+    fallback = outside or (f"{gone} was deleted" if gone else None)
+    return Changes(tuple(changed), since, fallback, owed_names, tuple(owed_files), note)
+
+
+def record_green(root: str, session_id: str, run_id: str) -> None:
+    """After a green whole-suite run: the session's new baseline, if it uses `--affected`."""
+    from greenloop.runner import affected_base
+
+    if not os.path.exists(affected_base.path_of(root, session_id)):
+        return  # a session that never asked for --affected: one stat, nothing written
+    found = status(root)
+    head = _git(root, "rev-parse", "HEAD")
+    if found is not None and head is not None:
+        affected_base.record(root, session_id, run_id, head.strip(), found[0])
 
 
 def _owed_file(root: str, name: str, file: str | None) -> str | None:
@@ -136,6 +169,9 @@ def _fallback(info: AffectedInfo, reason: str) -> Selection:
 def select(framework: str, root: str, found: Changes) -> Selection:
     """The runner's arguments for the affected tests (see the module docstring)."""
     info = AffectedInfo(changed=found.changed, owed=found.owed, since=found.since)
+    if found.note is not None:
+        picked = select(framework, root, found._replace(note=None))
+        return picked._replace(notes=[found.note, *picked.notes])
     if found.fallback is not None:
         return _fallback(info, found.fallback)
     if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS):
