@@ -132,7 +132,7 @@ def test_run(
     shard: str | ShardInfo | None = None,
     rerun_failures: int = 0,
     resume_token: str | None = None,
-    affected: bool = False,
+    affected: bool | None = False,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
@@ -148,8 +148,10 @@ def test_run(
     test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests").
 
     `affected`: run only the tests the files changed since git HEAD can break, plus every test
-    the session owes (greenloop.runner.affected); the result's `selection` is "affected"."""
-    if not isinstance(affected, bool):
+    the session owes (greenloop.runner.affected); the result's `selection` is "affected". None
+    (what MCP test_run passes when the call leaves it out): the config's `affected`, for a run
+    that chooses no tests itself."""
+    if affected is not None and not isinstance(affected, bool):
         raise UsageError(f"affected must be true or false, got {affected!r}")
     if affected:
         given = (("target", target is not None), ("last_failed", bool(last_failed)),
@@ -189,6 +191,9 @@ def test_run(
     ws = _workspace(workspace)
     sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
     cfg = config_mod.load(ws)  # once: the session lookup and the sandbox policy read it too
+    by_config = affected is None and cfg.affected and target is None and not last_failed and command is None \
+        and the_shard is None
+    affected = bool(affected) or by_config
     if session_id is None:
         # The caller's session, resolved before the run so that its sandbox mode applies and
         # the run is recorded under it (greenloop.closure.session: variables, then the process tree).
@@ -222,6 +227,10 @@ def test_run(
     )
     if whose is not None:
         the_plan = the_plan._replace(notes=(*the_plan.notes, whose))
+    if by_config:
+        the_plan = the_plan._replace(notes=(
+            "affected: the config's `affected = true` made this an affected run; pass affected: false "
+            "for the whole suite", *the_plan.notes))
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.

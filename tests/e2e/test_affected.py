@@ -285,3 +285,21 @@ def test_changes_count_from_the_sessions_last_green_whole_suite_run(tmp_path: Pa
     assert committed.affected is not None and fam.mod_b in committed.affected.changed
     other = _run(root, "pytest", session_id="s-other")  # another session: its own baseline (HEAD)
     assert other.affected is not None and other.affected.since == "HEAD" and other.summary.total == 0
+
+
+def test_the_config_makes_an_agents_run_that_chooses_nothing_an_affected_run(tmp_path: Path) -> None:
+    root, fam = _workspace(tmp_path, "pytest")
+    (root / "greenloop.toml").write_text("affected = true\n")
+    _git(root, "add", "greenloop.toml")
+    _git(root, "commit", "-q", "-m", "config")
+    _edit(root, fam.mod_a)
+    inner = api.test_run(root, framework="pytest", affected=None, session_id="s-cfg")  # what MCP passes
+    assert inner.selection == "affected" and _ran(inner) == {"alpha"}, inner.notes
+    assert any("affected = true" in n for n in inner.notes)
+    chosen = api.test_run(root, framework="pytest", affected=None, target="tests/test_b.py",
+                          session_id="s-cfg")
+    assert chosen.selection == "target" and _ran(chosen) == {"beta"}
+    whole = api.test_run(root, framework="pytest", affected=False, session_id="s-cfg")  # asked for the suite
+    assert whole.selection is None and _ran(whole) == {"alpha", "beta", "sub"}
+    cli_run = cli("run", str(root), "--framework", "pytest", "--json")  # a CLI run is the whole suite
+    assert cli_run.json["selection"] is None

@@ -147,15 +147,16 @@ def build_tools(state: ServerState) -> list[Tool]:
                   "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
         affected: Annotated[
-            bool,
+            bool | None,
             Field(description="Run only the tests the files changed since git HEAD can break, plus every "
                   "test this session owes, in the runner's own dialect (vitest related, jest "
                   "--findRelatedTests, an import graph for pytest, unittest, node:test, mocha and bun); "
                   "a file it cannot map (a lockfile, a config, a deleted file) runs the whole suite, "
                   "with a note. The result's selection is 'affected' and `affected` lists the changed "
                   "files and the tests; nothing to run is not green. Not with target, last_failed, "
-                  "command, shard or mode retry/resume."),
-        ] = False,
+                  "command, shard or mode retry/resume. Left out: the config's `affected` (false "
+                  "unless set) for a call that chooses no tests itself."),
+        ] = None,
         command: Annotated[
             str | None,
             Field(description="Run this shell command verbatim instead (ignores target and last_failed)."),
@@ -208,8 +209,7 @@ def build_tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
-        if affected:
-            options["affected"] = True
+        options["affected"] = affected  # None: the config's `affected`
         if shard is not None:
             options["shard"] = shard
         if rerun_failures:
