@@ -108,4 +108,4 @@ def test_select_falls_back_for_what_it_cannot_map(tmp_path: Path) -> None:
                                           owed_files=("tests/test_plain.py",)))
     assert owed.args == ["tests/test_plain.py"] and owed.nothing is None
     jest = select("jest", root, Changes(changed=("src/x.js",)))
-    assert jest.args == ["--findRelatedTests", "src/x.js"]
+    assert jest.args == ["--passWithNoTests", "--findRelatedTests", "src/x.js"]

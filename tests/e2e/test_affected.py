@@ -239,6 +239,17 @@ def test_nothing_changed_runs_nothing_and_is_not_green(tmp_path: Path, runner: s
     assert result.exit_code is None  # nothing was started
 
 
+@pytest.mark.parametrize("runner", RUNNER_IDS)
+def test_a_module_no_test_reaches_runs_nothing_and_is_not_green(tmp_path: Path, runner: str) -> None:
+    root, fam = _workspace(tmp_path, runner)
+    unused = fam.mod_a.replace("/a.", "/unused.")
+    (root / unused).write_text((root / fam.mod_a).read_text())
+    result = _run(root, runner)
+    assert not result.ok and result.summary.total == 0 and result.selection == "affected"
+    assert "not a green run" in (result.crash_reason or ""), (result.crash_reason, result.notes)
+    assert result.next_action is None  # nothing is broken: there is nothing to retry
+
+
 def test_a_conftest_change_selects_its_folder(tmp_path: Path) -> None:
     root, _fam = _workspace(tmp_path, "pytest")
     _edit(root, "tests/sub/conftest.py")
