@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -118,6 +119,26 @@ def _js(runner: str) -> Family:
     return Family(files, f"src/a.{ext}", f"src/util.{ext}", new_test, _JS_CONFIG[runner], _JS_PKG[runner])
 
 
+def _go() -> Family:
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed (apt-get install golang-go)")
+
+    def test_file(pkg: str, name: str, imp: str, call: str) -> str:
+        head = f'package {pkg}\n\nimport (\n\t"testing"\n{imp})\n\n'
+        return head + f'func Test_{name}(t *testing.T) {{\n\tif {call} != 1 {{\n\t\tt.Fatal("no")\n\t}}\n}}\n'
+
+    files = {
+        "go.mod": "module example.com/ws\n\ngo 1.19\n",
+        "a/a.go": "package a\n\nfunc A() int { return 1 }\n",
+        "util/util.go": "package util\n\nfunc One() int { return 1 }\n",
+        "b/b.go": 'package b\n\nimport "example.com/ws/util"\n\nfunc B() int { return util.One() }\n',
+        "a/a_test.go": test_file("a", "alpha", "", "A()"),
+        "b/b_test.go": test_file("b", "beta", "", "B()"),
+    }
+    new_test = ("c/c_test.go", test_file("c", "gamma", "", "1"))
+    return Family(files, "a/a.go", "util/util.go", new_test, "go.mod")
+
+
 FAMILIES: dict[str, Callable[[], Family]] = {
     "pytest": lambda: _py(unittest=False),
     "unittest": lambda: _py(unittest=True),
@@ -126,6 +147,7 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "node:test": lambda: _js("node:test"),
     "mocha": lambda: _js("mocha"),
     "bun": lambda: _js("bun"),
+    "go": _go,
 }
 _BINARY = {"vitest": "vitest", "jest": "jest", "mocha": "mocha", "bun": "bun"}
 
@@ -134,6 +156,15 @@ def _git(root: Path, *args: str) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@e"}
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+GO_ENV = {"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+
+
+@pytest.fixture(autouse=True)
+def _offline_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in GO_ENV.items():
+        monkeypatch.setenv(key, value)
 
 
 def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Family]:
@@ -243,7 +274,10 @@ def test_nothing_changed_runs_nothing_and_is_not_green(tmp_path: Path, runner: s
 def test_a_module_no_test_reaches_runs_nothing_and_is_not_green(tmp_path: Path, runner: str) -> None:
     root, fam = _workspace(tmp_path, runner)
     unused = fam.mod_a.replace("/a.", "/unused.")
-    (root / unused).write_text((root / fam.mod_a).read_text())
+    text = (root / fam.mod_a).read_text()
+    if runner == "go":  # a file of package a is package a: a new package nothing imports
+        unused, text = "unused/unused.go", "package unused\n"
+    write_files(root, {unused: text})
     result = _run(root, runner)
     assert not result.ok and result.summary.total == 0 and result.selection == "affected"
     assert "not a green run" in (result.crash_reason or ""), (result.crash_reason, result.notes)

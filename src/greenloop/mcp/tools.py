@@ -150,7 +150,8 @@ def build_tools(state: ServerState) -> list[Tool]:
             bool | None,
             Field(description="Run only the tests the files changed since git HEAD can break, plus every "
                   "test this session owes, in the runner's own dialect (vitest related, jest "
-                  "--findRelatedTests, an import graph for pytest, unittest, node:test, mocha and bun); "
+                  "--findRelatedTests, an import graph for pytest, unittest, node:test, mocha and bun, "
+                  "go list for go); "
                   "a file it cannot map (a lockfile, a config, a deleted file) runs the whole suite, "
                   "with a note. The result's selection is 'affected' and `affected` lists the changed "
                   "files and the tests; nothing to run is not green. Not with target, last_failed, "

@@ -10,7 +10,8 @@ function a runner family (so each can move into its runner's package later, issu
 - pytest, unittest: the static import graph of the workspace's Python modules (affected_py.py);
 - vitest: `vitest related <files> --run`; jest: `--findRelatedTests <files>` (the runner's own graph);
 - node:test, mocha, bun: the import graph of the test files (affected_js.py);
-- go, cargo, npm-test: not mapped yet: the whole suite, with a note.
+- go: the packages whose tests depend on a changed package (`go list`: affected_go.py);
+- cargo, npm-test: not mapped yet: the whole suite, with a note.
 
 A file greenloop cannot map safely (a lockfile, package.json, a runner or Python config, a
 non-code file, a deleted file, a file outside the graph) runs the whole suite, with a note
@@ -33,6 +34,7 @@ __all__ = ["Changes", "Selection", "changes", "record_green", "select", "status"
 PY_RUNNERS = ("pytest", "unittest")
 RELATED_RUNNERS = ("vitest", "jest")
 JS_GRAPH_RUNNERS = ("node:test", "mocha", "bun")
+GO_RUNNERS = ("go",)
 _JS_CODE = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
 _SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})  # greenloop's own logs
 
@@ -174,14 +176,14 @@ def select(framework: str, root: str, found: Changes) -> Selection:
         return picked._replace(notes=[found.note, *picked.notes])
     if found.fallback is not None:
         return _fallback(info, found.fallback)
-    if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS):
+    if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS, *GO_RUNNERS):
         return _fallback(info, f"--affected is not mapped for {framework} yet")
     if not found.changed and not found.owed_files:
         return Selection([], info, ["affected: nothing changed since "
                                     f"{found.since} and no test is owed; no test ran"],
                          nothing="--affected found nothing to run: no file changed since "
                                  f"{found.since} and the session owes no test; this is not a green run")
-    suffixes = (".py",) if framework in PY_RUNNERS else _JS_CODE
+    suffixes = (".py",) if framework in PY_RUNNERS else (".go",) if framework in GO_RUNNERS else _JS_CODE
     for rel in found.changed:
         why = _unmappable(rel, suffixes)
         if why is not None:
@@ -190,6 +192,8 @@ def select(framework: str, root: str, found: Changes) -> Selection:
         return _python(framework, root, found, info)
     if framework in RELATED_RUNNERS:
         return _related(framework, found, info)
+    if framework in GO_RUNNERS:
+        return _go(root, found, info)
     return _js_graph(framework, root, found, info)
 
 
@@ -220,6 +224,17 @@ def _related(framework: str, found: Changes, info: AffectedInfo) -> Selection:
     # (no related test is an empty run that exits 0, which the verdict reports as not green)
     args = ["--passWithNoTests", "--findRelatedTests", *files] if framework == "jest" and files else files
     return _done(args, files, info, found)
+
+
+def _go(root: str, found: Changes, info: AffectedInfo) -> Selection:
+    from greenloop.runner import affected_go
+
+    packages, why = affected_go.select(root, found.changed)
+    if why is not None:
+        return _fallback(info, why)
+    owed = {"./" + os.path.dirname(f) if os.path.dirname(f) else "." for f in found.owed_files}
+    packages = sorted({*packages, *owed})
+    return _done(packages, packages, info, found)
 
 
 def _js_graph(framework: str, root: str, found: Changes, info: AffectedInfo) -> Selection:
