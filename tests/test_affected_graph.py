@@ -51,13 +51,26 @@ def test_python_graph_follows_src_layout_relative_and_lazy_imports(tmp_path: Pat
     assert pick("tests/unit/conftest.py") == ["tests/unit/test_u.py"]  # its folder and below
 
 
-def test_python_graph_refuses_what_it_cannot_see(tmp_path: Path) -> None:
-    root = _write(tmp_path, {**PY, "src/app/broken.py": "def (:\n"})
-    tests, why = affected_py.select(root, "pytest", ["src/app/helpers.py"])
-    assert tests == [] and why is not None and "src/app/broken.py" in why
+def test_python_graph_runs_or_refuses_what_it_cannot_see(tmp_path: Path) -> None:
+    broken = {**PY, "src/app/broken.py": "def (:\n", "tests/test_broken.py": "from app import broken\n"}
+    root = _write(tmp_path, broken)
+    tests, why = affected_py.select(root, "pytest", ["src/app/lazy.py"])
+    # the test reaching a file that does not parse always runs; its imports are unknown
+    assert tests == ["tests/test_broken.py", "tests/test_lazy.py"] and why is None
     root2 = _write(tmp_path / "two", {**PY, "pytest.ini": "[pytest]\npython_files = check_*.py\n"})
     _tests, why2 = affected_py.select(root2, "pytest", ["src/app/helpers.py"])
     assert why2 is not None and "pytest.ini" in why2
+
+
+def test_pytest_leaves_out_what_its_whole_run_leaves_out(tmp_path: Path) -> None:
+    files = {**PY, "tests/fixtures/conftest.py": "collect_ignore_glob = ['*']\n",
+             "tests/fixtures/test_fx.py": "import app\n", "other/test_o.py": "import app\n",
+             "pytest.ini": "[pytest]\ntestpaths = tests\n"}
+    root = _write(tmp_path, files)
+    assert affected_py.select(root, "pytest", ["src/app/lazy.py"])[0] == ["tests/test_lazy.py"]
+    dynamic = _write(tmp_path / "two", {**files, "tests/fixtures/conftest.py": "collect_ignore = names()\n"})
+    _tests, why = affected_py.select(dynamic, "pytest", ["src/app/lazy.py"])
+    assert why is not None and "collect_ignore" in why
 
 
 def test_unittest_takes_its_own_pattern_and_no_conftest(tmp_path: Path) -> None:
@@ -100,8 +113,8 @@ def test_select_falls_back_for_what_it_cannot_map(tmp_path: Path) -> None:
         sel = select("pytest", root, Changes(changed=changed))
         assert sel.args is None and sel.info.fallback is not None and word in sel.info.fallback
         assert any(word in n for n in sel.notes)
-    go = select("go", root, Changes(changed=("main.go",)))
-    assert go.args is None and "not mapped for go" in (go.info.fallback or "")
+    cargo = select("cargo", root, Changes(changed=("src/lib.rs",)))
+    assert cargo.args is None and "not mapped for cargo" in (cargo.info.fallback or "")
     nothing = select("pytest", root, Changes())
     assert nothing.args == [] and nothing.nothing is not None
     owed = select("pytest", root, Changes(owed=("tests/test_plain.py::test_p",),

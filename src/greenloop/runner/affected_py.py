@@ -10,8 +10,11 @@ and on every conftest.py in its folder and the folders above it (and what they i
 changed conftest.py selects every test file below it. Imports that resolve to no workspace
 file (the standard library, installed packages) are not followed.
 
-What the graph cannot see makes the caller run the whole suite: a file that does not parse,
-and a config that names other test file patterns (pytest's python_files).
+The test files pytest's whole run leaves out stay out: those outside its `testpaths` and
+those a conftest.py's literal `collect_ignore` / `collect_ignore_glob` names (one that is
+not a literal list runs the whole suite). What the graph cannot see: a file that does not
+parse (its imports are unknown) makes every test file that reaches it run; a config that
+names other test file patterns (pytest's python_files) makes the caller run the whole suite.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import NamedTuple
 
 from greenloop.layout import NOT_CODE_DIRS
 
-__all__ = ["Graph", "build", "custom_patterns", "is_test_file", "select"]
+__all__ = ["Graph", "build", "custom_patterns", "is_test_file", "select", "testpaths"]
 
 PYTEST_PATTERNS = ("test_*.py", "*_test.py")
 UNITTEST_PATTERNS = ("test*.py",)
@@ -36,6 +39,9 @@ class Graph(NamedTuple):
 
     imports: dict[str, frozenset[str]]
     unparsed: tuple[str, ...]  # files that do not parse: their imports are unknown
+    # each conftest.py's collect_ignore / collect_ignore_glob, as globs relative to the
+    # workspace; None when one is not a literal list of strings
+    ignored: tuple[str, ...] | None = ()
 
 
 def _py_files(root: str) -> list[str]:
@@ -49,6 +55,11 @@ def _py_files(root: str) -> list[str]:
     return sorted(found)
 
 
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def _base_dir(rel: str, files: frozenset[str]) -> str:
     """The first folder up from `rel` that is not a package (pytest's rootdir-less basedir)."""
     folder = os.path.dirname(rel)
@@ -57,7 +68,7 @@ def _base_dir(rel: str, files: frozenset[str]) -> str:
     return folder
 
 
-def _module_files(name: str, roots: Iterable[str], files: frozenset[str]) -> list[str]:
+def _module_files(name: str, roots: Iterable[str], files: frozenset[str], dirs: frozenset[str]) -> list[str]:
     """The workspace files importing `name` runs: each package's __init__.py and the module."""
     parts = name.split(".")
     for base in roots:
@@ -69,7 +80,7 @@ def _module_files(name: str, roots: Iterable[str], files: frozenset[str]) -> lis
                 found.append(f"{path}/__init__.py")
             elif i == len(parts) and f"{path}.py" in files:
                 found.append(f"{path}.py")
-            elif i < len(parts) and any(f.startswith(path + "/") for f in files):
+            elif i < len(parts) and path in dirs:
                 continue  # a namespace package folder
             else:
                 found = []
@@ -87,12 +98,27 @@ def _package_of(rel: str, level: int) -> list[str] | None:
     return parts[: len(parts) - (level - 1)]
 
 
-def _imports_of(rel: str, tree: ast.AST, roots: Sequence[str], files: frozenset[str]) -> frozenset[str]:
+def _statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    """Every statement, nested ones too (imports are statements: expressions are not walked)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+        for handler in getattr(node, "handlers", None) or ():
+            yield from _statements(handler.body)
+        for case in getattr(node, "cases", None) or ():
+            yield from _statements(case.body)
+
+
+def _imports_of(rel: str, tree: ast.Module, roots: Sequence[str], files: frozenset[str],
+                dirs: frozenset[str]) -> frozenset[str]:
     deps: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                deps.update(_module_files(alias.name, roots, files))
+                deps.update(_module_files(alias.name, roots, files, dirs))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 package = _package_of(rel, node.level)
@@ -110,9 +136,9 @@ def _imports_of(rel: str, tree: ast.AST, roots: Sequence[str], files: frozenset[
                             deps.add(path.lstrip("/"))
                 continue
             module = node.module or ""
-            deps.update(_module_files(module, roots, files))
+            deps.update(_module_files(module, roots, files, dirs))
             for alias in node.names:
-                deps.update(_module_files(f"{module}.{alias.name}", roots, files))
+                deps.update(_module_files(f"{module}.{alias.name}", roots, files, dirs))
     deps.discard(rel)
     return frozenset(deps)
 
@@ -121,8 +147,10 @@ def build(root: str) -> Graph:
     """Parse every .py file of the workspace and resolve its imports to workspace files."""
     rels = _py_files(root)
     files = frozenset(rels)
+    dirs = frozenset(d for rel in rels for d in _parents(rel))
     imports: dict[str, frozenset[str]] = {}
     unparsed: list[str] = []
+    ignored: list[str] | None = []
     for rel in rels:
         try:
             with open(os.path.join(root, rel), "rb") as fh:
@@ -132,8 +160,67 @@ def build(root: str) -> Graph:
             imports[rel] = frozenset()
             continue
         roots = list(dict.fromkeys([_base_dir(rel, files), "", "src"]))
-        imports[rel] = _imports_of(rel, tree, roots, files)
-    return Graph(imports, tuple(unparsed))
+        imports[rel] = _imports_of(rel, tree, roots, files, dirs)
+        if rel.endswith("conftest.py") and ignored is not None:
+            globs = _collect_ignore(tree)
+            folder = os.path.dirname(rel)
+            ignored = None if globs is None else [*ignored, *(f"{folder}/{g}" if folder else g
+                                                              for g in globs)]
+    return Graph(imports, tuple(unparsed), None if ignored is None else tuple(ignored))
+
+
+def _collect_ignore(tree: ast.Module) -> list[str] | None:
+    """A conftest.py's collect_ignore and collect_ignore_glob entries; None when not literal."""
+    out: list[str] = []
+    for node in _statements(tree.body):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        names = ("collect_ignore", "collect_ignore_glob")
+        if not any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            if any(isinstance(t, ast.Attribute) and t.attr.startswith("collect_ignore") for t in targets):
+                return None
+            continue
+        try:
+            given = getattr(node, "value", None)
+            value = ast.literal_eval(given) if given is not None else []
+        except ValueError:
+            return None
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            return None
+        out += [v.removeprefix("./") for v in value]
+    return out
+
+
+def testpaths(root: str) -> list[str] | None:
+    """pytest's `testpaths` (folders or globs, relative to the workspace), when a config sets it."""
+    import configparser
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    pyproject = os.path.join(root, "pyproject.toml")
+    if os.path.isfile(pyproject):
+        try:
+            with open(pyproject, "rb") as fh:
+                opts = tomllib.load(fh).get("tool", {}).get("pytest", {}).get("ini_options", {})
+        except (OSError, ValueError):
+            opts = {}
+        paths = opts.get("testpaths") if isinstance(opts, dict) else None
+        if isinstance(paths, str):
+            return paths.split()
+        if isinstance(paths, list):
+            return [str(p) for p in paths]
+    for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(os.path.join(root, name), encoding="utf-8")
+        except (configparser.Error, OSError):
+            continue
+        if parser.has_option(section, "testpaths"):
+            return parser.get(section, "testpaths").split()
+    return None
 
 
 def is_test_file(rel: str, framework: str) -> bool:
@@ -156,6 +243,17 @@ def _conftests(rel: str, files: Iterable[str]) -> list[str]:
         folder = os.path.dirname(folder)
 
 
+def _left_out(rel: str, ignored: Sequence[str], paths: Sequence[str] | None) -> bool:
+    """Does pytest's whole-suite run leave `rel` out (collect_ignore(_glob), testpaths)?"""
+    for glob in ignored:
+        if fnmatch.fnmatchcase(rel, glob) or rel == glob or rel.startswith(glob.rstrip("/") + "/"):
+            return True
+    if paths is None:
+        return False
+    return not any(rel == p.strip("/") or rel.startswith(p.strip("/") + "/") or fnmatch.fnmatchcase(rel, p)
+                   or p.strip("/") in ("", ".") for p in paths)
+
+
 def custom_patterns(root: str) -> str | None:
     """The config file that names its own test file patterns (pytest's python_files), if any."""
     for name in _CONFIGS:
@@ -175,12 +273,15 @@ def select(root: str, framework: str, changed: Sequence[str]) -> tuple[list[str]
     if custom is not None and framework == "pytest":
         return [], f"{custom} sets python_files: greenloop does not map custom test file patterns"
     graph = build(root)
-    if graph.unparsed:
-        return [], f"{graph.unparsed[0]} does not parse, so its imports are unknown"
+    if framework == "pytest" and graph.ignored is None:
+        return [], "a conftest.py sets collect_ignore to something other than a literal list"
+    ignored = graph.ignored or () if framework == "pytest" else ()
+    paths = testpaths(root) if framework == "pytest" else None
+    unparsed = set(graph.unparsed)
     wanted = set(changed)
     picked: list[str] = []
     for rel in graph.imports:
-        if not is_test_file(rel, framework):
+        if not is_test_file(rel, framework) or _left_out(rel, ignored, paths):
             continue
         seen: set[str] = set()
         todo = [rel, *_conftests(rel, graph.imports)] if framework == "pytest" else [rel]
@@ -190,6 +291,8 @@ def select(root: str, framework: str, changed: Sequence[str]) -> tuple[list[str]
                 continue
             seen.add(cur)
             todo.extend(graph.imports.get(cur, ()))
-        if seen & wanted:
+        # a file that does not parse here (another Python's syntax?) has unknown imports: the
+        # tests that reach it always run
+        if seen & wanted or seen & unparsed:
             picked.append(rel)
     return sorted(picked), None
