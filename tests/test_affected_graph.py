@@ -122,3 +122,11 @@ def test_select_falls_back_for_what_it_cannot_map(tmp_path: Path) -> None:
     assert owed.args == ["tests/test_plain.py"] and owed.nothing is None
     jest = select("jest", root, Changes(changed=("src/x.js",)))
     assert jest.args == ["--passWithNoTests", "--findRelatedTests", "src/x.js"]
+
+
+def test_mocha_takes_its_test_folder_and_gives_up_on_a_configured_spec(tmp_path: Path) -> None:
+    root = _write(tmp_path, JS)
+    assert affected_js.select(root, "mocha", ["lib/util.mjs"])[0] == ["test/a.test.js"]
+    spec = _write(tmp_path / "two", {**JS, ".mocharc.json": '{"spec": ["spec/**/*.js"]}'})
+    _tests, why = affected_js.select(spec, "mocha", ["lib/util.mjs"])
+    assert why is not None and ".mocharc.json" in why
