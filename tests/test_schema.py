@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from greenloop.errors import UsageError
-from greenloop.model import Failure, ShardInfo, Summary
+from greenloop.model import AffectedInfo, Failure, ShardInfo, Summary
 from greenloop.result import ResumeInfo, RunResult, SandboxInfo
 from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate_run_result
 
@@ -19,7 +19,8 @@ from greenloop.schema import SCHEMA_NAMES, builtin_errors, load_schema, validate
 DEVLOOP_OPTIONAL = {"unit_id", "loop", "agent", "attempt", "retry_budget_left"}
 # Keys of to_json() that older files may lack (not required by the schema).
 OPTIONAL_TOP = {"workspace", "session_id", "started_at", "next_action", "bugs_opened", "bugs_transitioned",
-                "selection", "passed_tests", "skipped_tests", "retry", "resume_token", "resume", "shard"}
+                "selection", "passed_tests", "skipped_tests", "retry", "resume_token", "resume", "shard",
+                "affected"}
 
 
 def _full_result() -> RunResult:
@@ -64,6 +65,8 @@ def _full_result() -> RunResult:
         resume=ResumeInfo(from_run="run-20260513-103000-000000", kept=4, kept_files=("a.test.ts",),
                           rerun_files=("b.test.ts",), dropped=1,
                           rerun_run="run-20260513-103000-000000-resume-1"),
+        affected=AffectedInfo(changed=("src/a.ts", "package.json"), tests=(), owed=("a.test.ts > adds",),
+                              fallback="package.json is not a code file greenloop maps"),
     )
 
 

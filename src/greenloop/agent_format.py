@@ -197,6 +197,8 @@ def _context(r: RunResult, run_id: bool) -> str:
         bits.append(f"shard {r.shard.index}/{r.shard.total}")
     if r.selection in ("target", "last_failed"):
         bits.append("narrowed")
+    elif r.selection == "affected":
+        bits.append("affected tests only")
     secs = r.duration_ms / 1000
     bits.append(f"{secs:.1f}s" if secs < 60 else f"{int(secs // 60)}m{int(secs % 60):02d}s")
     if run_id:

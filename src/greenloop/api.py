@@ -132,6 +132,7 @@ def test_run(
     shard: str | ShardInfo | None = None,
     rerun_failures: int = 0,
     resume_token: str | None = None,
+    affected: bool | None = False,
 ) -> RunResult:
     """Plan, execute and store one run; return its final RunResult (see the module docstring).
 
@@ -144,7 +145,21 @@ def test_run(
     result's `selection` is "shard" and `greenloop merge` folds the N results into one.
 
     `rerun_failures` (K): rerun the failing tests up to K times in the runner's own dialect; a
-    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests")."""
+    test that fails, then passes is `flaky` (docs/scale.md, "Flaky tests").
+
+    `affected`: run only the tests the files changed since git HEAD can break, plus every test
+    the session owes (greenloop.runner.affected); the result's `selection` is "affected". None
+    (what MCP test_run passes when the call leaves it out): the config's `affected`, for a run
+    that chooses no tests itself."""
+    if affected is not None and not isinstance(affected, bool):
+        raise UsageError(f"affected must be true or false, got {affected!r}")
+    if affected:
+        given = (("target", target is not None), ("last_failed", bool(last_failed)),
+                 ("command", command is not None), ("shard", shard not in (None, "")),
+                 ("mode " + str(mode), mode != "test"))
+        clash = [name for name, on in given if on]
+        if clash:
+            raise UsageError(f"affected chooses the tests itself: drop {', '.join(clash)} (or drop affected)")
     if mode not in RUN_MODES:
         raise UsageError(f"mode must be one of {', '.join(RUN_MODES)}, got {mode!r}")
     if isinstance(rerun_failures, bool) or not isinstance(rerun_failures, int) or rerun_failures < 0:
@@ -176,6 +191,9 @@ def test_run(
     ws = _workspace(workspace)
     sandbox_mode = _check_args(framework, target, last_failed, command, timeout_ms, session_id, sandbox)
     cfg = config_mod.load(ws)  # once: the session lookup and the sandbox policy read it too
+    by_config = affected is None and cfg.affected and target is None and not last_failed and command is None \
+        and the_shard is None
+    affected = bool(affected) or by_config
     if session_id is None:
         # The caller's session, resolved before the run so that its sandbox mode applies and
         # the run is recorded under it (greenloop.closure.session: variables, then the process tree).
@@ -197,15 +215,22 @@ def test_run(
         from greenloop.closure import session as session_mod
 
         previous, whose = previous_run(detection.root, ws, session_id or session_mod.resolve())
+    changes = None
+    if affected:
+        changes = _affected_changes(detection.root, ws, session_id)
     the_plan = plan(
         detection,
-        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard),
+        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
     )
     if whose is not None:
         the_plan = the_plan._replace(notes=(*the_plan.notes, whose))
+    if by_config:
+        the_plan = the_plan._replace(notes=(
+            "affected: the config's `affected = true` made this an affected run; pass affected: false "
+            "for the whole suite", *the_plan.notes))
     # While the suite runs: import what the after-steps need and prune old runs (keeping room
     # for this one). Once it has stopped: start the working-tree fingerprint, which then
     # overlaps the parse, the bug bridge and opening the state database.
@@ -218,7 +243,8 @@ def test_run(
             run_dir, plan=the_plan, session_id=session_id, root=detection.root,
             config_path=detection.config_path,
             options={"framework": framework, "target": target, "last_failed": last_failed,
-                     "command": command, "timeout_ms": timeout_ms, "sandbox": sandbox},
+                     "command": command, "timeout_ms": timeout_ms, "sandbox": sandbox,
+                     **({"affected": True} if affected else {})},
         )
         announce(str(ws), run_id, str(run_dir), the_plan.framework or None, dashboard)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
@@ -253,6 +279,10 @@ def test_run(
         result = finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                           root=detection.root)
         final = after_run(str(ws), result, fingerprint=fingerprint.result, session_resolved=True)
+        if final.ok and final.selection is None and final.shard is None and session_id and command is None:
+            from greenloop.runner.affected import record_green
+
+            record_green(detection.root, session_id, run_id)  # --affected counts changes from here
         if unit is not None:
             status = "passed" if final.ok else "failed"
             note = unit_status(unit, status, run_id, write_back=cfg.write_unit_status)
@@ -269,6 +299,23 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
+
+
+def _affected_changes(root: str, ws: Path, session_id: str | None) -> Any:
+    """The changed files and the session's owed tests an `--affected` run selects from."""
+    from greenloop.runner.affected import changes
+
+    owed: list[tuple[str, str | None]] = []
+    if session_id is not None:
+        from greenloop.closure.store import Store
+
+        try:
+            with Store(ws, warn=lambda _m: None) as st:
+                rows, _count = st.owed(session_id, limit=100_000)
+        except Exception:  # an unreadable state database: nothing known owed
+            rows = ()
+        owed = [(o.test, o.file) for o in rows]
+    return changes(root, owed, session_id)
 
 
 def flaky_tests(workspace: str | os.PathLike[str], *, limit: int = 1000) -> dict[str, Any]:
@@ -405,6 +452,9 @@ def bounded(result: RunResult, *, max_failures: int = 5) -> dict[str, Any]:
     data["notes"] = [_cut(n, 500) for n in result.notes[:20]]
     # the bug bridge's and the gate's evidence, as long as the suite: result_ref has it
     del data["passed_tests"], data["skipped_tests"]
+    if data.get("affected"):  # the changed files and chosen tests, as many as names are shown
+        data["affected"] = {k: v[:MAX_NAMES] if isinstance(v, list) else v
+                            for k, v in data["affected"].items()}
     return data
 
 

@@ -99,6 +99,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--last-failed", action="store_true",
                        help="rerun only the failures of this session's previous run (else the "
                             "workspace's latest, with a note naming whose)")
+        p.add_argument("--affected", action="store_true",
+                       help="run only the tests the files changed since git HEAD can break, plus "
+                            "every test this session owes (a file greenloop cannot map: the whole suite)")
         p.add_argument("--command", dest="verbatim_command", help="run this command verbatim (shell)")
         p.add_argument("--mode", default="test",
                        help="test (default); retry: the previous run's failures first, then, if they "

@@ -88,6 +88,9 @@ class Config(NamedTuple):
     # (`.greenloop/`, a DevLoop project's root, or where an existing log already is;
     # layout.records_dir); "." is the workspace itself, as before `.greenloop/`
     records_dir: str = ""
+    # an agent's MCP test_run that chooses no tests itself is an `--affected` run (the tests the
+    # changes since the session's last green whole-suite run can break, plus the owed ones)
+    affected: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -163,7 +166,7 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
             else:
                 out[name] = int(value)
-        elif name in ("enabled", "write_unit_status", "require_run"):
+        elif name in ("enabled", "write_unit_status", "require_run", "affected"):
             if not isinstance(value, bool):
                 problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
             else:

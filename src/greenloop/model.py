@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple, get_args
 __all__ = [
     "FAILURE_KINDS",
     "FRAMEWORKS",
+    "AffectedInfo",
     "Detection",
     "Failure",
     "FailureKind",
@@ -275,6 +276,35 @@ class ShardInfo:
                    target=optional_str(d.get("target")))
 
 
+class AffectedInfo(NamedTuple):
+    """What an `--affected` run covers (greenloop.runner.affected): the files changed since
+    `since` (the session's last green whole-suite run, or git HEAD), the test files it chose
+    (the runner's related-files arguments for vitest and jest), the owed tests it added, and
+    `fallback`, the reason it ran the whole suite instead (a file it cannot map), or None."""
+
+    changed: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    owed: tuple[str, ...] = ()
+    since: str = "HEAD"
+    fallback: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The selection as JSON (result.json's `affected`)."""
+        return {"changed": list(self.changed), "tests": list(self.tests), "owed": list(self.owed),
+                "since": self.since, "fallback": self.fallback}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "AffectedInfo":
+        """The selection from its JSON form."""
+        return cls(
+            changed=tuple(str(x) for x in d.get("changed") or ()),
+            tests=tuple(str(x) for x in d.get("tests") or ()),
+            owed=tuple(str(x) for x in d.get("owed") or ()),
+            since=str(d.get("since") or "HEAD"),
+            fallback=optional_str(d.get("fallback")),
+        )
+
+
 class Plan(NamedTuple):
     """Everything needed to start one run; built purely from a Detection and options."""
 
@@ -294,8 +324,9 @@ class Plan(NamedTuple):
     # Why the runner cannot start (not installed), with how to install it; execute() then
     # reports a broken run without starting anything.
     unavailable: str | None = None
-    # How the run is narrowed: None runs the whole suite; "target", "last_failed", "command"
-    # or "shard" (RunResult.selection: a narrowed run closes only the bugs whose tests it names).
+    # How the run is narrowed: None runs the whole suite; "target", "last_failed", "command",
+    # "shard" or "affected" (RunResult.selection: a narrowed run closes only the bugs whose
+    # tests it names).
     selection: str | None = None
     shard: ShardInfo | None = None  # the part of the suite this run runs (`--shard I/N`)
     # A record the runner appends to as tests start and end (greenloop's pytest plugin and
@@ -304,6 +335,10 @@ class Plan(NamedTuple):
     # NDJSON lines, one per finished test, that greenloop's reporter for the runner appends
     # while it runs (live progress per test); None: progress counts the text output's lines.
     progress_file: str | None = None
+    affected: AffectedInfo | None = None  # what an `--affected` run chose (or why it ran everything)
+    # Set when the plan runs nothing (an `--affected` run with nothing changed and nothing
+    # owed): execute() starts nothing and reports a run that is not green, saying why.
+    nothing: str | None = None
 
     @property
     def command_text(self) -> str:

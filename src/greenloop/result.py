@@ -7,7 +7,7 @@ run's path, and annotations stay evaluated (no `from __future__ import annotatio
 
 from typing import Any, NamedTuple
 
-from greenloop.model import Failure, Outcome, ShardInfo, Summary, optional_int, optional_str
+from greenloop.model import AffectedInfo, Failure, Outcome, ShardInfo, Summary, optional_int, optional_str
 
 __all__ = ["ResumeInfo", "RetryInfo", "RunResult", "SandboxInfo"]
 
@@ -130,7 +130,8 @@ class RunResult(NamedTuple):
     bugs_opened: tuple[str, ...] = ()
     bugs_transitioned: tuple[dict[str, str], ...] = ()
     # How the run was narrowed: None for the whole suite, else "target", "last_failed",
-    # "command" (a verbatim command may run anything) or "shard" (one part of a split suite).
+    # "command" (a verbatim command may run anything), "shard" (one part of a split suite) or
+    # "affected" (the tests the changed files can break, plus the owed ones: `affected`).
     # A narrowed run closes only the bugs whose own tests it names in `passed_tests`.
     selection: str | None = None
     passed_tests: tuple[str, ...] = ()
@@ -141,6 +142,7 @@ class RunResult(NamedTuple):
     shard: ShardInfo | None = None
     resume_token: str | None = None  # continues this run if greenloop stops before it ends
     resume: ResumeInfo | None = None  # set when this result continues an interrupted run
+    affected: AffectedInfo | None = None  # set on an `--affected` run: what it chose and why
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON: exactly result.json's form (schemas/run-result.json)."""
@@ -175,6 +177,7 @@ class RunResult(NamedTuple):
             "shard": self.shard.to_json() if self.shard is not None else None,
             "resume_token": self.resume_token,
             "resume": self.resume.to_json() if self.resume is not None else None,
+            "affected": self.affected.to_json() if self.affected is not None else None,
         }
 
     @classmethod
@@ -214,4 +217,5 @@ class RunResult(NamedTuple):
             shard=ShardInfo.from_json(d["shard"]) if isinstance(d.get("shard"), dict) else None,
             resume_token=optional_str(d.get("resume_token")),
             resume=ResumeInfo.from_json(d["resume"]) if isinstance(d.get("resume"), dict) else None,
+            affected=AffectedInfo.from_json(d["affected"]) if isinstance(d.get("affected"), dict) else None,
         )

@@ -82,7 +82,7 @@ def _answered_by(result: RunResult, bugs: Sequence[Bug]) -> tuple[list[Bug], lis
     A bug moves to fixed only on evidence about its own test: the run names the test among
     those that ran and passed (`test_passed`). A runner whose output names no passed test
     (a text fallback, some npm scripts) gives that evidence only as a whole: a green run of
-    the whole suite (`suite_passed`). A narrowed run (target, last_failed, a verbatim command)
+    the whole suite (`suite_passed`). A narrowed run (target, last_failed, affected, a verbatim command)
     never closes a bug whose test it did not name. Returns (by test, by suite, notes)."""
     passed = frozenset(result.passed_tests)
     whole_green = result.ok and result.selection is None

@@ -33,7 +33,7 @@ POLL_S = 0.1
 # The keyword arguments of api.test_run a job may carry (json-serialisable ones).
 JOB_KWARGS = frozenset(
     {"framework", "target", "last_failed", "command", "timeout_ms", "sandbox", "mode", "resume_token",
-     "shard", "rerun_failures"}
+     "shard", "rerun_failures", "affected"}
 )
 
 
@@ -112,7 +112,8 @@ def start(
     unknown = set(test_run_kwargs) - JOB_KWARGS
     if unknown:
         raise UsageError(f"a background run cannot take {', '.join(sorted(unknown))}")
-    kwargs = {k: v for k, v in test_run_kwargs.items() if v is not None}
+    # (affected None is kept: it means the config's `affected`, as for a call in the foreground)
+    kwargs = {k: v for k, v in test_run_kwargs.items() if v is not None or k == "affected"}
     try:
         json.dumps(kwargs)
     except TypeError as exc:

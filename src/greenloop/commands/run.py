@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.mode != "test":
         options["mode"] = args.mode
+    if getattr(args, "affected", False):
+        options["affected"] = True
     if getattr(args, "shard", None) is not None:
         options["shard"] = args.shard
     if getattr(args, "rerun_failures", None) is not None:

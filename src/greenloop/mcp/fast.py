@@ -328,6 +328,7 @@ class FastLane:
             "command": args.get("command"),
             "timeout_ms": args.get("timeout_ms"),
             "sandbox": args.get("sandbox"),
+            "affected": args.get("affected"),  # None: the config's `affected`
         }
         if mode != "test":
             options["mode"] = mode

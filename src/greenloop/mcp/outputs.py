@@ -142,6 +142,15 @@ class RunOutput(_Output):
     resume_token: str | None = Field(
         default=None, description="Continues this run (mode resume) if it is cut short."
     )
+    selection: str | None = Field(
+        default=None, description="How the run was narrowed: null for the whole suite, else target, "
+        "last_failed, command, shard or affected."
+    )
+    affected: dict[str, Any] | None = Field(
+        default=None,
+        description="An affected run: {changed (files since `since`), tests (the test files run), owed "
+        "(owed tests included), since (HEAD), fallback (why the whole suite ran instead, or null)}.",
+    )
 
 
 class ProbeOutput(_Output):

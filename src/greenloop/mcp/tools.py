@@ -146,6 +146,18 @@ def build_tools(state: ServerState) -> list[Tool]:
             Field(description="Rerun only the tests that failed in this session's previous run; a "
                   "session with no run yet reruns the workspace's latest run, and a note names whose."),
         ] = False,
+        affected: Annotated[
+            bool | None,
+            Field(description="Run only the tests the files changed since git HEAD can break, plus every "
+                  "test this session owes, in the runner's own dialect (vitest related, jest "
+                  "--findRelatedTests, an import graph for pytest, unittest, node:test, mocha and bun, "
+                  "go list for go); "
+                  "a file it cannot map (a lockfile, a config, a deleted file) runs the whole suite, "
+                  "with a note. The result's selection is 'affected' and `affected` lists the changed "
+                  "files and the tests; nothing to run is not green. Not with target, last_failed, "
+                  "command, shard or mode retry/resume. Left out: the config's `affected` (false "
+                  "unless set) for a call that chooses no tests itself."),
+        ] = None,
         command: Annotated[
             str | None,
             Field(description="Run this shell command verbatim instead (ignores target and last_failed)."),
@@ -198,6 +210,7 @@ def build_tools(state: ServerState) -> list[Tool]:
         }
         if mode != "test":
             options["mode"] = mode
+        options["affected"] = affected  # None: the config's `affected`
         if shard is not None:
             options["shard"] = shard
         if rerun_failures:

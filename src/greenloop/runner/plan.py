@@ -14,7 +14,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from greenloop.errors import UsageError
 from greenloop.layout import PROGRESS_NAME, STREAM_NAME
@@ -36,6 +36,9 @@ from greenloop.runner.dialects import (
 from greenloop.runner.last_failed import last_failed_args, native_last_failed_notes
 from greenloop.runner.toolchain import CARGO_MISSING, GO_MISSING, Which, runner_command
 
+if TYPE_CHECKING:
+    from greenloop.runner.affected import Changes
+
 __all__ = ["RunOptions", "parse_shard", "plan", "script_runner"]
 
 
@@ -48,6 +51,8 @@ class RunOptions(NamedTuple):
     command: str | None = None
     timeout_ms: int | None = None
     shard: ShardInfo | None = None
+    # `--affected`: the changed files and owed tests (greenloop.runner.affected.changes)
+    affected: Changes | None = None
 
 
 def parse_shard(value: object, *, field: str = "shard (--shard)") -> ShardInfo:
@@ -193,12 +198,24 @@ def plan(
     fallback: tuple[str | None, str | None] = (None, None)
     stream_file: str | None = None
     progress_file = os.path.join(report_dir, PROGRESS_NAME)
+    affected = None
+    if options.affected is not None:  # the affected tests in the runner's own dialect
+        from greenloop.runner.affected import select
+
+        affected = select(framework, root, options.affected)
+        notes += affected.notes
+        if affected.args is not None:
+            targets = list(affected.args)
 
     tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
     notes += tool.notes
     unavailable = tool.unavailable
     if framework == "vitest":
-        argv = [*tool.argv, "--reporter=default", "--reporter=json"]
+        argv = list(tool.argv)
+        if affected is not None and affected.args and argv[-1:] == ["run"]:
+            argv[-1] = "related"  # `vitest related <files> --run`: the files' own import graph
+            targets = [*targets, "--run"]
+        argv += ["--reporter=default", "--reporter=json"]
         argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={report_file}"]
         plan_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "jest":
@@ -334,6 +351,8 @@ def plan(
             selection = selection or "last_failed"
     if shard is not None:
         selection = "shard"
+    if affected is not None:
+        selection = None if affected.args is None else "affected"  # a fallback ran the whole suite
     for token in targets:
         path = token.split("::", 1)[0]
         if framework == "unittest" and re.match(r"^[\w.]+$", token):
@@ -362,4 +381,6 @@ def plan(
         shard=shard,
         stream_file=stream_file,
         progress_file=progress_file or None,
+        affected=affected.info if affected is not None else None,
+        nothing=affected.nothing if affected is not None else None,
     )

@@ -101,6 +101,10 @@ def plan_of(data: dict[str, Any]) -> Plan:
     p["argv"] = tuple(p.get("argv") or ())
     p["env"] = tuple(tuple(x) for x in p.get("env") or ())
     p["notes"] = tuple(p.get("notes") or ())
+    if isinstance(p.get("affected"), list):  # json wrote the NamedTuple as a list
+        from greenloop.model import AffectedInfo
+
+        p["affected"] = AffectedInfo.from_json(dict(zip(AffectedInfo._fields, p["affected"], strict=False)))
     fields = set(Plan._fields)
     return Plan(**{k: v for k, v in p.items() if k in fields})
 
@@ -136,5 +140,5 @@ def from_report(run_dir: Path, data: dict[str, Any], workspace: str) -> RunResul
         notes=tuple(dict.fromkeys([*plan.notes, *parsed.notes, *verdict.notes, note])),
         duration_ms=raw.duration_ms, sandbox=SandboxInfo(), result_ref=str(run_dir / layout.RESULT_NAME),
         workspace=workspace, next_action=verdict.next_action, passed_tests=parsed.passed_tests,
-        skipped_tests=parsed.skipped_tests, selection=plan.selection,
+        skipped_tests=parsed.skipped_tests, selection=plan.selection, affected=plan.affected,
     )

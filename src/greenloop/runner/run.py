@@ -94,8 +94,14 @@ def execute(
             passed_tests=parsed.passed_tests,
             skipped_tests=parsed.skipped_tests,
             selection=plan.selection,
+            affected=plan.affected,
         )
 
+    if plan.nothing is not None:  # an --affected run that found nothing to run: not green
+        for path in (stdout_path, stderr_path):
+            Path(path).touch()
+        verdict = Verdict(False, "broken", False, f"no tests ran: {plan.nothing}", None, ())
+        return result(None, verdict, ParseResult(), SandboxInfo(policy.mode, None, str(workspace)))
     if plan.unavailable is not None:
         for path in (stdout_path, stderr_path):
             Path(path).touch()

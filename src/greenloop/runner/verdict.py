@@ -78,6 +78,10 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         if raw.exit_code == 0:
             notes.append(f"the runner exited 0 but reported {failed} failing test(s)")
         return Verdict(False, "red", False, None, "retry_coder", tuple(notes))
+    if total == 0 and parsed.summary.passed == 0 and plan.selection == "affected" and raw.exit_code == 0:
+        # `vitest related` / `--findRelatedTests` found no test importing the changed files
+        why = "no tests ran: no test reaches the changed files (--affected); this is not a green run"
+        return Verdict(False, "broken", False, why, None, (*notes, why))
     if total == 0 and parsed.summary.passed == 0:
         notes.append(
             f"no tests ran (exit code {raw.exit_code}): check the target, the test file names "
