@@ -15,10 +15,15 @@ Pure apart from reading the layer files' modification times.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
 
-from greenloop.config import Config, Layer
+from greenloop.config import Config
+
+TYPE_CHECKING = False  # no typing on the Stop hook's path (tests/test_import_budget.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from greenloop.config import Layer
 
 __all__ = ["GATE_KEYS", "loosening_layers", "session_config"]
 

@@ -33,7 +33,7 @@ from greenloop.state.url import configured
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any, Literal, NamedTuple, TypeVar
 else:
     from greenloop.lite import NamedTuple
@@ -182,21 +182,25 @@ class Gate:
         workspace: str | os.PathLike[str] = ".",
         *,
         config: Config | None = None,
+        layers: Sequence[Layer] = (),
         clock: Callable[[], float] = time.time,
         warn: Callable[[str], None] | None = None,
         harness: str | None = None,
     ) -> None:
+        """`config` with the `layers` it was merged from (`greenloop.config.load_layers`), or
+        neither: then the workspace's config is loaded here. A caller that gives a config
+        without its layers opts out of the session's config guard (config_guard)."""
         self.workspace = os.fspath(workspace)
         self._loosening: tuple[Layer, ...] = ()  # config files that loosen the gate (config_guard)
         if config is None:
             from greenloop.config import load_layers
 
             loaded = load_layers(self.workspace)
-            config = loaded.config
-            if loaded.layers:
-                from greenloop.closure.config_guard import loosening_layers
+            config, layers = loaded.config, loaded.layers
+        if layers:
+            from greenloop.closure.config_guard import loosening_layers
 
-                self._loosening = loosening_layers(loaded.layers)
+            self._loosening = loosening_layers(layers)
         self.config = config
         self.clock = clock
         self.warn = warn

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, NamedTuple
 
-    from greenloop.config import Config
+    from greenloop.config import Config, Loaded
 else:
     from greenloop.lite import NamedTuple
 
@@ -79,17 +79,22 @@ class HookContext(NamedTuple):
     env: Mapping[str, str]
     cwd: str = "."
     clock: Callable[[], float] = time.time
-    configs: dict[str, Config] | None = None
+    configs: dict[str, Loaded] | None = None
+
+    def loaded(self, workspace: str) -> Loaded:
+        """The workspace's config with its layers (`greenloop.config.load_layers`), loaded once
+        per event."""
+        from greenloop.config import load_layers
+
+        if self.configs is None:
+            return load_layers(workspace)
+        if workspace not in self.configs:
+            self.configs[workspace] = load_layers(workspace)  # an error is raised again next call
+        return self.configs[workspace]
 
     def config(self, workspace: str) -> Config:
         """The workspace's config (`greenloop.config.load`), loaded once per event."""
-        from greenloop.config import load
-
-        if self.configs is None:
-            return load(workspace)
-        if workspace not in self.configs:
-            self.configs[workspace] = load(workspace)  # an error is raised again on the next call
-        return self.configs[workspace]
+        return self.loaded(workspace).config
 
     def workspace(self, payload: Mapping[str, Any], project_var: str | None = None) -> str:
         """The folder the agent works in: the harness's project variable, the payload's cwd
@@ -113,7 +118,8 @@ class HookContext(NamedTuple):
         """The Gate of `workspace`, opened on first use (kept light until a decision is needed)."""
         from greenloop.closure.gate import Gate
 
-        return Gate(workspace, config=self.config(workspace), clock=self.clock, harness=harness)
+        loaded = self.loaded(workspace)
+        return Gate(workspace, config=loaded.config, layers=loaded.layers, clock=self.clock, harness=harness)
 
 
 def bind(ctx: HookContext, workspace: str, session_id: str, harness: str, *, start: bool = False) -> str:
