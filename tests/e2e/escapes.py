@@ -40,9 +40,7 @@ __all__ = [
 
 OWED = "tests/test_cart.py::test_discount_code_takes_ten_percent_off"
 NARROW = "greenloop run . --target tests/test_cart.py::test_quantity_must_be_positive"
-SKIP = (
-    "sed -i 's/^def test_discount_code_takes_ten_percent_off/@pytest.mark.skip\\n&/' tests/test_cart.py"
-)
+SKIP = "sed -i 's/^def test_discount_code_takes_ten_percent_off/@pytest.mark.skip\\n&/' tests/test_cart.py"
 FIX = (
     "python3 -c \"import pathlib; p = pathlib.Path('cart.py'); "
     "p.write_text(p.read_text().replace('total * 10 // 100', 'total * 90 // 100'))\""
