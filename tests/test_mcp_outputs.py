@@ -136,7 +136,7 @@ PINS: dict[str, Pin] = {
         api.bounded(_run()),
         {**_hints(result.RunResult), "outcome": model.Outcome},
         added=frozenset({"session_source", "background", "job_id"}),
-        unlisted=frozenset({"workspace", "started_at", "bugs_opened", "bugs_transitioned", "selection"}),
+        unlisted=frozenset({"workspace", "started_at", "bugs_opened", "bugs_transitioned"}),
     ),
     "job": Pin(
         outputs.JobOutput,

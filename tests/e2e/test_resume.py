@@ -97,12 +97,17 @@ def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Path, Path, str]:
     return node_workspace(ws, {**files, "package.json": '{"type": "module"}'}), mark, flag, "c.test.mjs"
 
 
-def _blocked_with_a_file_done(flag: Path) -> Callable[[Path], bool]:
+def _blocked_with_a_file_done(flag: Path, blocking: str) -> Callable[[Path], bool]:
+    """Ready once a file has finished and the blocking file's first test is recorded (a
+    runner's reporter may send a finished test's result a moment after the next one starts)."""
+
     def ready(run_dir: Path) -> bool:
         if not flag.exists():
             return False
         records = read(plan_of(json.loads((run_dir / "run.json").read_text())))
-        return not isinstance(records, str) and bool(records.done)
+        if isinstance(records, str) or not records.done:
+            return False
+        return any(f.endswith(blocking) and n >= 1 for f, n in records.seen.items())
 
     return ready
 
@@ -153,7 +158,7 @@ def test_resume_keeps_the_finished_files_and_reruns_only_the_others(
 ) -> None:
     ws, mark, flag, blocking = _workspace(tmp_path, runner)
     extra = ("--target", target) if target else ()
-    run_dir, token = _killed_mid_suite(ws, _blocked_with_a_file_done(flag), runner, *extra)
+    run_dir, token = _killed_mid_suite(ws, _blocked_with_a_file_done(flag, blocking), runner, *extra)
     assert not (run_dir / "result.json").exists()
     with mark.open("a") as fh:
         fh.write(SEPARATOR + "\n")

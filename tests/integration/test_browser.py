@@ -166,7 +166,9 @@ def test_a_failing_expectation_saves_a_screenshot_and_the_page(tmp_path: Path, r
     def break_case(data: Any) -> None:
         case = next(c for c in data["cases"] if c["id"] == UI_CASES[0])
         case["steps"][2]["expect"] = {"selector": "#todos li", "text": "a todo nobody wrote"}
-        case["steps"][2]["wait_ms"] = 700
+        # the step's actions (goto, fill, click) share this wait: long enough for a loaded
+        # machine's page, short enough for a test
+        case["steps"][2]["wait_ms"] = 4000
 
     edit_json(project / "integration" / "spec.json", break_case)
     r = run(project, cases=[UI_CASES[0]])
@@ -175,7 +177,7 @@ def test_a_failing_expectation_saves_a_screenshot_and_the_page(tmp_path: Path, r
     assert (f.case_id, f.failed_step, f.reason, f.unit) == (UI_CASES[0], 2, "assertion_failed", "todo-fe")
     assert f.expected == {"selector": "#todos li", "text": "a todo nobody wrote"}
     assert f.got["texts"] == ["buy oat milk"] and f.got["count_with_text"] == 0
-    assert "within 0.7 s" in f.message and "1 element(s) match" in f.message
+    assert "within 4 s" in f.message and "1 element(s) match" in f.message
     shot, html = project / f.artifacts["screenshot"], project / f.artifacts["html"]
     assert shot.read_bytes().startswith(PNG) and shot.stat().st_size > 1000
     assert "buy oat milk" in html.read_text() and "window.__API_BASE__" in html.read_text()
