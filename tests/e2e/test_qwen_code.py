@@ -255,3 +255,17 @@ def test_red_through_the_mcp_tool_is_held_then_released(demo: Path) -> None:
     assert red.session_id == session and red.ok is False
     verdict = check(demo, session)
     assert verdict["unresolved"] is True and verdict["satisfied"] is False
+
+
+@pytest.mark.timeout(TURN_TIMEOUT_S + 120)
+def test_an_untrusted_folder_runs_no_hook_as_init_warns(demo: Path) -> None:
+    """What `greenloop init qwen`'s note says: with folder trust on, an untrusted project's
+    .qwen/settings.json is ignored (no hook, no MCP server) and --yolo is dropped."""
+    (demo.parent / "home" / ".qwen" / "trustedFolders.json").write_text("{}")
+    session = str(uuid.uuid4())
+    result = drive(demo, [turn(session, PROMPT, [shell("greenloop run .")])])
+    [t] = result["turns"]
+    assert "because the current folder is not trusted" in t["stderr"]
+    assert "permission" in main_texts(t)[1]  # the shell tool was refused: nothing ran
+    assert steered(t) == []
+    assert not (demo / ".greenloop").exists()  # no hook ever ran (SessionStart would bind)
