@@ -32,6 +32,7 @@ import pytest
 from greenloop.closure.store import Store
 from greenloop.hooks.install import init
 
+from .helpers import processes_under, wait_until
 from .model_server import last_user_text
 from .qwen_offline import is_main
 
@@ -133,6 +134,8 @@ def drive(ws: Path, turns: list[dict[str, Any]]) -> dict[str, Any]:
         print(f"qwen turn: {t['seconds']} s, {len(t['requests'])} model requests", file=sys.stderr)
         assert t["code"] == 0, (t["stdout"][-2000:], t["stderr"][-3000:])
         assert t["script_left"] == 0, t["stderr"][-3000:]
+    # The CLI ends its MCP server and hook processes with itself.
+    assert wait_until(lambda: not processes_under(ws), timeout=10), processes_under(ws)
     return result
 
 
