@@ -1,9 +1,11 @@
 """The Qwen Code adapter, run as a real `greenloop hook qwen` process fed the JSON Qwen Code 0.24
-sends. Qwen Code needs Node.js 22 and this suite's machines have Node 20, so the real CLI is not
-driven here: the payloads below are built as @qwen-code/qwen-code 0.24.4's hook code builds
-them (HookEventHandler.createBaseInput and its fire*Event methods; the shell tool's llmContent;
-the client's Stop and UserPromptSubmit calls), and the answers are those its hook output reads
-(`decision: "block"` continues the prompt with the reason, `systemMessage` is shown).
+sends. The payloads below are built as @qwen-code/qwen-code 0.24.4's hook code builds them
+(HookEventHandler.createBaseInput and its fire*Event methods; the shell tool's llmContent; the
+client's Stop and UserPromptSubmit calls), with the fields the real CLI sent in
+tests/e2e/test_qwen_code.py's runs (which drive it under its harness's Node 22), and the
+answers are those its hook output reads (`decision: "block"` continues the prompt with the
+reason, `systemMessage` is shown). These cover the cases the end-to-end runs do not: a new
+prompt_id, an event without one, a cancelled command, another server's MCP tool.
 
 What the adapter has to get right, and the events that show it:
 - UserPromptSubmit fires for the user's prompt, again for every tool result (with an empty
