@@ -84,9 +84,20 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+def _plugin_package_present(folder: Path) -> None:
+    """What OpenCode's start-up checks before installing @opencode-ai/plugin into a config folder
+    (a node_modules, and a lock naming every dependency): offline, the install retries for about
+    70 s before the session may start. greenloop's plugin imports nothing from that package."""
+    (folder / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (folder / "package-lock.json").write_text(json.dumps(lock))
+
+
 def drive(tmp_path: Path, project: Path, turns: list[dict[str, Any]], timeout: float = 420) -> dict[str, Any]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    _plugin_package_present(home / ".config" / "opencode")
+    _plugin_package_present(project / ".opencode")
     env = {
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(home),
