@@ -1,8 +1,8 @@
 """The GitHub Copilot CLI adapter, run as a real `greenloop hook copilot` process fed the payloads
-GitHub's hooks reference documents for Copilot CLI 1.0 (docs.github.com/en/copilot/reference/
-hooks-reference: the VS Code-compatible PascalCase events `greenloop init copilot` writes, and
-the camelCase ones). Copilot CLI needs a GitHub sign-in to reach its model, so the CLI itself
-is not driven here.
+Copilot CLI 1.0.102 sends in `-p` mode (the PascalCase events `greenloop init copilot` writes:
+`tool_name` "Bash", the shell text ending `<shellId: 0 completed with exit code N>`) and the
+camelCase ones GitHub's hooks reference documents (docs.github.com/en/copilot/reference/
+hooks-reference). tests/e2e/test_copilot_cli.py drives the real CLI offline.
 """
 
 from __future__ import annotations
@@ -103,10 +103,12 @@ def test_a_shell_greenloop_run_is_given_to_the_session(tmp_path: Path) -> None:
     red_run(tmp_path, None, run_id)
     text = (
         f"✗ red  2 failed, 1 passed [pytest]\n  result:  .greenloop/runs/{run_id}/result.json\n"
-        "<exited with exit code 1>"
+        "<shellId: 0 completed with exit code 1>"
     )
-    ran = event("PostToolUse", "c5", tmp_path, tool_name="bash", tool_input={"command": "greenloop run ."},
-                tool_result={"text_result_for_llm": text})  # fmt: skip
+    # As Copilot CLI 1.0.102 sends it: the model's `bash` tool is `Bash` here.
+    ran = event("PostToolUse", "c5", tmp_path, tool_name="Bash",
+                tool_input={"command": "greenloop run .", "description": "Run the tests"},
+                tool_result={"result_type": "success", "text_result_for_llm": text})  # fmt: skip
     assert f"run {run_id} (red) belongs to session c5" in hook("copilot", ran, cwd=tmp_path).stderr
 
 

@@ -14,19 +14,22 @@ reference, docs.github.com/en/copilot/reference/hooks-reference):
   and allow print `{}` (Copilot's Stop has no message field; the release is recorded and
   shown by `greenloop check`).
 - UserPromptSubmit (`userPromptSubmitted`; input: prompt): a new turn unless the prompt is
-  greenloop's own reason coming back (`Gate.on_prompt`): the reference does not say whether
-  the enqueued reason fires it, so both cases keep the budget right.
+  greenloop's own reason coming back (`Gate.on_prompt`): the enqueued reason fires it (1.0.102).
 - PostToolUse (tool_name, tool_input, tool_result.text_result_for_llm) of the bash tool
   records a test run the agent made itself; PostToolUseFailure (error) reports a tool that
-  failed. Neither carries an exit code: it is read from the text when the text has one.
+  failed. Neither carries an exit code: it is read from the text when the text has one
+  (1.0.102's bash tool ends it with `<shellId: 0 completed with exit code N>`; its
+  `tool_name` is `Bash`).
   A shell `greenloop run` and greenloop's MCP tools give their run to the session.
 - Every event binds the session to this hook's harness process (`base.bind`), so a shell
   `greenloop run` or the MCP server under the same Copilot process finds the session. (Its
   shell also gets COPILOT_AGENT_SESSION_ID, which only chooses the agent format: that it equals
   the hooks' session id is not documented, so it does not name the session.)
 
-Copilot CLI needs a GitHub sign-in to reach its model, so no test runs it offline here:
-tests/test_hooks_copilot.py feeds the adapter the payloads GitHub's reference documents.
+tests/e2e/test_copilot_cli.py drives the real CLI offline (its own-provider mode,
+COPILOT_PROVIDER_TYPE=anthropic against a scripted model server, COPILOT_OFFLINE=true: no
+GitHub sign-in); tests/test_hooks_copilot.py feeds the adapter the payloads it sends and the
+camelCase ones GitHub's reference documents.
 """
 
 from __future__ import annotations
