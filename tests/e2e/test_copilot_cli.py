@@ -239,3 +239,24 @@ def test_red_then_a_fix_then_green_ends_the_turn_without_a_steer(demo: Path) -> 
     verdict = check(demo, session)
     assert verdict["satisfied"] is True and verdict["unresolved"] is False
     assert verdict["last_run"]["ok"] is True and verdict["last_run"]["session_id"] == session
+
+
+@pytest.mark.timeout(TURN_TIMEOUT_S + 120)
+def test_red_through_the_mcp_tool_is_held_then_released(demo: Path) -> None:
+    # Copilot names a project .mcp.json server's tools SERVER-TOOL.
+    result = drive(demo, [turn(PROMPT, [{"tool": "greenloop-test_run", "input": {}}])])
+    [t] = result["turns"]
+    session = session_of(t)
+    tool_result = main_texts(t)[1]
+    # The MCP server found the session through the process tree (its Copilot parent's binding).
+    assert '"session_source":"process-tree"' in tool_result, tool_result[:2000]
+    assert f'"session_id":"{session}"' in tool_result
+    assert FAILING in tool_result
+    held = steered(t)
+    assert len(held) == BUDGET and all(FAILING in text for text in held)
+    assert kinds(demo, session) == [(1, "steer")] * BUDGET + [(1, "release")]
+    with Store(demo) as store:
+        [red] = store.runs()
+    assert red.session_id == session and red.ok is False
+    verdict = check(demo, session)
+    assert verdict["unresolved"] is True and verdict["satisfied"] is False
