@@ -48,16 +48,6 @@ def require_gemini() -> tuple[str, Path]:
     return node, GEMINI_JS
 
 
-def netns_works() -> bool:
-    """Can this machine give a process a network namespace of its own (user namespaces)?"""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    p = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
-    )
-    return p.returncode == 0
-
-
 @dataclass
 class TurnResult:
     code: int

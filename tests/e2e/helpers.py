@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +68,16 @@ def processes_under(path: Path) -> list[tuple[int, str]]:
         if needle in cmd or cwd == needle or cwd.startswith(needle + "/"):
             found.append((pid, cmd))
     return found
+
+def netns_works() -> bool:
+    """Can this machine give a process a network namespace of its own (user namespaces)?"""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    p = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
+    )
+    return p.returncode == 0
+
 
 def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout

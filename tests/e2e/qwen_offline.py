@@ -11,25 +11,18 @@ Qwen Code's agent requests are told apart from its side calls (the managed memor
 summaries) by their system prompt, "You are Qwen Code, …" (`is_main`): they get the script,
 one item per request; the others get a short text.
 
-The plan: {"argv": [node, cli-entry.js], "cwd": path, "env": {...}, "out": path, "turns":
-[{"args": [...], "script": [model_server items], "timeout": seconds}]}. The result (per turn:
-exit code, output, seconds, the requests the model server got, what was left of the script;
-the trap's connections; whether the network was isolated) is written to `out` as JSON.
+The plan and its result are cli_offline.py's (`run_plan`).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: e2e is a package
 
-from e2e.claude_offline import Trap, isolated
-from e2e.model_server import DONE, ModelServer
+from e2e.cli_offline import ScriptedModel, run_plan
 
 __all__ = ["QwenModel", "is_main"]
 
@@ -44,69 +37,11 @@ def is_main(body: dict[str, Any]) -> bool:
     return isinstance(system, str) and system.startswith(MAIN_SYSTEM)
 
 
-class QwenModel(ModelServer):
-    """model_server.ModelServer, playing its script to Qwen Code's agent requests."""
+class QwenModel(ScriptedModel):
+    """cli_offline.ScriptedModel, playing its script to this CLI's agent requests."""
 
-    def _next(self, body: dict[str, Any]) -> dict[str, Any]:
-        with self.lock:
-            if not is_main(body):
-                return {"text": "ok"}
-            return self.script.pop(0) if self.script else DONE
-
-
-def main() -> int:
-    plan = json.loads(Path(sys.argv[1]).read_text())
-    trap = Trap()
-    result: dict[str, Any] = {"turns": [], "isolated": isolated()}
-    with QwenModel() as server:
-        proxy = f"http://127.0.0.1:{trap.port}"
-        env = {
-            **plan["env"],
-            "ANTHROPIC_BASE_URL": server.url,
-            "HTTPS_PROXY": proxy,
-            "HTTP_PROXY": proxy,
-            "ALL_PROXY": proxy,
-            "https_proxy": proxy,
-            "http_proxy": proxy,
-            "all_proxy": proxy,
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
-        for turn in plan["turns"]:
-            with server.lock:
-                server.script = list(turn["script"])
-                before = len(server.requests)
-            start = time.monotonic()
-            try:
-                p = subprocess.run(
-                    [*plan["argv"], *turn["args"]],
-                    cwd=plan["cwd"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=turn.get("timeout", 180),
-                    stdin=subprocess.DEVNULL,
-                    check=False,
-                )
-                code, stdout, stderr = p.returncode, p.stdout, p.stderr
-            except subprocess.TimeoutExpired as exc:
-                code, stdout, stderr = -9, str(exc.stdout or ""), f"timed out: {exc.stderr!r}"
-            with server.lock:
-                requests, left = server.requests[before:], len(server.script)
-            result["turns"].append(
-                {
-                    "code": code,
-                    "stdout": stdout,
-                    "stderr": stderr,
-                    "seconds": round(time.monotonic() - start, 2),
-                    "requests": requests,
-                    "script_left": left,
-                }
-            )
-    result["trap"] = trap.hits
-    Path(plan["out"]).write_text(json.dumps(result))
-    return 0
+    is_main = staticmethod(is_main)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_plan(sys.argv[1], QwenModel, "ANTHROPIC_BASE_URL"))

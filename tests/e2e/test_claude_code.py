@@ -25,6 +25,7 @@ import pytest
 
 from greenloop.hooks.install import init
 
+from .helpers import netns_works
 from .model_server import is_main, last_user_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -40,16 +41,9 @@ TURN_TIMEOUT_S = 180  # a scenario's turn; the whole scenario is bounded by its 
 TOOLS = ["Bash", "mcp__greenloop__test_run", "mcp__greenloop__test_closure_check"]
 
 
-def _netns_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    p = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
-    )
-    return p.returncode == 0
 
 
-NETNS = _netns_works() if CLAUDE.exists() else False
+NETNS = netns_works() if CLAUDE.exists() else False
 
 if not CLAUDE.exists():
     pytest.skip("npm ci in tests/harnesses/claude-code first", allow_module_level=True)

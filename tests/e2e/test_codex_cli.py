@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import REPO, processes_under, wait_until
+from .helpers import REPO, netns_works, processes_under, wait_until
 from .responses_server import Answer, call, say, texts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -79,13 +79,6 @@ class ExecResult:
 _NETNS: dict[str, bool] = {}  # probed once, by the first scenario that runs
 
 
-def _netns_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
-    )
-    return probe.returncode == 0
 
 
 @dataclass
@@ -258,7 +251,7 @@ def codex_project(tmp_path: Path) -> Iterator[CodexProject]:
         ["greenloop", "init", "codex", str(root)], env=env, capture_output=True, text=True, timeout=60
     )
     assert init.returncode == 0, init.stderr
-    project = CodexProject(root, home, env, _NETNS.setdefault("works", _netns_works()))
+    project = CodexProject(root, home, env, _NETNS.setdefault("works", netns_works()))
     try:
         yield project
     finally:  # what reached the model, for reading when a scenario fails

@@ -33,8 +33,9 @@ import pytest
 from greenloop.closure.store import Store
 from greenloop.hooks.install import init
 
+from . import cli_offline
 from .copilot_offline import is_main
-from .helpers import processes_under, wait_until
+from .helpers import netns_works
 from .model_server import last_user_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -51,15 +52,6 @@ TURN_TIMEOUT_S = 180
 PROMPT = "The cart's discount is wrong; fix it and make the tests pass."
 
 
-def _netns_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    p = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
-    )
-    return p.returncode == 0
-
-
 if not COPILOT.exists() or not any(HARNESS.glob("@github/copilot-*/copilot")):
     pytest.skip("npm ci in tests/harnesses/copilot first", allow_module_level=True)
 if not (BIN / "greenloop").exists():
@@ -69,7 +61,7 @@ if not (BIN / "greenloop").exists():
 NODE = shutil.which("node")
 if NODE is None:
     pytest.skip("no node on PATH (the copilot bin is a Node launcher)", allow_module_level=True)
-NETNS = _netns_works()
+NETNS = netns_works()
 
 
 @pytest.fixture
@@ -115,32 +107,8 @@ def turn(prompt: str, script: list[dict[str, Any]]) -> dict[str, Any]:
 
 def drive(ws: Path, turns: list[dict[str, Any]]) -> dict[str, Any]:
     """Run the turns through copilot_offline.py (in a network namespace when possible)."""
-    tmp = ws.parent
-    out = tmp / "copilot-out.json"
-    argv = [str(NODE), str(COPILOT)]
-    plan = {"argv": argv, "cwd": str(ws), "env": _env(tmp), "out": str(out), "turns": turns}
-    (tmp / "plan.json").write_text(json.dumps(plan))
-    runner = [sys.executable, str(RUNNER), str(tmp / "plan.json")]
-    if NETNS:
-        argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *runner]
-    else:
-        argv = runner
-    budget = TURN_TIMEOUT_S * len(turns) + 60
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
-    assert p.returncode == 0 and out.exists(), p.stderr
-    result: dict[str, Any] = json.loads(out.read_text())
-    assert result["trap"] == [], f"requests tried to leave the machine: {result['trap']}"
-    if NETNS:
-        assert result["isolated"] is True
-    else:
-        print("no user namespaces here: isolation rests on the proxy trap alone", file=sys.stderr)
-    for t in result["turns"]:
-        print(f"copilot turn: {t['seconds']} s, {len(t['requests'])} model requests", file=sys.stderr)
-        assert t["code"] == 0, (t["stdout"][-2000:], t["stderr"][-3000:])
-        assert t["script_left"] == 0, t["stderr"][-3000:]
-    # The CLI ends its MCP server and hook processes with itself.
-    assert wait_until(lambda: not processes_under(ws), timeout=10), processes_under(ws)
-    return result
+    return cli_offline.drive(RUNNER, "copilot", [str(NODE), str(COPILOT)], ws, _env(ws.parent), turns,
+                             netns=NETNS, turn_timeout=TURN_TIMEOUT_S)  # fmt: skip
 
 
 def session_of(t: dict[str, Any]) -> str:

@@ -26,9 +26,9 @@ import pytest
 
 from greenloop.closure.store import Store
 
-from .gemini_cli import GeminiCli, netns_works, require_gemini, steer_requests
+from .gemini_cli import GeminiCli, require_gemini, steer_requests
 from .gemini_model import call, say
-from .helpers import REPO, cli, processes_under, wait_until
+from .helpers import REPO, cli, netns_works, processes_under, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ import pytest
 
 from greenloop.closure.store import Store
 
-from .helpers import REPO, cli
+from .helpers import REPO, cli, netns_works
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,12 +61,6 @@ def bash(command: str) -> dict[str, Any]:
     return {"tool": "bash", "input": {"command": command, "description": "run it"}}
 
 
-def netns() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True,
-                           timeout=30)  # fmt: skip
-    return probe.returncode == 0
 
 
 @pytest.fixture
@@ -118,7 +112,7 @@ def drive(tmp_path: Path, project: Path, turns: list[dict[str, Any]], timeout: f
             "out": str(out)}  # fmt: skip
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     runner = [sys.executable, str(DRIVER), str(tmp_path / "plan.json")]
-    isolate = netns()
+    isolate = netns_works()
     namespace = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
     argv = [*namespace, *runner] if isolate else runner
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 90, check=False)

@@ -32,7 +32,8 @@ import pytest
 from greenloop.closure.store import Store
 from greenloop.hooks.install import init
 
-from .helpers import processes_under, wait_until
+from . import cli_offline
+from .helpers import netns_works
 from .model_server import last_user_text
 from .qwen_offline import is_main
 
@@ -51,22 +52,13 @@ TURN_TIMEOUT_S = 180
 PROMPT = "The cart's discount is wrong; fix it and make the tests pass."
 
 
-def _netns_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    p = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False
-    )
-    return p.returncode == 0
-
-
 if not (NODE.exists() and QWEN.exists()):
     pytest.skip("npm ci in tests/harnesses/qwen-code first", allow_module_level=True)
 if not (BIN / "greenloop").exists():
     pytest.skip(
         "greenloop is not installed next to this interpreter (its MCP server)", allow_module_level=True
     )
-NETNS = _netns_works()
+NETNS = netns_works()
 
 
 @pytest.fixture
@@ -112,31 +104,8 @@ def turn(session: str, prompt: str, script: list[dict[str, Any]]) -> dict[str, A
 
 def drive(ws: Path, turns: list[dict[str, Any]]) -> dict[str, Any]:
     """Run the turns through qwen_offline.py (in a network namespace when possible)."""
-    tmp = ws.parent
-    out = tmp / "qwen-out.json"
-    plan = {"argv": [str(NODE), str(QWEN)], "cwd": str(ws), "env": _env(tmp), "out": str(out), "turns": turns}
-    (tmp / "plan.json").write_text(json.dumps(plan))
-    runner = [sys.executable, str(RUNNER), str(tmp / "plan.json")]
-    if NETNS:
-        argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *runner]
-    else:
-        argv = runner
-    budget = TURN_TIMEOUT_S * len(turns) + 60
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
-    assert p.returncode == 0 and out.exists(), p.stderr
-    result: dict[str, Any] = json.loads(out.read_text())
-    assert result["trap"] == [], f"requests tried to leave the machine: {result['trap']}"
-    if NETNS:
-        assert result["isolated"] is True
-    else:
-        print("no user namespaces here: isolation rests on the proxy trap alone", file=sys.stderr)
-    for t in result["turns"]:
-        print(f"qwen turn: {t['seconds']} s, {len(t['requests'])} model requests", file=sys.stderr)
-        assert t["code"] == 0, (t["stdout"][-2000:], t["stderr"][-3000:])
-        assert t["script_left"] == 0, t["stderr"][-3000:]
-    # The CLI ends its MCP server and hook processes with itself.
-    assert wait_until(lambda: not processes_under(ws), timeout=10), processes_under(ws)
-    return result
+    return cli_offline.drive(RUNNER, "qwen", [str(NODE), str(QWEN)], ws, _env(ws.parent), turns,
+                             netns=NETNS, turn_timeout=TURN_TIMEOUT_S)  # fmt: skip
 
 
 def answer(t: dict[str, Any]) -> dict[str, Any]:
