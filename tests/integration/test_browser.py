@@ -171,7 +171,8 @@ def test_a_failing_expectation_saves_a_screenshot_and_the_page(tmp_path: Path, r
         case["steps"][2]["wait_ms"] = 4000
 
     edit_json(project / "integration" / "spec.json", break_case)
-    r = run(project, cases=[UI_CASES[0]])
+    # the case's own deadline well past the step's wait: a loaded machine fails the step, not the case
+    r = run(project, cases=[UI_CASES[0]], case_timeout_s=120.0)
     assert r.exit_code == 1 and (r.cases_failed, r.cases_timeout) == (1, 0)
     [f] = r.failures
     assert (f.case_id, f.failed_step, f.reason, f.unit) == (UI_CASES[0], 2, "assertion_failed", "todo-fe")
