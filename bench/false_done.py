@@ -1101,7 +1101,9 @@ _TOOLS: dict[str, Callable[[], bool]] = {
     "go": lambda: shutil.which("go") is not None,
     "cargo": lambda: shutil.which("cargo") is not None,
 }
-_DROP_ENV = ("GREENLOOP_SESSION", "CLAUDE_CODE_SESSION_ID", "CLAUDE_PROJECT_DIR", "PYTEST_ADDOPTS",
+# CI too: under CI vitest refuses every .only (its allowOnly is off), which would turn the .only
+# scenarios into runner errors on a CI machine instead of the gate's decisions they are about.
+_DROP_ENV = ("CI", "GREENLOOP_SESSION", "CLAUDE_CODE_SESSION_ID", "CLAUDE_PROJECT_DIR", "PYTEST_ADDOPTS",
              "PYTEST_CURRENT_TEST", "CLAUDECODE", "CODEX_THREAD_ID", "GEMINI_CLI", "CURSOR_AGENT", "AI_AGENT")
 
 

@@ -368,3 +368,21 @@ def test_vitest_file_without_tests_is_red_in_vitests_words(tmp_path: Path) -> No
     assert (f["test"], f["kind"]) == ("helpers.test.js", "test")
     assert "No test suite found in file helpers.test.js" in f["message"]
     assert "could not load" not in f["hint"] and "import" not in f["hint"]
+
+
+def test_vitest_under_ci_names_its_refusal_of_only(tmp_path: Path) -> None:
+    """Under CI vitest fails every `.only` test; the hint says why, not "check the values"."""
+    ws = js_workspace(tmp_path / "ws", "vitest", {
+        "math.test.js": (
+            "import { it, expect } from 'vitest'\n"
+            "it('adds', () => { expect(1 + 1).toBe(2) })\n"
+            "it.only('multiplies', () => { expect(2 * 2).toBe(4) })\n"
+        ),
+    })  # fmt: skip
+    red = cli("run", str(ws), "--json", env={"CI": "true"})
+    assert red.code == 1, red.stderr
+    (failure,) = red.json["failures"]
+    assert failure["test"].endswith("multiplies") and failure["line"] == 3
+    assert failure["hint"].startswith("vitest refused the .only at math.test.js:3 because CI is set")
+    green = cli("run", str(ws), "--json", env={"CI": ""})
+    assert green.code == 0 and green.json["outcome"] == "green", green.stdout

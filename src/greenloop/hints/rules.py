@@ -32,6 +32,18 @@ _PROPERTY_OF_NOTHING = (
 )
 
 RULES: tuple[Rule, ...] = (
+    # --- the runner refused the run itself (its own rule, not the code under test)
+    Rule(
+        "vitest-only-refused",
+        MESSAGE,
+        (r"Unexpected \.only modifier",),
+        "vitest refused the .only at {where} because CI is set in the tests' environment (under CI"
+        " vitest allows no .only); the code under test was not run. Remove the .only so the whole"
+        " file runs, or unset CI if narrowing is meant.",
+        "{where} 处的 .only 被 vitest 拒绝:测试环境里设置了 CI(CI 下 vitest 不允许 .only),"
+        "被测代码没有运行。删掉 .only 让整个文件都跑,或在确实要缩小范围时取消 CI。",
+        words=("unexpected .only modifier",),
+    ),
     # --- the suite could not load the code under test
     Rule(
         "js-module-not-found",
