@@ -586,3 +586,20 @@ def test_go_data_race_is_placed_at_the_racing_access_not_in_testing_go() -> None
     assert "(r_test.go:13)" in race.message
     sub = by["TestParallel/b"]
     assert (sub.file, sub.line, sub.expected, sub.got) == ("r_test.go", 24, '"a"', '"b"'), sub
+
+
+@pytest.mark.parametrize("variant", ["json", "v", "plain"])
+def test_go_subtests_whose_names_hold_a_slash_have_their_real_parent(variant: str) -> None:
+    """`t.Run("with/empty/first", …)` under TestJoin is `TestJoin/with/empty/first`: its parent is
+    TestJoin (not "TestJoin/with/empty"), so TestJoin is no leaf and gets no failure of its own;
+    go reports two failing tests, and so does greenloop. The backspace that ends TestDigit's
+    message stays out of its expected value."""
+    r = _text("go", "slashes", variant)
+    assert _names(r) == {"TestJoin/with/empty/first", "TestDigit"}
+    if variant != "plain":  # plain `go test` names failures only
+        assert r.summary.to_json() == {"total": 3, "passed": 1, "failed": 2, "skipped": 0}
+    by = {f.test: f for f in r.failures}
+    join = by["TestJoin/with/empty/first"]
+    assert (join.file, join.line, join.expected, join.got) == ("names/names_test.go", 15, '"/b"', '""')
+    digit = by["TestDigit"]
+    assert (digit.expected, digit.got) == ("3", "4")

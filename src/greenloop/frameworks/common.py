@@ -54,17 +54,32 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 MAX_VALUE_CHARS = 4000
 
 
+# Control characters a value may carry from a test's message (google/uuid's messages end in a
+# backspace): everything below a space but tab and newline, and DEL. ANSI sequences go first,
+# whole, so that no "[31m" is left of them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def cap_value(value: str | None, limit: int = MAX_VALUE_CHARS) -> str | None:
-    """`value` whole, or its first `limit` characters and how many were cut."""
-    if value is None or len(value) <= limit:
+    """`value` without control characters, whole or its first `limit` characters and how many
+    were cut."""
+    if value is None:
+        return value
+    if _CONTROL.search(value):
+        value = _CONTROL.sub("", _ANSI.sub("", value))
+    if len(value) <= limit:
         return value
     return f"{value[:limit]}… [cut {len(value) - limit:,} chars]"
 
 
+def _needs_cleaning(value: str | None) -> bool:
+    return value is not None and (len(value) > MAX_VALUE_CHARS or _CONTROL.search(value) is not None)
+
+
 def capped(result: ParseResult) -> ParseResult:
-    """`result` with every failure's expected and got within MAX_VALUE_CHARS."""
-    if not any(len(f.expected or "") > MAX_VALUE_CHARS or len(f.got or "") > MAX_VALUE_CHARS
-               for f in result.failures):
+    """`result` with every failure's expected and got within MAX_VALUE_CHARS and free of
+    control characters."""
+    if not any(_needs_cleaning(f.expected) or _needs_cleaning(f.got) for f in result.failures):
         return result
     return result._replace(failures=tuple(
         f._replace(expected=cap_value(f.expected), got=cap_value(f.got)) for f in result.failures))

@@ -105,10 +105,9 @@ class GoParser:
             t = GoTest(name, pkg)
             self.tests[key] = t
             self.order.append(key)
-            if "/" in name:
-                parent = self.tests.get((pkg, name.rsplit("/", 1)[0]))
-                if parent is not None:
-                    parent.children += 1
+            parent = parent_of(self.tests, pkg, name)
+            if parent is not None:
+                parent.children += 1
         return t
 
     def _event(self, ev: dict[str, object]) -> None:
@@ -134,10 +133,9 @@ class GoParser:
                 self._test_output(t, out.rstrip("\n"))
             elif action in ("pass", "fail", "skip"):
                 t.outcome = str(action)
-                if action == "fail" and "/" in test:
-                    parent = self.tests.get((pkg, test.rsplit("/", 1)[0]))
-                    if parent is not None:
-                        parent.failed_children += 1
+                parent = parent_of(self.tests, pkg, test) if action == "fail" else None
+                if parent is not None:
+                    parent.failed_children += 1
             return
         if action == "output" and isinstance(out, str):
             line = out.rstrip("\n")
@@ -190,10 +188,9 @@ class GoParser:
                         _sift(t)
             elif action in ("pass", "fail", "skip"):
                 t.outcome = action
-                if action == "fail" and "/" in name:
-                    parent = tests.get((pkg, name.rsplit("/", 1)[0]))
-                    if parent is not None:
-                        parent.failed_children += 1
+                parent = parent_of(tests, pkg, name) if action == "fail" else None
+                if parent is not None:
+                    parent.failed_children += 1
 
     def body_of(self, t: GoTest) -> list[str]:
         """`t`'s output lines as the failure shows them (its pending lines sifted first)."""
@@ -241,10 +238,9 @@ class GoParser:
             self.text_results = True
             t = self._test("", r.group(3))
             t.outcome = {"PASS": "pass", "FAIL": "fail", "SKIP": "skip"}[r.group(2)]
-            if t.outcome == "fail" and "/" in t.name:
-                parent = self.tests.get(("", t.name.rsplit("/", 1)[0]))
-                if parent is not None:
-                    parent.failed_children += 1
+            parent = parent_of(self.tests, "", t.name) if t.outcome == "fail" else None
+            if parent is not None:
+                parent.failed_children += 1
             self.text_pending.append(t)
             self.text_open = t
             return
@@ -390,6 +386,19 @@ class GoParser:
             timed_out=self.timeout is not None,
         )
 
+
+
+def parent_of(tests: dict[tuple[str, str], GoTest], pkg: str, name: str) -> GoTest | None:
+    """The test `name` runs under: the longest name before one of its `/` that the stream has
+    started. Not simply the part before the last `/`: `t.Run("a/b", …)` under TestX is
+    `TestX/a/b`, whose parent is TestX (go-cmp names its subtests so)."""
+    cut = name.rfind("/")
+    while cut > 0:
+        parent = tests.get((pkg, name[:cut]))
+        if parent is not None:
+            return parent
+        cut = name.rfind("/", 0, cut)
+    return None
 
 
 def _sift(t: GoTest) -> None:
