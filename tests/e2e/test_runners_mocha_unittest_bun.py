@@ -409,3 +409,36 @@ def test_a_failure_the_runner_places_nowhere_is_placed_at_its_test(framework: st
     [f] = [f for f in r["failures"] if f["test"] == test]
     assert (f["file"], f["line"]) == (file, line), f
     assert says in f["hint"] and f"{file}:{line}" in f["hint"], f["hint"]
+
+
+def test_unittest_assert_equal_roles_follow_the_call(tmp_path: Path) -> None:
+    """unittest's assertEqual(first, second) carries no roles: the literal (or the argument named
+    expected) is the expected value on whichever side it stands; with no sign, the second."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    write_files(ws, {
+        "calc.py": "def add(a, b):\n    return a + b + 1\n",
+        "test_calc.py": (
+            "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+            "    def test_literal_first(self):\n        self.assertEqual(5, add(2, 3))\n\n"
+            "    def test_literal_second(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+            "    def test_named_first(self):\n        expected, actual = 5, add(2, 3)\n"
+            "        self.assertEqual(expected, actual)\n\n"
+            "    def test_named_got_first(self):\n        result, want = add(2, 3), 5\n"
+            "        self.assertEqual(result, want)\n\n"
+            "    def test_no_sign(self):\n        a, b = 6, 5\n        self.assertEqual(b, a)\n"
+        ),
+    })  # fmt: skip
+    code, r = run_json(ws)
+    assert code == 1 and r["framework"] == "unittest"
+    by = {f["test"].rsplit(".", 1)[-1]: (f["expected"], f["got"]) for f in r["failures"]}
+    assert by == {
+        "test_literal_first": ("5", "6"),
+        "test_literal_second": ("5", "6"),
+        "test_named_first": ("5", "6"),
+        "test_named_got_first": ("5", "6"),
+        "test_no_sign": ("6", "5"),  # assertEqual(b, a): the second, a = 6, is taken as expected
+    }
+    literal_first = next(f for f in r["failures"] if f["test"].endswith("test_literal_first"))
+    assert "returned 6" in literal_first["hint"] and "expects 5" in literal_first["hint"]

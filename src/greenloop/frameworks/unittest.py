@@ -12,6 +12,7 @@ named as unittest writes it (`setUpClass (test_mod.TestCase)`).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -89,14 +90,62 @@ def _name(desc: str) -> tuple[str, Kind]:
     return f"{test_id} {sub}" if sub else test_id, "test"
 
 
-def expected_got(message: str) -> tuple[str | None, str | None]:
-    """assertEqual's `first != second` (also `Lists differ: [1] != [2]`, `… : msg`):
-    expected is the second argument, got the first (`assertEqual(actual, expected)`)."""
+def expected_got(message: str, traceback: str = "") -> tuple[str | None, str | None]:
+    """assertEqual's `first != second` (also `Lists differ: [1] != [2]`, `… : msg`) as
+    (expected, got). unittest's arguments carry no roles, so the call in `traceback` decides
+    where it shows them: the literal, or the argument named expected/want, is the expected
+    value, whichever side it is on (`assertEqual(5, add(2, 3))` expects 5). With no such sign
+    the second argument is taken as expected (`assertEqual(actual, expected)`)."""
     for line in message.splitlines():
         m = _NOT_EQUAL.match(line.strip())
         if m:
-            return m.group(2).strip(), m.group(1).strip()
+            first, second = m.group(1).strip(), m.group(2).strip()
+            if _expected_side(traceback) == 0:
+                return first, second
+            return second, first
     return None, None
+
+
+_ASSERT_EQUAL_CALL = re.compile(r"^\s*self\.assert(?:Equals?|\w+Equal)\(")
+_EXPECTED_NAMES = frozenset({"expected", "expect", "exp", "want", "wanted", "expected_value"})
+_GOT_NAMES = frozenset({"actual", "got", "result", "res", "value", "observed", "output"})
+
+
+def _expected_side(traceback: str) -> int | None:
+    """0 or 1: which argument of the traceback's last assertEqual call is the expected value,
+    as the call itself shows; None when it does not (both or neither a literal, or a call that
+    spans lines)."""
+    calls = [ln for ln in traceback.splitlines() if _ASSERT_EQUAL_CALL.match(ln)]
+    if not calls:
+        return None
+    try:
+        node = ast.parse(calls[-1].strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or len(node.args) < 2:
+        return None
+    marks = [_role(a) for a in node.args[:2]]
+    if marks[0] == "expected" and marks[1] != "expected":
+        return 0
+    if marks[1] == "expected" and marks[0] != "expected":
+        return 1
+    if marks[0] == "got" and marks[1] != "got":
+        return 1
+    if marks[1] == "got" and marks[0] != "got":
+        return 0
+    return None
+
+
+def _role(arg: ast.expr) -> str | None:
+    if isinstance(arg, ast.Name):
+        name = arg.id.lower()
+        return "expected" if name in _EXPECTED_NAMES or name.startswith("expected_") else (
+            "got" if name in _GOT_NAMES else None)
+    try:
+        ast.literal_eval(arg)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return "expected"
 
 
 def _exception_lines(text: str) -> list[str]:
@@ -119,7 +168,7 @@ def _failure(name: str, kind: Kind, text: str, root: str | None, file: str | Non
     ufile, uline = first_user_frame(_last_user_frames(text))
     if kind == "load" or file is None:
         file, line = ufile or file, uline or line
-    exp, got = expected_got(msg)
+    exp, got = expected_got(msg, text)
     return Failure(
         test=name,
         file=relativize(file, root) if file else None,
