@@ -57,6 +57,24 @@ def test_test_script_is_npm_test_but_npm_default_script_is_not(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
+    ("scripts", "framework"),
+    [
+        ({"test": "bun run test:functionality", "test:functionality": "bun test"}, "bun"),  # elysia
+        ({"test": "npm run test:unit", "test:unit": "pnpm run unit", "unit": "mocha test/"}, "mocha"),
+        ({"test": "yarn spec", "spec": "jest --ci"}, "jest"),
+        ({"test": "npm run a", "a": "npm run test"}, "npm-test"),  # a loop ends where it began
+        ({"test": "npm run missing"}, "npm-test"),
+        ({"test": "npm run lint && bun test"}, "bun"),  # not a chain: read as written
+    ],
+)
+def test_a_test_script_that_runs_another_script_is_followed_to_its_runner(
+    tmp_path: Path, scripts: dict[str, str], framework: str
+) -> None:
+    pkg(tmp_path, scripts=scripts)
+    assert probe(str(tmp_path)).framework == framework
+
+
+@pytest.mark.parametrize(
     ("rel", "text", "config"),
     [
         ("pytest.ini", "[pytest]\n", "pytest.ini"),

@@ -442,3 +442,18 @@ def test_unittest_assert_equal_roles_follow_the_call(tmp_path: Path) -> None:
     }
     literal_first = next(f for f in r["failures"] if f["test"].endswith("test_literal_first"))
     assert "returned 6" in literal_first["hint"] and "expects 5" in literal_first["hint"]
+
+
+def test_bun_reached_through_another_script_is_run_and_read_as_bun(tmp_path: Path) -> None:
+    """`"test": "bun run test:functionality"` (elysia's layout) is bun, with bun's own report:
+    the same records and counts as the direct script, none twice."""
+    ws = build("bun", "red", tmp_path / "ws")
+    pkg = json.loads((ws / "package.json").read_text())
+    pkg["scripts"] = {"test": "bun run test:functionality", "test:functionality": "bun test"}
+    (ws / "package.json").write_text(json.dumps(pkg))
+    code, r = run_json(ws)
+    assert (code, r["framework"], r["outcome"]) == (1, "bun", "red"), r
+    summary, failures = RED["bun"]
+    assert r["summary"] == summary
+    got = [(f["test"], f["kind"], f["file"], f["line"], f["expected"], f["got"]) for f in r["failures"]]
+    assert sorted(got) == sorted(failures), r["failures"]

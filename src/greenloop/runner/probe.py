@@ -109,13 +109,29 @@ def _deps(pkg: Mapping[str, Any]) -> set[str]:
     return names
 
 
+# A script that only runs another script: `npm run test:unit`, `pnpm run x`, `bun run x`,
+# `yarn run x` or `yarn x` (yarn runs a script by its bare name).
+_RUN_SCRIPT = re.compile(r"^\s*(?:(?:npm|pnpm|bun)\s+run(?:-script)?|yarn(?:\s+run)?)\s+([\w:.@/-]+)\s*$")
+
+
 def _test_script(pkg: Mapping[str, Any]) -> str | None:
+    """The test script, followed through scripts that only run another script
+    (`"test": "bun run test:functionality"` is what `test:functionality` says), so that the
+    runner at the end of the chain is the one detected."""
     scripts = pkg.get("scripts")
-    if isinstance(scripts, dict):
-        script = scripts.get("test")
-        if isinstance(script, str) and script.strip() and script.strip() != _NPM_DEFAULT_TEST:
-            return script
-    return None
+    if not isinstance(scripts, dict):
+        return None
+    script = scripts.get("test")
+    if not isinstance(script, str) or not script.strip() or script.strip() == _NPM_DEFAULT_TEST:
+        return None
+    seen = {"test"}
+    while (m := _RUN_SCRIPT.match(script)) and m.group(1) not in seen:
+        target = scripts.get(m.group(1))
+        if not isinstance(target, str) or not target.strip():
+            break
+        seen.add(m.group(1))
+        script = target
+    return script
 
 
 def package_manager(root: Path, pkg: Mapping[str, Any] | None = None) -> str | None:
