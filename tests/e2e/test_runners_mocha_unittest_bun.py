@@ -457,3 +457,54 @@ def test_bun_reached_through_another_script_is_run_and_read_as_bun(tmp_path: Pat
     assert r["summary"] == summary
     got = [(f["test"], f["kind"], f["file"], f["line"], f["expected"], f["got"]) for f in r["failures"]]
     assert sorted(got) == sorted(failures), r["failures"]
+
+
+EXPRESS_LIKE = {
+    "test/support/env.js": "process.env.APP_MODE = 'test'\n",
+    "test/app.js": (
+        "const assert = require('assert')\n"
+        "describe('app', () => {\n"
+        "  it('runs in test mode', () => assert.strictEqual(process.env.APP_MODE, 'test'))\n})\n"
+    ),
+    "test/acceptance/routes.js": (
+        "const assert = require('assert')\n"
+        "describe('routes', () => {\n  it('one', () => assert.ok(true))\n"
+        "  it('two', () => assert.strictEqual(1 + 1, 3))\n})\n"
+    ),
+}
+
+
+def test_mocha_keeps_the_test_scripts_own_arguments(tmp_path: Path) -> None:
+    """express's script `mocha --require test/support/env --reporter spec --check-leaks test/
+    test/acceptance/`: its requires, flags and spec folders are kept and only its reporter is
+    replaced (run bare, test/acceptance never ran and test/app.js missed its env)."""
+    ws = build("mocha", "green", tmp_path / "ws")
+    for rel in SOURCES["mocha"]["green"]:
+        (ws / rel).unlink()
+    write_files(ws, EXPRESS_LIKE)
+    pkg = json.loads((ws / "package.json").read_text())
+    script = "mocha --require test/support/env --reporter spec --check-leaks test/ test/acceptance/"
+    pkg["scripts"] = {"test": script}
+    (ws / "package.json").write_text(json.dumps(pkg))
+    code, r = run_json(ws)
+    assert (code, r["framework"], r["outcome"]) == (1, "mocha", "red"), r
+    assert r["summary"] == {"total": 3, "passed": 2, "failed": 1, "skipped": 0}
+    assert [f["test"] for f in r["failures"]] == ["routes > two"]
+    assert any("mocha arguments are kept: --require test/support/env --check-leaks" in n for n in r["notes"])
+    assert "spec" not in r["command"].split("--reporter", 1)[0].split()  # the script's reporter is gone
+
+    # a target replaces the script's spec folders and keeps the rest
+    code, one = run_json(ws, "--target", "test/app.js")
+    assert (code, one["outcome"], one["summary"]["total"]) == (0, "green", 1), one
+    assert any("replaces the test script's spec test/ test/acceptance/" in n for n in one["notes"])
+
+
+def test_mocha_script_that_is_not_one_plain_command_says_so(tmp_path: Path) -> None:
+    ws = build("mocha", "green", tmp_path / "ws")
+    pkg = json.loads((ws / "package.json").read_text())
+    pkg["scripts"] = {"test": "mocha --check-leaks test/ && echo done"}
+    (ws / "package.json").write_text(json.dumps(pkg))
+    code, r = run_json(ws)
+    assert (code, r["framework"]) == (0, "mocha"), r
+    said = [n for n in r["notes"] if "not one plain mocha command" in n and "--framework npm-test" in n]
+    assert said, r["notes"]

@@ -240,7 +240,11 @@ def plan(
             *PYTHON_STREAMING,
         )
     elif framework == "mocha":
-        argv = [*tool.argv, "--reporter", MOCHA_REPORTER]
+        from greenloop.runner.script_args import mocha_script_args
+
+        script = mocha_script_args(root, narrowed=bool(targets))  # its requires, flags and specs
+        notes += script.notes
+        argv = [*tool.argv, *script.args, "--reporter", MOCHA_REPORTER]
         # mocha splits --reporter-option at commas; a path with one goes by the variable alone
         if "," not in (report_file or ","):
             argv += ["--reporter-option", f"output={report_file}"]

@@ -40,6 +40,7 @@ __all__ = [
     "is_test_file",
     "package_manager",
     "probe",
+    "test_script",
     "walk",
 ]
 
@@ -114,7 +115,7 @@ def _deps(pkg: Mapping[str, Any]) -> set[str]:
 _RUN_SCRIPT = re.compile(r"^\s*(?:(?:npm|pnpm|bun)\s+run(?:-script)?|yarn(?:\s+run)?)\s+([\w:.@/-]+)\s*$")
 
 
-def _test_script(pkg: Mapping[str, Any]) -> str | None:
+def test_script(pkg: Mapping[str, Any]) -> str | None:
     """The test script, followed through scripts that only run another script
     (`"test": "bun run test:functionality"` is what `test:functionality` says), so that the
     runner at the end of the chain is the one detected."""
@@ -196,7 +197,7 @@ def _declared(root: Path, pkg: dict[str, Any] | None) -> _Marker | None:
     """Rules 1-6 at one folder, whose package.json (if any, and valid) is `pkg`."""
     if pkg is not None:
         deps = _deps(pkg)
-        script = _test_script(pkg) or ""
+        script = test_script(pkg) or ""
         if "vitest" in deps or re.search(r"\bvitest\b", script):
             return _Marker("vitest", _first_existing(root, _VITEST_CONFIGS) or "package.json", pkg)
         if "jest" in deps or re.search(r"\bjest\b", script) or isinstance(pkg.get("jest"), dict):
