@@ -508,3 +508,29 @@ def test_mocha_script_that_is_not_one_plain_command_says_so(tmp_path: Path) -> N
     assert (code, r["framework"]) == (0, "mocha"), r
     said = [n for n in r["notes"] if "not one plain mocha command" in n and "--framework npm-test" in n]
     assert said, r["notes"]
+
+
+def test_mocha_with_supertest_reads_the_sides_from_supertests_words(tmp_path: Path) -> None:
+    """supertest's error object has no sides for a header and `{}` for a text body; its message
+    has both, and they are taken as it says them."""
+    ws = build("mocha", "green", tmp_path / "ws")
+    for rel in SOURCES["mocha"]["green"]:
+        (ws / rel).unlink()
+    write_files(ws, {"test/app.js": (
+        "const request = require('supertest')\nconst express = require('express')\n"
+        "const app = express()\n"
+        "app.get('/', (req, res) => { res.set('Link', 'B'); res.status(404).send('nope') })\n"
+        "describe('app', () => {\n"
+        "  it('sets Link', () => request(app).get('/').expect('Link', 'A'))\n"
+        "  it('is ok', () => request(app).get('/').expect(200))\n"
+        "  it('says hi', () => request(app).get('/').expect('hi'))\n"
+        "})\n"
+    )})  # fmt: skip
+    code, r = run_json(ws)
+    assert (code, r["summary"]["failed"]) == (1, 3), r
+    sides = {f["test"]: (f["line"], f["expected"], f["got"]) for f in r["failures"]}
+    assert sides == {
+        "app > sets Link": (6, '"A"', '"B"'),
+        "app > is ok": (7, '200 "OK"', '404 "Not Found"'),
+        "app > says hi": (8, "'hi'", "'nope'"),
+    }

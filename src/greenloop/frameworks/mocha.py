@@ -66,6 +66,27 @@ def _stack_head(stack: str) -> list[str]:
     return out
 
 
+# supertest's own words, whose sides its error object leaves out (a header) or gets wrong (a
+# text body: `actual` is res.body, `{}` for text): `expected "Link" of "A", got "B"`,
+# `expected "Link" matching /x/, got "B"`, `expected 200 "OK", got 404 "Not Found"`,
+# `expected 'hi' response body, got 'nope'`. The sides are read as the message shows them.
+_SUPERTEST = (
+    re.compile(r'^(?:Error: )?expected "[^"]+" (?:of|matching) (?P<exp>.+), got (?P<got>.+)$'),
+    re.compile(r'^(?:Error: )?expected (?P<exp>\d{3} "[^"]*"), got (?P<got>\d{3} "[^"]*")$'),
+    re.compile(r"^(?:Error: )?expected (?P<exp>.+) response body, got (?P<got>.+)$"),
+)
+
+
+def _supertest_sides(head: list[str]) -> tuple[str, str] | None:
+    if len(head) != 1:
+        return None
+    for pattern in _SUPERTEST:
+        m = pattern.match(head[0])
+        if m:
+            return m.group("exp"), m.group("got")
+    return None
+
+
 def _failure(name: str, kind: Kind, err: dict[str, Any], file: str | None, root: str | None) -> Failure:
     stack = str(err.get("stack") or "")
     message = str(err.get("message") or "")
@@ -73,6 +94,9 @@ def _failure(name: str, kind: Kind, err: dict[str, Any], file: str | None, root:
     ufile, uline = first_user_frame(stack)
     exp = err.get("expected")
     got = err.get("actual")
+    sides = _supertest_sides([h for h in head if h.strip()])
+    if sides is not None:
+        exp, got = sides
     return Failure(
         test=name,
         file=relativize(ufile or file or "", root) or None,
