@@ -603,3 +603,23 @@ def test_go_subtests_whose_names_hold_a_slash_have_their_real_parent(variant: st
     assert (join.file, join.line, join.expected, join.got) == ("names/names_test.go", 15, '"/b"', '""')
     digit = by["TestDigit"]
     assert (digit.expected, digit.got) == ("3", "4")
+
+
+def test_cargo_test_that_catches_a_panic_fails_at_its_last_one() -> None:
+    """scopeguard's shape: a panic caught by catch_unwind, then a failing assert_eq! below it.
+    The failure is the assertion (src/lib.rs:16, left 1, right 0), not the caught panic."""
+    r = _text("cargo", "caught", "plain")
+    assert r.summary.to_json() == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
+    (f,) = r.failures
+    assert (f.test, f.file, f.line) == ("tests::catches_then_asserts", "src/lib.rs", 16)
+    assert (f.expected, f.got) == ("0", "1") and "left == right" in f.message
+
+
+def test_cargo_compile_error_in_the_library_is_one_load_failure() -> None:
+    """cargo stops the lib and the lib test targets on one error and prints it once: one broken
+    record at the error's place, and no test counted as run."""
+    r = _text("cargo", "libfail", "plain")
+    (f,) = r.failures
+    assert (f.test, f.kind, f.file, f.line) == ("libfail (lib)", "load", "src/lib.rs", 3)
+    assert r.summary.failed == 1 and r.summary.passed == 0
+    assert _verdict(r, 101)[0] == "broken"

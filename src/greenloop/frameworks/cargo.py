@@ -104,8 +104,19 @@ def _message_lines(body: list[str]) -> tuple[str | None, int | None, list[str]]:
     return None, None, [b for b in body if b.strip()][:3]
 
 
+def _is_panic(line: str) -> bool:
+    return bool(_PANIC_NEW.match(line) or _PANIC_OLD.match(line) or _PANIC_OLD_OPEN.match(line))
+
+
 def failure_of(name: str, body: list[str]) -> Failure:
-    """The Failure of one `---- NAME stdout ----` block (also nextest's captured output)."""
+    """The Failure of one `---- NAME stdout ----` block (also nextest's captured output).
+
+    A test that panicked more than once (one caught by `catch_unwind`, or in a thread it
+    joined) failed by its last panic: the block is read from there (scopeguard's test catches
+    a "failure" panic, then fails its `assert_eq!` two lines below)."""
+    panics = [i for i, b in enumerate(body) if _is_panic(b)]
+    if len(panics) > 1:
+        body = body[panics[-1] :]
     file, line, msg = _message_lines(body)
     expected: str | None = None
     got: str | None = None
@@ -272,6 +283,10 @@ class CargoParser:
         m = _COULD_NOT.match(line)
         if m:
             what = m.group(1) + (f" ({m.group(2)})" if m.group(2) else "")
+            if not self.errors and any(f.test.split(" (", 1)[0] == m.group(1) for f in self.loads):
+                # the same crate's other target (`lib test` beside `lib`), stopped by the same
+                # errors, which cargo prints once: one broken record, not a second without a place
+                return
             located = [e for e in self.errors if e.code or e.file]
             first = located[0] if located else (self.errors[0] if self.errors else None)
             message = f"{what} does not compile" + (f": {first.message}" if first else "")
