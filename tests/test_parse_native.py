@@ -623,3 +623,20 @@ def test_cargo_compile_error_in_the_library_is_one_load_failure() -> None:
     assert (f.test, f.kind, f.file, f.line) == ("libfail (lib)", "load", "src/lib.rs", 3)
     assert r.summary.failed == 1 and r.summary.passed == 0
     assert _verdict(r, 101)[0] == "broken"
+
+
+@pytest.mark.parametrize("variant", ["json", "v", "plain"])
+def test_go_repanic_is_placed_at_the_original_panic_and_a_broken_dependency_is_named(variant: str) -> None:
+    """A panic recovered and raised again is placed where it began (Index, calc/func.go:4), not
+    at the deferred re-raise (calc_test.go:9), and the trace leads with the test's own call
+    (calc_test.go:12). A package that does not build only because a package it imports does
+    not names that package and its first compile error."""
+    by = {f.test: f for f in _text("go", "panics", variant).failures}
+    panic = by["TestRepanic"]
+    assert (panic.file, panic.line) == ("calc/func.go", 4)
+    frames = [ln.strip() for ln in panic.stack.splitlines() if ln.strip().startswith("calc/")]
+    assert frames[0] == "calc/func.go:4" and frames[1].startswith("calc/calc_test.go:12")
+    assert "raised again at:" in panic.stack
+    use = by["example.com/panics/use"]
+    assert (use.kind, use.file, use.line) == ("load", "dep/dep.go", 4)
+    assert "a package it depends on does not (example.com/panics/dep): cannot use" in use.message

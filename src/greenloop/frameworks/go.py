@@ -44,6 +44,7 @@ from greenloop.frameworks.go_failures import (
     declaring_file,
     example_output,
     expected_got,
+    original_panic_first,
     package_failure,
     test_where,
 )
@@ -324,7 +325,8 @@ class GoParser:
                     got, expected = example
                     message = f"{t.name}'s output differs from its // Output: comment"
                     file = declaring_file(self.modules, t.package, t.name.split("/")[0], self.root)
-                stack = relativize(bounded_join(b for b in t.body if b.strip()), self.root)
+                body = original_panic_first(t.body)
+                stack = relativize(bounded_join(b for b in body if b.strip()), self.root)
                 failures.append(
                     Failure(
                         test=t.name,
