@@ -13,8 +13,15 @@ from greenloop.frameworks.common import bounded_join, relativize
 from greenloop.model import Failure
 
 __all__ = [
-    "COMPILE_ERROR", "GoTest", "declaring_file", "example_output", "expected_got", "package_failure",
-    "original_panic_first", "panic_frame", "test_where",
+    "COMPILE_ERROR",
+    "GoTest",
+    "declaring_file",
+    "example_output",
+    "expected_got",
+    "original_panic_first",
+    "package_failure",
+    "panic_frame",
+    "test_where",
 ]
 
 # a compiler line under `# pkg`: file.go:L[:C]: message
