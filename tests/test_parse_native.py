@@ -640,3 +640,19 @@ def test_go_repanic_is_placed_at_the_original_panic_and_a_broken_dependency_is_n
     use = by["example.com/panics/use"]
     assert (use.kind, use.file, use.line) == ("load", "dep/dep.go", 4)
     assert "a package it depends on does not (example.com/panics/dep): cannot use" in use.message
+
+
+def test_rust_panic_hints_name_the_function_and_the_tests_call() -> None:
+    """A unit test sits in the file of the code it tests: the backtrace's function names tell
+    the test's frame (lib.rs:22, its call) from the code's (pick, lib.rs:8)."""
+    from greenloop.hints.hint import apply
+
+    src = str(FIXTURES / "cargo" / "rustpanics" / "src")
+    r = _text("cargo", "rustpanics", "backtrace")
+    by = {f.test: f for f in apply(r.failures, framework="cargo", root=src)}
+    pick = by["tests::pick_out_of_range"]
+    assert (pick.file, pick.line) == ("src/lib.rs", 8)
+    assert pick.hint.startswith("pick (src/lib.rs:8) panics"), pick.hint
+    assert "the test gives at src/lib.rs:22 (`pick(&[1], 3)`)" in pick.hint, pick.hint
+    first = by["tests::first_of_empty"]
+    assert "first (src/lib.rs:4)" in first.hint and "unwrap() on None" in first.hint, first.hint

@@ -134,11 +134,31 @@ def failure_of(name: str, body: list[str]) -> Failure:
         expected = None if "left != right" in message else expected
     if len(msg) > 1 and got is None:
         message = "\n".join(x.rstrip() for x in msg).strip()
-    frames = [
-        f"{m.group(2)}:{m.group(3)}" for m in map(_FRAME_AT.match, body) if m and _user_path(m.group(2))
-    ]
+    frames = _user_frames(body)
     stack = bounded_join([*(b for b in msg), *frames])
     return Failure(test=name, file=file, line=line, message=message, expected=expected, got=got, stack=stack)
+
+
+_BACKTRACE_FN = re.compile(r"^\s*\d+: (\S.*?)\s*$")
+
+
+def _user_frames(body: list[str]) -> list[str]:
+    """The backtrace's frames in the workspace as `file:line`, each with its function when the
+    backtrace names it (`cws::pick at src/lib.rs:6`): a unit test lives in the file of the code
+    it tests, so only the function tells the test's frame from the code's."""
+    out: list[str] = []
+    fn: str | None = None
+    for b in body:
+        f = _BACKTRACE_FN.match(b)
+        if f and not _FRAME_AT.match(b):
+            fn = f.group(1)
+            continue
+        m = _FRAME_AT.match(b)
+        if m and _user_path(m.group(2)):
+            at = f"{m.group(2)}:{m.group(3)}"
+            out.append(f"{fn} at {at}" if fn else at)
+        fn = None
+    return out
 
 
 def _user_path(path: str) -> bool:

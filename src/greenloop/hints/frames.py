@@ -45,6 +45,8 @@ _VITEST_FRAME = re.compile(
 _GO_FUNC = re.compile(r"^(?:[\w.\-~]+/)*[\w\-]+\.(?:\(\*?\w+\)\.)?(\w+)(?:\.func\d+)*(?:\.\d+)*\(.*\)$")
 _GO_FILE = re.compile(r"^(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
 _FN_ALIAS = re.compile(r"\[as ([\w$]+)\]")
+# A Rust backtrace frame as the cargo parser writes it: `cws::pick at src/lib.rs:6`
+_RUST_FRAME = re.compile(r"^(?P<fn>[\w:<>{}]+) at (?P<path>\S+\.rs):(?P<line>\d+)$")
 _MAX_STACK_LINES = 60
 
 
@@ -76,6 +78,10 @@ def _frames(stack: str) -> list[Frame]:
             if g:
                 out.append(Frame(named, g.group(1), int(g.group(2)), False))
                 continue
+        r = _RUST_FRAME.match(line)
+        if r:
+            out.append(Frame(r.group("fn"), r.group("path"), int(r.group("line")), False))
+            continue
         p = _PY_FRAME.match(line)
         if p:
             path = p.group("path1") or p.group("path2")
@@ -161,11 +167,24 @@ class Evidence(NamedTuple):
     call: Call | None  # the call the test's failing line makes
 
 
+def _test_frames_by_function(failure: Failure, frames: list[Frame]) -> list[Frame]:
+    """The frames of the failing test's own function, for a stack whose frames name Rust
+    paths (`cws::tests::pick_out_of_range` for the test `tests::pick_out_of_range`)."""
+    if "::" not in failure.test:
+        return []
+    return [f for f in frames if f.fn and "::" in f.fn and (f.fn + "::").find(f"{failure.test}::") >= 0]
+
+
 def evidence(failure: Failure, sources: Sources | None) -> Evidence:
     """What the stack and (with `sources`) the workspace's files say about where `failure` happened."""
     frames = _frames(failure.stack)
     test_file = _test_file(failure, frames)
     in_test = [f for f in frames if f.path == test_file]
+    by_fn = _test_frames_by_function(failure, frames)
+    if by_fn:  # a Rust unit test beside its code: the test's frames are its function's
+        test_file, in_test = by_fn[0].path, by_fn
+        frames = [f for f in frames if f not in by_fn]
+        code = frames[0] if frames else None
     test_line: int | None = None
     if in_test:
         test_line = (in_test[-1] if in_test[0].python else in_test[0]).line
@@ -177,7 +196,8 @@ def evidence(failure: Failure, sources: Sources | None) -> Evidence:
         test_where = test_file
     else:
         test_where = _test_where(failure)
-    code = _code_frame(frames, test_file)
+    if not by_fn:
+        code = _code_frame(frames, test_file)
     code_fn = code.fn if code else None
     code_line = None
     call = None
