@@ -534,3 +534,39 @@ def test_mocha_with_supertest_reads_the_sides_from_supertests_words(tmp_path: Pa
         "app > is ok": (7, '200 "OK"', '404 "Not Found"'),
         "app > says hi": (8, "'hi'", "'nope'"),
     }
+
+
+DOCTESTED = (
+    "def add(a, b):\n"
+    '    """\n    >>> add(2, 3)\n    5\n    >>> div(1, 0)\n    0\n    """\n'
+    "    return a + b + 1\n\n\n"
+    "def div(a, b):\n"
+    '    """\n    >>> div(4, 2)\n    2.0\n    """\n'
+    "    return a / b\n"
+)
+DOCTEST_SUITE = (
+    "import doctest\nimport unittest\n\nimport calc\n\n\n"
+    "def load_tests(loader, tests, ignore):\n"
+    "    tests.addTests(doctest.DocTestSuite(calc))\n    return tests\n"
+)
+
+
+def test_unittest_doctests_have_their_examples_place_and_values(tmp_path: Path) -> None:
+    """A failing doctest (through unittest's DocTestSuite) is placed at its first failing
+    example, with doctest's Expected and Got as expected/got; a raising example's hint points
+    at the code that raised, never at doctest's `<doctest …>` pseudo-file."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").mkdir()
+    write_files(ws, {"calc.py": DOCTESTED, "test_docs.py": DOCTEST_SUITE})
+    code, r = run_json(ws, "--framework", "unittest")
+    assert (code, r["summary"]["failed"]) == (1, 1), r
+    (f,) = r["failures"]
+    assert (f["test"], f["file"], f["line"], f["expected"], f["got"]) == ("calc.add", "calc.py", 3, "5", "6")
+    assert "calc.py:3" in f["hint"] and "<doctest" not in f["hint"], f["hint"]
+
+    (ws / "calc.py").write_text(DOCTESTED.replace("a + b + 1", "a + b"))
+    code, r = run_json(ws, "--framework", "unittest")
+    (f,) = r["failures"]
+    assert (f["file"], f["line"], f["expected"], f["got"]) == ("calc.py", 5, None, None)
+    assert "calc.py:16" in f["hint"] and "<doctest" not in f["hint"], f["hint"]

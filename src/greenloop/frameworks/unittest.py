@@ -148,6 +148,48 @@ def _role(arg: ast.expr) -> str | None:
     return "expected"
 
 
+_DOCTEST_PLACE = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in \S+$')
+
+
+def _doctest_block(lines: list[str], start: int) -> str:
+    """The indented lines after `lines[start]` (doctest's `Expected:`/`Got:`), dedented."""
+    out: list[str] = []
+    for ln in lines[start + 1 :]:
+        if not ln.startswith("    "):
+            break
+        out.append(ln[4:])
+    return "\n".join(out)
+
+
+def _doctest_example(message: str) -> tuple[str, int, str | None, str | None, str] | None:
+    """(file, line, expected, got, its block) of the first failing example of a doctest failure
+    (`Failed doctest test for …`): doctest prints `Expected:` and `Got:` (or `Exception
+    raised:`, which has no expected value to compare) under the example's own place."""
+    if "Failed doctest test for" not in message:
+        return None
+    lines = message.splitlines()
+    for i, ln in enumerate(lines):
+        m = _DOCTEST_PLACE.match(ln.strip())
+        if m is None or i + 1 >= len(lines) or lines[i + 1].strip() != "Failed example:":
+            continue
+        expected = got = None
+        j = i + 2
+        for j in range(i + 2, len(lines)):
+            head = lines[j].strip()
+            if head == "Expected:":
+                expected = _doctest_block(lines, j)
+            elif head == "Got:":
+                got = _doctest_block(lines, j)
+            elif head in ("Got nothing", "Expected nothing"):
+                got = "" if head == "Got nothing" else got
+                expected = "" if head == "Expected nothing" else expected
+            elif head.startswith("-----"):
+                break
+        block = "\n".join(lines[i:j] if lines[j].strip().startswith("-----") else lines[i:])
+        return m.group("file"), int(m.group("line")), expected, got, block
+    return None
+
+
 def _exception_lines(text: str) -> list[str]:
     """The exception lines of a traceback: its last `Type: message` and what follows it,
     plus (for a module that failed to import) the import error's own last line."""
@@ -169,6 +211,10 @@ def _failure(name: str, kind: Kind, text: str, root: str | None, file: str | Non
     if kind == "load" or file is None:
         file, line = ufile or file, uline or line
     exp, got = expected_got(msg, text)
+    example = _doctest_example(msg)
+    if example is not None:  # a DocTestSuite failure: its first failing example is the place
+        file, line, exp, got, block = example
+        text = block  # its stack: that example, not the doctest runner's frames
     return Failure(
         test=name,
         file=relativize(file, root) if file else None,

@@ -22,7 +22,7 @@ __all__ = ["Evidence", "Frame", "evidence", "place", "top_user_frame"]
 # Frames that are not the user's code.
 _NOT_USER = re.compile(
     r"node_modules|node:internal|node:async_hooks|\(node:|<anonymous>\)?$|site-packages|dist-packages"
-    r"|/lib/python\d|<frozen |_pytest/|/pluggy/|importlib/"
+    r"|/lib/python\d|<frozen |<doctest |_pytest/|/pluggy/|importlib/"
 )
 _JS_FRAME = re.compile(
     r"^(?:at\s+|❯\s+)?(?:async\s+)?(?:(?P<fn>[^\s()][^()]*?)\s+\()?(?:file://)?"
