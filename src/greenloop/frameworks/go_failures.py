@@ -109,7 +109,7 @@ def test_where(t: GoTest, modules: dict[str, str], root: str | None) -> tuple[st
     if panic is not None:
         pm = _PANIC.match(t.body[panic])
         msg = [f"panic: {pm.group(1) if pm else t.body[panic].strip()}"]
-        frame = panic_frame(_from_first_panic(t.body[panic:]), root)
+        frame = panic_frame(original_panic_first(t.body)[panic:], root)  # a re-raise's origin
         if frame is not None:
             file, line_no = frame
     race = next((i for i, b in enumerate(t.body) if b.strip() == "WARNING: DATA RACE"), None)
@@ -170,14 +170,6 @@ def declaring_file(modules: dict[str, str], pkg: str, name: str, root: str | Non
 _PANIC_CALL = re.compile(r"^panic\(")
 
 
-def _from_first_panic(lines: list[str]) -> list[str]:
-    """The goroutine trace from the panic that started it all. A panic recovered and raised
-    again (`defer func() { if r := recover(); r != nil { panic(r) } }()`) shows one `panic(…)`
-    call per raise, innermost first, so the original is the last: its frames are the place."""
-    calls = [i for i, b in enumerate(lines) if _PANIC_CALL.match(b)]
-    return lines[calls[-1] :] if len(calls) > 1 else lines
-
-
 def original_panic_first(body: list[str]) -> list[str]:
     """`body` with a re-raised panic's trace reordered: the original panic's frames first, then
     the frames that recovered and raised it again, so that the first test frame a reader (and
@@ -232,12 +224,11 @@ def package_failure(
     message = f"package {pkg}: {why}"
     # `[build failed]` with no error of its own: a package it imports does not build, and go
     # printed that package's errors under its own `# pkg` heading. Name it and its first error.
-    broken_deps = [k.split(" ")[0] for k, v in build_errors.items() if k.split(" ")[0] != pkg and v]
+    broken_deps = {k.split(" ")[0]: v for k, v in build_errors.items() if k.split(" ")[0] != pkg and v}
     if not build and "build failed" in why and broken_deps:
-        build = build_errors.get(broken_deps[0]) or next(
-            v for k, v in build_errors.items() if k.split(" ")[0] == broken_deps[0])
+        build = next(iter(broken_deps.values()))
         m = next((c for c in map(COMPILE_ERROR.match, build) if c), None)
-        deps = ", ".join(dict.fromkeys(broken_deps))
+        deps = ", ".join(broken_deps)
         message = f"package {pkg} does not build: a package it depends on does not ({deps})"
         if m:
             file, line_no = m.group(1), int(m.group(2))

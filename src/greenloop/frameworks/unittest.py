@@ -173,7 +173,7 @@ def _doctest_example(message: str) -> tuple[str, int, str | None, str | None, st
         if m is None or i + 1 >= len(lines) or lines[i + 1].strip() != "Failed example:":
             continue
         expected = got = None
-        j = i + 2
+        end = len(lines)
         for j in range(i + 2, len(lines)):
             head = lines[j].strip()
             if head == "Expected:":
@@ -184,8 +184,9 @@ def _doctest_example(message: str) -> tuple[str, int, str | None, str | None, st
                 got = "" if head == "Got nothing" else got
                 expected = "" if head == "Expected nothing" else expected
             elif head.startswith("-----"):
+                end = j
                 break
-        block = "\n".join(lines[i:j] if lines[j].strip().startswith("-----") else lines[i:])
+        block = "\n".join(lines[i:end])
         return m.group("file"), int(m.group("line")), expected, got, block
     return None
 

@@ -172,7 +172,7 @@ def _test_frames_by_function(failure: Failure, frames: list[Frame]) -> list[Fram
     paths (`cws::tests::pick_out_of_range` for the test `tests::pick_out_of_range`)."""
     if "::" not in failure.test:
         return []
-    return [f for f in frames if f.fn and "::" in f.fn and (f.fn + "::").find(f"{failure.test}::") >= 0]
+    return [f for f in frames if f.fn and f"::{failure.test}::" in f"::{f.fn}::"]
 
 
 def evidence(failure: Failure, sources: Sources | None) -> Evidence:
@@ -183,8 +183,6 @@ def evidence(failure: Failure, sources: Sources | None) -> Evidence:
     by_fn = _test_frames_by_function(failure, frames)
     if by_fn:  # a Rust unit test beside its code: the test's frames are its function's
         test_file, in_test = by_fn[0].path, by_fn
-        frames = [f for f in frames if f not in by_fn]
-        code = frames[0] if frames else None
     test_line: int | None = None
     if in_test:
         test_line = (in_test[-1] if in_test[0].python else in_test[0]).line
@@ -196,7 +194,9 @@ def evidence(failure: Failure, sources: Sources | None) -> Evidence:
         test_where = test_file
     else:
         test_where = _test_where(failure)
-    if not by_fn:
+    if by_fn:  # beside its code, the test's file is the code's too: every frame but the test's
+        code = _code_frame([f for f in frames if f not in by_fn], None)
+    else:
         code = _code_frame(frames, test_file)
     code_fn = code.fn if code else None
     code_line = None

@@ -40,6 +40,7 @@ __all__ = [
     "is_test_file",
     "package_manager",
     "probe",
+    "read_test_script",
     "test_script",
     "walk",
 ]
@@ -133,6 +134,12 @@ def test_script(pkg: Mapping[str, Any]) -> str | None:
         seen.add(m.group(1))
         script = target
     return script
+
+
+def read_test_script(root: str) -> str | None:
+    """`test_script` of the package.json in `root`, if it has a readable one."""
+    pkg = _read_json(Path(root) / "package.json")
+    return test_script(pkg) if pkg is not None else None
 
 
 def package_manager(root: Path, pkg: Mapping[str, Any] | None = None) -> str | None:

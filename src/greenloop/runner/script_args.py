@@ -14,11 +14,12 @@ not used and how to run the script as written (`--framework npm-test`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from greenloop.runner.probe import read_test_script
 
 __all__ = ["ScriptArgs", "mocha_script_args"]
 
@@ -42,21 +43,10 @@ class ScriptArgs(NamedTuple):
     notes: tuple[str, ...]
 
 
-def _script(root: str) -> str | None:
-    from greenloop.runner.probe import test_script
-
-    try:
-        with open(os.path.join(root, "package.json"), encoding="utf-8") as fh:
-            pkg: Any = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return test_script(pkg) if isinstance(pkg, dict) else None
-
-
 def mocha_script_args(root: str, *, narrowed: bool) -> ScriptArgs:
     """The test script's mocha arguments without its reporter options; without its spec
     folders too when `narrowed` (a target or an affected selection names the files)."""
-    script = _script(root)
+    script = read_test_script(root)
     if script is None or not re.search(r"(?:^|[\s/])mocha(?:\s|$)", script):
         return ScriptArgs((), ())
     try:
