@@ -218,7 +218,9 @@ def test_a_run_page_opened_while_it_runs_turns_red_when_it_ends(tmp_path: Path) 
         for each in (page, cut):
             assert each.evaluate("performance.getEntriesByType('navigation').length") == 1
             assert "red" in each.inner_text("#outcome") and each.evaluate("document.body.className") == "red"
-        assert cut.locator("#output").count() == 0  # the finished run's page was swapped in
+        # the finished run's page is swapped in: the outcome turns red first, the swap follows it
+        cut.wait_for_function("document.getElementById('output') === null", timeout=15_000)
+        assert cut.locator("#output").count() == 0
         page.wait_for_selector("details.failure", timeout=10_000)
         assert "test_total_with_discount" in page.inner_text("details.failure .test-name")
         page.screenshot(path=str(shots / "run-opened-live-red.png"), full_page=True)
