@@ -118,14 +118,26 @@ class Model:
 
     A shell command still running when Codex's `exec_command` yields (its output says
     "Process running with session ID N") is waited for with `write_stdin` before the plan
-    goes on, so a slow machine changes the number of requests, never the story.
+    goes on, so a slow machine changes the number of requests, never the story. For the same
+    reason a request whose conversation (`input`) is one already answered is a retry (Codex
+    retries a request whose stream it lost; a new turn always carries more input) and gets the
+    same answer, not the plan's next step.
     """
 
     def __init__(self, plan: list[Answer]) -> None:
         self.plan = list(plan)
+        self._answered: dict[str, Answer] = {}
 
     def __call__(self, body: dict[str, Any]) -> Answer:
         items = body.get("input") or []
+        key = json.dumps(items, sort_keys=True)
+        if key in self._answered:
+            return self._answered[key]
+        answer = self._next(items)
+        self._answered[key] = answer
+        return answer
+
+    def _next(self, items: list[Any]) -> Answer:
         last = items[-1] if items else {}
         if isinstance(last, dict) and last.get("type") == "function_call_output":
             running = _RUNNING.search(str(last.get("output", "")))
@@ -265,7 +277,8 @@ class ResponsesServer:
                     self._plain(404, {"error": {"message": f"no {rec.path} here"}})
                     return
                 try:
-                    answer = server.script(rec.body)
+                    with server._lock:  # one answer at a time: a script keeps its place in a plan
+                        answer = server.script(rec.body)
                 except Exception as exc:  # the test reads it; the agent gets a plain message
                     server.errors.append(f"{type(exc).__name__}: {exc}")
                     answer = say(f"script error: {exc}")

@@ -275,11 +275,26 @@ def _agent_messages(result: ExecResult) -> list[str]:
     return [str(e["item"]["text"]) for e in result.events if e.get("item", {}).get("type") == "agent_message"]
 
 
+def _story(project: CodexProject, result: ExecResult) -> str:
+    """What reached the model, one line per request (the newest input item), and the end of
+    Codex's stderr: a failed scenario's assertion says what happened."""
+    lines = []
+    for number, request in enumerate(project.model_requests, 1):
+        items = request.get("input") or []
+        last = items[-1] if items else {}
+        text = " ".join(texts({"input": [last]})) if isinstance(last, dict) else ""
+        if isinstance(last, dict) and not text:
+            text = str(last.get("output") or last.get("arguments") or "")
+        kind = last.get("type") if isinstance(last, dict) else type(last).__name__
+        lines.append(f"{number}. {kind}: {text[:200]!r}")
+    return "\n".join([*lines, f"codex exit {result.code}, stderr: {result.stderr[-1500:]}"])
+
+
 def _blocked_then_released(project: CodexProject, result: ExecResult, *, before: int) -> None:
     """The turn was sent back exactly BUDGET times, each time naming the failing test, and the
     agent's last "done" then ended it."""
     steers = [s for r in project.model_requests[before:] if (s := _steer(r))]
-    assert len(steers) == BUDGET, steers
+    assert len(steers) == BUDGET, _story(project, result)
     for number, steer in enumerate(steers, 1):
         assert f"Intercept {number} of {BUDGET} this turn" in steer, steer
     assert _agent_messages(result)[-(BUDGET + 1) :] == ["done"] * (BUDGET + 1), _agent_messages(result)
@@ -353,6 +368,7 @@ OWN_PYTEST = call("exec_command", cmd=f"{sys.executable} -m pytest -q", yield_ti
 
 def test_the_agents_own_pytest_is_recorded_by_post_tool_use_and_gates(codex_project: CodexProject) -> None:
     project = codex_project
+    (project.root / "conftest.py").write_text("import time\ntime.sleep(3)\n")
     result = project.exec("Make the cart's tests pass.", [OWN_PYTEST])
     session = result.thread_id
     assert _run_sessions(project) == []  # no `greenloop run`: the hook's record is in the database
