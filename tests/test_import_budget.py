@@ -62,7 +62,11 @@ def _workspace(ws: Path, *, green: bool) -> None:
 def _stop(ws: Path, tmp: Path) -> tuple[str, set[str]]:
     argv = shlex.split(hook_command("claude-code"))
     env = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
-    env.update(GREENLOOP_CONFIG_HOME=str(tmp / "no-user-config"), XDG_CACHE_HOME=str(tmp / "cache"))
+    # The hook answered in process (no hook server): what a hook costs when it has to load
+    # greenloop itself (the first hook of a session, GREENLOOP_HOOK_SERVER=0). With a server,
+    # the client imports greenloop.hook_client alone (tests/test_hook_server.py).
+    env.update(GREENLOOP_CONFIG_HOME=str(tmp / "no-user-config"), XDG_CACHE_HOME=str(tmp / "cache"),
+               GREENLOOP_HOOK_SERVER="0")
     event = {
         "session_id": "budget",
         "transcript_path": str(ws / "t.jsonl"),

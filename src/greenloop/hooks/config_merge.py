@@ -74,11 +74,14 @@ def hook_command(harness: str) -> str:
     folder (the hook's cwd) off sys.path, so a project module named like a standard one
     cannot shadow it. The paths are this installation's, taken at init time: run init again
     after moving or reinstalling greenloop elsewhere.
+
+    The code is the hook client (greenloop.hook_client): it hands the event to the warm hook
+    server (greenloop.hooks.server) and answers in process when there is none.
     """
     import greenloop
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(greenloop.__file__)))
-    code = f"import sys;sys.path.insert(0,{json.dumps(root)});from greenloop.cli import entry;entry()"
+    code = f"import sys;sys.path.insert(0,{json.dumps(root)});from greenloop.hook_client import main;main()"
     return f"{shlex.quote(sys.executable)} -I -S -c {shlex.quote(code)} hook {harness}"
 
 

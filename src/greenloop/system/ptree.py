@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 else:
     from greenloop.lite import NamedTuple
 
-__all__ = ["HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key"]
+__all__ = [
+    "ACTING_FOR", "HOSTS", "MAX_DEPTH", "WRAPPERS", "Proc", "ancestors", "boot_id", "harness_of", "proc_key",
+]  # fmt: skip
 
 MAX_DEPTH = 64  # a deeper chain is a loop or a pathological tree; stop there
 
@@ -65,10 +67,18 @@ def _stat(pid: int) -> tuple[Proc, int] | None:
     return None if found is None else (Proc(pid, found.start, found.comm), found.ppid)
 
 
+# The process a hook answers for when it is not this one: the hook server's worker answers a
+# hook client's event (greenloop.hooks.server), so "this hook's harness" is the client's.
+ACTING_FOR: int | None = None
+
+
 def ancestors(pid: int | None = None) -> list[Proc]:
-    """The ancestors of `pid` (default: this process), nearest first, without pid 1 (init) and
-    without the process itself. Empty where /proc cannot be read (not Linux, hidepid)."""
-    here = _stat(os.getpid() if pid is None else pid)
+    """The ancestors of `pid` (default: this process, or the one it acts for: `ACTING_FOR`),
+    nearest first, without pid 1 (init) and without the process itself. Empty where /proc
+    cannot be read (not Linux, hidepid)."""
+    if pid is None:
+        pid = os.getpid() if ACTING_FOR is None else ACTING_FOR
+    here = _stat(pid)
     chain: list[Proc] = []
     if here is None:
         return chain
