@@ -113,8 +113,10 @@ def test_select_falls_back_for_what_it_cannot_map(tmp_path: Path) -> None:
         sel = select("pytest", root, Changes(changed=changed))
         assert sel.args is None and sel.info.fallback is not None and word in sel.info.fallback
         assert any(word in n for n in sel.notes)
-    cargo = select("cargo", root, Changes(changed=("src/lib.rs",)))
-    assert cargo.args is None and "not mapped for cargo" in (cargo.info.fallback or "")
+    script = select("npm-test", root, Changes(changed=("src/lib.js",)))
+    assert script.args is None and "not mapped for npm-test" in (script.info.fallback or "")
+    cargo = select("cargo", root, Changes(changed=("src/lib.rs",)))  # no Cargo.toml: cargo says why
+    assert cargo.args is None and "`cargo metadata` failed" in (cargo.info.fallback or "")
     nothing = select("pytest", root, Changes())
     assert nothing.args == [] and nothing.nothing is not None
     owed = select("pytest", root, Changes(owed=("tests/test_plain.py::test_p",),

@@ -37,6 +37,7 @@ class Family(NamedTuple):
     new_test: tuple[str, str]  # (path, text) of a new test file, test `gamma`, importing nothing
     config: str  # a file greenloop cannot map (it is in `files`)
     pkg: dict[str, object] | None = None  # package.json, for the JS runners
+    new_test_runs: frozenset[str] = frozenset({"gamma"})  # what the new test file's run runs
 
 
 def _py(unittest: bool) -> Family:
@@ -139,6 +140,37 @@ def _go() -> Family:
     return Family(files, "a/a.go", "util/util.go", new_test, "go.mod")
 
 
+def _cargo() -> Family:
+    """A cargo workspace: crate `a` (test alpha), `util`, `b` on util (test beta, in b's
+    tests/), and `tool`, which no test reaches. Selection is by crate: a new test file in
+    crate a runs a's tests with it."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+
+    def manifest(name: str, deps: str = "") -> str:
+        return f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n{deps}'
+
+    def test_file(crate: str, name: str, call: str) -> str:
+        return f"#[test]\nfn {name}() {{\n    assert_eq!({crate}::{call}, 1);\n}}\n"
+
+    files = {
+        "Cargo.toml": '[workspace]\nmembers = ["a", "b", "util", "tool"]\nresolver = "2"\n',
+        "a/Cargo.toml": manifest("a"),
+        "a/src/lib.rs": "pub fn a() -> i32 {\n    1\n}\n",
+        "a/tests/alpha.rs": test_file("a", "alpha", "a()"),
+        "util/Cargo.toml": manifest("util"),
+        "util/src/lib.rs": "pub fn one() -> i32 {\n    1\n}\n",
+        "b/Cargo.toml": manifest("b", 'util = { path = "../util" }\n'),
+        "b/src/lib.rs": "pub fn b() -> i32 {\n    util::one()\n}\n",
+        "b/tests/beta.rs": test_file("b", "beta", "b()"),
+        "tool/Cargo.toml": manifest("tool"),
+        "tool/src/lib.rs": "pub fn tool() -> i32 {\n    7\n}\n",
+    }
+    new_test = ("a/tests/gamma.rs", "#[test]\nfn gamma() {\n    assert_eq!(1, 1);\n}\n")
+    return Family(files, "a/src/lib.rs", "util/src/lib.rs", new_test, "Cargo.toml",
+                  new_test_runs=frozenset({"alpha", "gamma"}))
+
+
 FAMILIES: dict[str, Callable[[], Family]] = {
     "pytest": lambda: _py(unittest=False),
     "unittest": lambda: _py(unittest=True),
@@ -148,6 +180,7 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "mocha": lambda: _js("mocha"),
     "bun": lambda: _js("bun"),
     "go": _go,
+    "cargo": _cargo,
 }
 _BINARY = {"vitest": "vitest", "jest": "jest", "mocha": "mocha", "bun": "bun"}
 
@@ -177,6 +210,8 @@ def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Family]:
         os.symlink(RUNNERS, root / "node_modules")
         (root / "package.json").write_text(json.dumps({"name": "ws", "private": True, **fam.pkg}))
     write_files(root, fam.files)
+    if runner == "cargo":  # a project commits its lockfile; cargo would write one at the first run
+        subprocess.run(["cargo", "generate-lockfile", "--offline"], cwd=root, check=True, capture_output=True)
     (root / ".gitignore").write_text("node_modules\n")
     _git(root, "init", "-q")
     _git(root, "add", ".")
@@ -224,7 +259,8 @@ def test_a_new_test_file_is_included(tmp_path: Path, runner: str) -> None:
     root, fam = _workspace(tmp_path, runner)
     write_files(root, dict([fam.new_test]))  # untracked
     result = _run(root, runner)
-    assert _ran(result) == {"gamma"} and result.selection == "affected", (result.passed_tests, result.notes)
+    assert _ran(result) == fam.new_test_runs, (result.passed_tests, result.notes)
+    assert result.selection == "affected"
 
 
 @pytest.mark.parametrize("runner", RUNNER_IDS)
@@ -277,8 +313,14 @@ def test_a_module_no_test_reaches_runs_nothing_and_is_not_green(tmp_path: Path, 
     text = (root / fam.mod_a).read_text()
     if runner == "go":  # a file of package a is package a: a new package nothing imports
         unused, text = "unused/unused.go", "package unused\n"
+    if runner == "cargo":  # a file of crate a is crate a: the crate no test reaches
+        unused, text = "tool/src/lib.rs", "pub fn tool() -> i32 {\n    8\n}\n"
     write_files(root, {unused: text})
     result = _run(root, runner)
+    if runner == "cargo":  # `cargo test -p tool` ran, and found no test: not green either
+        assert result.affected is not None and result.affected.tests == ("tool",), result.affected
+        assert not result.ok and result.summary.total == 0, (result.outcome, result.notes)
+        return
     assert not result.ok and result.summary.total == 0 and result.selection == "affected"
     assert "not a green run" in (result.crash_reason or ""), (result.crash_reason, result.notes)
     assert result.next_action is None  # nothing is broken: there is nothing to retry

@@ -11,7 +11,9 @@ function a runner family (so each can move into its runner's package later, issu
 - vitest: `vitest related <files> --run`; jest: `--findRelatedTests <files>` (the runner's own graph);
 - node:test, mocha, bun: the import graph of the test files (affected_js.py);
 - go: the packages whose tests depend on a changed package (`go list`: affected_go.py);
-- cargo, npm-test: not mapped yet: the whole suite, with a note.
+- cargo: the changed crates and the workspace crates that depend on them (`cargo metadata`:
+  affected_cargo.py), each as `-p NAME`;
+- npm-test: not mapped (the script's runner is unknown): the whole suite, with a note.
 
 A file greenloop cannot map safely (a lockfile, package.json, a runner or Python config, a
 non-code file, a deleted file, a file outside the graph) runs the whole suite, with a note
@@ -35,6 +37,7 @@ PY_RUNNERS = ("pytest", "unittest")
 RELATED_RUNNERS = ("vitest", "jest")
 JS_GRAPH_RUNNERS = ("node:test", "mocha", "bun")
 GO_RUNNERS = ("go",)
+CARGO_RUNNERS = ("cargo",)
 _JS_CODE = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
 _SKIP_FILES = frozenset({"bugs.ndjson", "timeline.ndjson"})  # greenloop's own logs
 
@@ -87,9 +90,19 @@ def status(root: str) -> tuple[list[str], str | None] | None:
         parts = rel.split("/")
         if rel.startswith("../"):
             outside = outside or f"{path} changed outside the workspace, outside the graph"
-        elif not any(p in NOT_CODE_DIRS for p in parts[:-1]) and parts[-1] not in _SKIP_FILES:
-            dirty.append(rel)  # (not greenloop's own state, not dependencies)
+        elif (not any(p in NOT_CODE_DIRS for p in parts[:-1]) and parts[-1] not in _SKIP_FILES
+              and not _cargo_output(here, parts)):
+            dirty.append(rel)  # (not greenloop's own state, not dependencies, not build output)
     return sorted(set(dirty)), outside
+
+
+def _cargo_output(root: str, parts: list[str]) -> bool:
+    """Whether a path (its parts, relative to `root`) is in cargo's build output: a `target`
+    folder beside a Cargo.toml (a project that does not ignore it)."""
+    return any(
+        part == "target" and os.path.isfile(os.path.join(root, *parts[:i], "Cargo.toml"))
+        for i, part in enumerate(parts[:-1])
+    )
 
 
 def changes(root: str, owed: Sequence[tuple[str, str | None]] = (), session_id: str | None = None) -> Changes:
@@ -176,14 +189,15 @@ def select(framework: str, root: str, found: Changes) -> Selection:
         return picked._replace(notes=[found.note, *picked.notes])
     if found.fallback is not None:
         return _fallback(info, found.fallback)
-    if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS, *GO_RUNNERS):
+    if framework not in (*PY_RUNNERS, *RELATED_RUNNERS, *JS_GRAPH_RUNNERS, *GO_RUNNERS, *CARGO_RUNNERS):
         return _fallback(info, f"--affected is not mapped for {framework} yet")
     if not found.changed and not found.owed_files:
         return Selection([], info, ["affected: nothing changed since "
                                     f"{found.since} and no test is owed; no test ran"],
                          nothing="--affected found nothing to run: no file changed since "
                                  f"{found.since} and the session owes no test; this is not a green run")
-    suffixes = (".py",) if framework in PY_RUNNERS else (".go",) if framework in GO_RUNNERS else _JS_CODE
+    suffixes = {**dict.fromkeys(PY_RUNNERS, (".py",)), **dict.fromkeys(GO_RUNNERS, (".go",)),
+                **dict.fromkeys(CARGO_RUNNERS, (".rs",))}.get(framework, _JS_CODE)
     for rel in found.changed:
         why = _unmappable(rel, suffixes)
         if why is not None:
@@ -194,16 +208,19 @@ def select(framework: str, root: str, found: Changes) -> Selection:
         return _related(framework, found, info)
     if framework in GO_RUNNERS:
         return _go(root, found, info)
+    if framework in CARGO_RUNNERS:
+        return _cargo(root, found, info)
     return _js_graph(framework, root, found, info)
 
 
-def _done(args: list[str], tests: list[str], info: AffectedInfo, found: Changes) -> Selection:
+def _done(args: list[str], tests: list[str], info: AffectedInfo, found: Changes,
+          unit: str = "test file(s)") -> Selection:
     info = info._replace(tests=tuple(tests))
     if not args:
         return Selection([], info, [], nothing=(
             f"--affected: no test depends on the {len(found.changed)} changed file(s) and the session "
             "owes no test; no test ran (this is not a green run)"))
-    note = (f"affected: {len(tests)} test file(s) for {len(found.changed)} changed file(s) since "
+    note = (f"affected: {len(tests)} {unit} for {len(found.changed)} changed file(s) since "
             f"{found.since}" + (f" and {len(found.owed)} owed test(s)" if found.owed else ""))
     return Selection(args, info, [note])
 
@@ -234,7 +251,17 @@ def _go(root: str, found: Changes, info: AffectedInfo) -> Selection:
         return _fallback(info, why)
     owed = {"./" + os.path.dirname(f) if os.path.dirname(f) else "." for f in found.owed_files}
     packages = sorted({*packages, *owed})
-    return _done(packages, packages, info, found)
+    return _done(packages, packages, info, found, "package(s)")
+
+
+def _cargo(root: str, found: Changes, info: AffectedInfo) -> Selection:
+    from greenloop.runner import affected_cargo
+
+    # an owed test's file maps to its crate like a changed one (the crate's tests rerun)
+    crates, why = affected_cargo.select(root, sorted({*found.changed, *found.owed_files}))
+    if why is not None:
+        return _fallback(info, why)
+    return _done(crates, crates, info, found, "crate(s)")
 
 
 def _js_graph(framework: str, root: str, found: Changes, info: AffectedInfo) -> Selection:
