@@ -58,6 +58,7 @@ HINT_LANGUAGES = ("en", "zh")
 FLAKY_POLICIES = ("fail", "warn")
 SANDBOX_MODES = ("auto", "read-only", "workspace-write", "full-access")
 STALE_GREEN = ("steer", "note")
+RELEASE_NEEDS = ("owed", "affected", "full")
 PATCH_ENV = "GREENLOOP_CONFIG_PATCH"
 
 
@@ -91,6 +92,10 @@ class Config(NamedTuple):
     # an agent's MCP test_run that chooses no tests itself is an `--affected` run (the tests the
     # changes since the session's last green whole-suite run can break, plus the owed ones)
     affected: bool = False
+    # what ending a turn needs once the session changed files, beside nothing owed and a green
+    # last run: "owed" nothing more (an owed test rerun alone verifies its fix); "affected" a
+    # green --affected or whole-suite run of the tree as it is now; "full" a green whole-suite run
+    release: str = "owed"
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -115,7 +120,7 @@ _ALIASES = {
     "recordsDir": "records_dir",
 }
 # the fields whose value is one of a few words
-_CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN}
+_CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN, "release": RELEASE_NEEDS}
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from greenloop.closure.config_guard import loosening_layers, session_config
-from greenloop.closure.gate import _rule, needs_fingerprint
+from greenloop.closure.gate import _rule, needs_coverage, needs_fingerprint
 from greenloop.closure.messages import MAX_NAMED, why_owed
 from greenloop.closure.owed import OwedTest
 from greenloop.closure.store import Store
@@ -38,7 +38,8 @@ class ClosureCheck(NamedTuple):
     notes: tuple[str, ...] = ()
     owed: tuple[OwedTest, ...] = ()  # the first few, failures first
     owed_count: int = 0
-    holding: str = ""  # the rule that holds the turn: owed, taken_away, red, stale, not_run; "" when none
+    # the rule that holds the turn: owed, taken_away, red, stale, not_run, uncovered; "" when none
+    holding: str = ""
     unresolved_reason: str | None = None  # why the open unresolved record was made (owed, stale, …)
     # The taken-away tests the session would owe but a person accepted, with who, when and why.
     accepted: tuple[tuple[OwedTest, Acceptance], ...] = ()
@@ -154,6 +155,11 @@ def closure_check(
     if (run is not None and run.fingerprint) or needs_fingerprint(state, config):
         now = fingerprint(ws)
     state = state._replace(fingerprint_now=now)
+    if session_id is not None and needs_coverage(state, config):  # release = "affected" | "full"
+        kinds = ("whole",) if config.release == "full" else ("whole", "affected")
+        with Store(ws, location=configured(ws, config=config)) as store:
+            covered = store.green_run_of_tree(session_id, now or "", kinds, since=state.first_seen)
+        state = state._replace(release=config.release, covered=covered)
     holding = _rule(state, config)[0] if config.enabled else None
     if not config.enabled:
         notes.append("greenloop is disabled (enabled = false): no gate applies")
@@ -178,6 +184,11 @@ def closure_check(
                 f"files changed since the last run ({run.run_id} at {iso(run.at)}); run the tests again"
                 + ("" if config.stale_green == "steer" or not run.ok else ' (stale_green = "note": not held)')
             )
+        if holding == "uncovered":
+            wanted = "whole-suite" if config.release == "full" else "--affected or whole-suite"
+            command = "greenloop run" + ("" if config.release == "full" else " --affected")
+            notes.append(f"release = {config.release!r}: no green {wanted} run has tested the files as "
+                         f"they are now (run `{command}`)")
     for o in state.owed[:MAX_NAMED]:
         notes.append(f"owed: {o.test} ({why_owed(o)})")
     if state.owed_count > MAX_NAMED:

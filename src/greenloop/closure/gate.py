@@ -103,6 +103,9 @@ def _rule(state: ClosureState, config: Config) -> tuple[str | None, str]:
     if run is not None:
         if config.stale_green == "steer" and run.fingerprint and now and now != run.fingerprint:
             return "stale", f"files changed since the last run ({run.run_id})"
+        if state.covered is False:
+            kind = "whole-suite" if config.release == "full" else "--affected or whole-suite"
+            return "uncovered", f"no green {kind} run has tested the files as they are now"
         return None, f"the last run ({run.run_id}) is green and nothing is owed"
     if config.require_run and state.start_fingerprint and now and now != state.start_fingerprint:
         return "not_run", "the session changed files and recorded no run"
@@ -116,8 +119,22 @@ def needs_fingerprint(state: ClosureState, config: Config) -> bool:
         return False
     run = state.last_run
     if run is not None:
-        return run.ok and bool(run.fingerprint) and config.stale_green == "steer"
+        return run.ok and (
+            (bool(run.fingerprint) and config.stale_green == "steer")
+            or (config.release != "owed" and bool(state.start_fingerprint))
+        )
     return config.require_run and bool(state.start_fingerprint)
+
+
+def needs_coverage(state: ClosureState, config: Config) -> bool:
+    """Whether `decide` needs `state.covered` (`release = "affected"|"full"`): the last run is
+    green and current, nothing is owed, and the session changed files since its start."""
+    run, now = state.last_run, state.fingerprint_now
+    if config.release == "owed" or state.owed_count or run is None or not run.ok or not now:
+        return False
+    if run.fingerprint and now != run.fingerprint:
+        return False  # the stale rule holds the turn first
+    return bool(state.start_fingerprint) and now != state.start_fingerprint
 
 
 def decide(state: ClosureState, config: Config) -> Decision:
@@ -147,7 +164,7 @@ def decide(state: ClosureState, config: Config) -> Decision:
     if rule is None:
         return Decision("allow", reason=why, **base)
     base["rule"] = rule
-    once = rule in ("stale", "not_run")
+    once = rule in ("stale", "not_run", "uncovered")
     from greenloop.closure.messages import release_message, steer_message  # only a hold has words
 
     if state.released_this_turn or state.intercepts_this_turn >= budget or (once and rule in state.steered):
@@ -319,6 +336,10 @@ class Gate:
 
                     # a session whose first event this is: the tree was fingerprinted just now
                     state = state._replace(fingerprint_now=taken or now(self.workspace))
+                if needs_coverage(state, config):
+                    kinds = ("whole",) if config.release == "full" else ("whole", "affected")
+                    state = state._replace(release=config.release, covered=store.green_run_of_tree(
+                        session_id, state.fingerprint_now or "", kinds, since=first_seen))
                 decision = decide(state, config)
                 if note and decision.kind != "allow":
                     decision = decision._replace(message=f"{decision.message} {note}")

@@ -21,6 +21,7 @@ RULE_REASONS = {
     "taken_away": "taken away",
     "stale": "stale",
     "not_run": "not run",
+    "uncovered": "change not covered",
 }
 
 
@@ -133,6 +134,8 @@ def steer_message(
             f"greenloop: files changed since the last run ({run.run_id}); run the tests again "
             "(test_run, or `greenloop run` from a shell)." + _tail(round_no, budget, False)
         )
+    if rule == "uncovered":
+        return _uncovered(run, state, zh) + _tail(round_no, budget, zh)
     if rule == "not_run":
         if zh:
             return (
@@ -197,6 +200,26 @@ def steer_message(
     )
 
 
+def _uncovered(run: RunRecord | None, state: ClosureState | None, zh: bool) -> str:
+    """The steer of `release = "affected"|"full"`: the session changed files and no green run
+    of the kind the release needs has tested them as they are."""
+    full = state is not None and state.release == "full"
+    last = f"（上次运行 {run.run_id} 只运行了部分测试）" if zh and run else (
+        f" (the last run, {run.run_id}, ran part of the suite)" if run else "")
+    if full:
+        if zh:
+            return (f"greenloop：本会话修改了文件，但还没有整套测试在当前文件上通过{last}；"
+                    "请运行整套测试：`greenloop run`（或不带 target 的 test_run）。")
+        return ("greenloop: this session changed files and no green whole-suite run has tested them as they "
+                f"are now{last}; run the whole suite: `greenloop run` (or test_run with no target).")
+    if zh:
+        return (f"greenloop：本会话修改了文件，但还没有 --affected 或整套测试在当前文件上通过{last}；"
+                "请运行 `greenloop run --affected`（或 test_run，affected=true），证明改动没有破坏其他测试。")
+    return ("greenloop: this session changed files and no green --affected or whole-suite run has tested "
+            f"them as they are now{last}; run `greenloop run --affected` (or test_run with affected=true) "
+            "to show the change broke nothing else.")
+
+
 def release_message(
     run: RunRecord | None,
     session_id: str,
@@ -209,8 +232,8 @@ def release_message(
     """The message of a release: the turn may end, the session is recorded unresolved, and why."""
     zh = language == "zh"
     reason = RULE_REASONS.get(rule, rule)
-    # stale and not_run ask once; the others use the turn's whole budget
-    asked = 1 if rule in ("stale", "not_run") else budget
+    # stale, not_run and uncovered ask once; the others use the turn's whole budget
+    asked = 1 if rule in ("stale", "not_run", "uncovered") else budget
     rounds = f"{asked} corrective round{'s' if asked != 1 else ''}"
     if rule in ("red",) and run is not None:
         what = _what_failed(run, zh)
@@ -220,6 +243,12 @@ def release_message(
             if zh
             else f"this session still owes {state.owed_count} test{'s' if state.owed_count != 1 else ''}: "
             f"{_owed_items(state.owed, state.owed_count, False)}"
+        )
+    elif rule == "uncovered":
+        what = (
+            "本会话修改了文件，但没有覆盖这些改动的测试运行通过"
+            if zh
+            else "this session changed files and no run that covers the change passed"
         )
     elif rule == "stale":
         what = (

@@ -124,6 +124,10 @@ class ClosureState(NamedTuple):
     start_fingerprint: str | None = None
     steered: tuple[str, ...] = ()
     fingerprint_now: str | None = None
+    # `release = "affected"|"full"`: whether a green run of the kind it needs recorded the tree
+    # as it is now (None: not asked, the session changed nothing, or the release needs no more)
+    covered: bool | None = None
+    release: str = ""  # the release that was asked about ("affected" or "full"), with `covered`
 
 
 def effective_run(

@@ -406,6 +406,8 @@ def record_shell_run(
         from greenloop.closure import run_evidence
 
         evidence = run_evidence.evidence_of_parse(parsed, command, record.ok, framework, workspace)
+        if not evidence.whole_suite:  # `pytest tests/test_a.py`: a narrowed run (release = "full")
+            record = record._replace(selection="target")
         if session_id is not None:
             fp = record.fingerprint
             baseline = run_evidence.ensure_start(store, workspace, session_id, lambda: fp)

@@ -220,7 +220,8 @@ class ClosureOutput(_Output):
     )
     owed_count: int = Field(default=0, description="How many tests the session owes.")
     holding: str = Field(
-        default="", description="The rule holding the turn (owed, taken_away, red, stale, not_run), or empty."
+        default="",
+        description="The rule holding the turn (owed, taken_away, red, stale, not_run, uncovered), or empty.",
     )
     unresolved_reason: str | None = Field(
         default=None, description="Why the open unresolved record was made: owed, taken away, stale, not run."

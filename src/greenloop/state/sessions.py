@@ -166,6 +166,20 @@ class SessionTables(RecordTables):
             steered=steered,
         )
 
+    def green_run_of_tree(self, session_id: str, fingerprint: str, kinds: tuple[str, ...],
+                          since: float | None = None) -> bool:
+        """Whether a green run of the session (or a workspace-level one made since `since`, its
+        first event) recorded the working tree `fingerprint`, of one of `kinds`: "whole" (the
+        whole suite: no selection) and "affected" (an --affected run)."""
+        picked = [k for k in kinds if k != "whole"]
+        wanted = " OR ".join(["selection IS NULL"] * ("whole" in kinds) + ["selection = ?"] * len(picked))
+        who = "session_id = ?" if since is None else "(session_id = ? OR (session_id IS NULL AND at >= ?))"
+        row = self.conn.execute(
+            f"SELECT 1 FROM runs WHERE {who} AND ok = 1 AND fingerprint = ? AND ({wanted}) LIMIT 1",
+            (session_id, *(() if since is None else (since,)), fingerprint, *picked),
+        ).fetchone()
+        return row is not None
+
     # ------------------------------------------------------------------ process-tree bindings
     def bind(
         self, harness_proc: str, session_id: str, harness: str | None, workspace: str, chain: str
