@@ -190,3 +190,16 @@ def test_a_syntax_error_is_placed_where_the_file_does_not_parse_not_at_its_impor
         kind="load",
     )
     assert "/w/tests/ts-imports.test.ts:17" in hint_for(babel, framework="jest")
+
+
+def test_an_indentation_error_is_a_syntax_error_placed_where_it_is() -> None:
+    """issue 30, item 9: unittest's record of codec/enc.py:7 (IndentationError: unexpected
+    indent), reached through codec/__init__.py:1 and test_codec.py:3. The hint named the
+    importing frame (codec/__init__.py:1): IndentationError and TabError are SyntaxErrors."""
+    failures = _parsed("unittest", "unittest/indent", "plain.txt")
+    assert set(failures) == {"codec", "test_codec"}
+    for failure in failures.values():
+        for language in ("en", "zh"):
+            hint = hint_for(failure, framework="unittest", language=language)
+            assert "codec/enc.py:7" in hint and "unexpected indent" in hint, hint
+            assert "__init__.py" not in hint and "test_codec.py:3" not in hint, hint

@@ -76,11 +76,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "syntax-error",
         MESSAGE,
-        (r"SyntaxError:? (?P<detail>[^\n]{0,80})",),
+        # (Python's IndentationError and TabError are SyntaxErrors too)
+        (r"(?:SyntaxError|IndentationError|TabError):? (?P<detail>[^\n]{0,80})",),
         "The code does not parse ({detail}) at {where}, so the suite could not load; fix the"
         " syntax there before reading any test result.",
         "代码在 {where} 无法解析({detail}),整个测试套件没能加载;先修好那里的语法再看测试结果。",
-        words=("syntaxerror",),
+        words=("syntaxerror", "indentationerror", "taberror"),
     ),
     Rule(
         "fixture-not-found",
