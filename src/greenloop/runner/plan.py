@@ -210,12 +210,17 @@ def plan(
     tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
     notes += tool.notes
     unavailable = tool.unavailable
+    if framework in ("vitest", "jest", "bun"):  # the test script's own arguments (script_args.py)
+        from greenloop.runner.script_args import script_args
+
+        script = script_args(framework, root, narrowed=bool(targets))
+        notes += script.notes
     if framework == "vitest":
         argv = list(tool.argv)
         if affected is not None and affected.args and argv[-1:] == ["run"]:
             argv[-1] = "related"  # `vitest related <files> --run`: the files' own import graph
             targets = [*targets, "--run"]
-        argv += ["--reporter=default", "--reporter=json"]
+        argv += [*script.args, "--reporter=default", "--reporter=json"]
         argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={report_file}"]
         plan_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "jest":
@@ -223,7 +228,7 @@ def plan(
         # output (the text fallback), greenloop's adds per-test progress. jest's --reporters
         # is a list that takes every word up to the next option, so it comes before --json:
         # a target or a last_failed file after it would be read as a reporter module.
-        argv = [*tool.argv, "--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+        argv = [*tool.argv, *script.args, "--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
         argv += ["--json", f"--outputFile={report_file}"]
         plan_env = ((PROGRESS_VAR, progress_file),)
     elif framework == "pytest":
@@ -251,7 +256,7 @@ def plan(
         stream_file = os.path.join(report_dir, STREAM_NAME)
         plan_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
     elif framework == "bun":
-        argv = [*tool.argv, "--reporter=junit", f"--reporter-outfile={report_file}"]
+        argv = [*tool.argv, *script.args, "--reporter=junit", f"--reporter-outfile={report_file}"]
         if targets:  # (the parser module is not imported before the runner starts without need)
             from greenloop.frameworks.bun import test_files
 
