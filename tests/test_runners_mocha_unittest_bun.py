@@ -94,8 +94,8 @@ EXACT = [
     ("mocha/mixed/plain", 'database > "before all" hook for "reads"', "hook", "test/math.spec.js", 36,
      None, None),
     ("unittest/mixed/plain", "test_calc.TestCalc.test_adds_wrong", "test", "test_calc.py", 11, "4", "3"),
-    ("unittest/mixed/v", "test_calc.TestCalc.test_text", "test", "test_calc.py", 17,
-     "'héllo world'", "'héllo wörld'"),
+    # assertEqual("héllo wörld", "héllo world"): two literals, so neither is the expected value
+    ("unittest/mixed/v", "test_calc.TestCalc.test_text", "test", "test_calc.py", 17, None, None),
     ("unittest/mixed/plain", "test_calc.TestCalc.test_subtests (n=2)", "test", "test_calc.py", 33,
      None, None),
     ("unittest/mixed/v", "setUpClass (test_calc.TestDatabase)", "hook", "test_calc.py", 42, None, None),

@@ -205,7 +205,8 @@ def test_pytest_report_plugin_counts_as_pytest_does(tmp_path: Path) -> None:
     }
     bad = next(f for f in r["failures"] if f["test"].endswith("test_bad"))
     assert (bad["file"], bad["line"], bad["expected"], bad["got"]) == ("test_all.py", 7, "[1, 3]", "[1, 2]")
-    assert not any("plugin" in n for n in r["notes"]), r["notes"]
+    # (the workspace's own path names the test: "…_plugin_coun0/ws" in a note is not about a plugin)
+    assert not any("plugin" in n.replace(str(tmp_path), "") for n in r["notes"]), r["notes"]
     # without pytest's terminal reporter the plugin keeps the same tally itself
     code3, r3 = run_json(ws, "--target", "-p no:terminal")
     assert (code3, r3["summary"]) == (1, r["summary"]), r3

@@ -413,7 +413,8 @@ def test_a_failure_the_runner_places_nowhere_is_placed_at_its_test(framework: st
 
 def test_unittest_assert_equal_roles_follow_the_call(tmp_path: Path) -> None:
     """unittest's assertEqual(first, second) carries no roles: the literal (or the argument named
-    expected) is the expected value on whichever side it stands; with no sign, the second."""
+    expected) is the expected value on whichever side it stands; with no sign, neither is, and
+    the hint says "first" and "second"."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / ".git").mkdir()
@@ -438,8 +439,10 @@ def test_unittest_assert_equal_roles_follow_the_call(tmp_path: Path) -> None:
         "test_literal_second": ("5", "6"),
         "test_named_first": ("5", "6"),
         "test_named_got_first": ("5", "6"),
-        "test_no_sign": ("6", "5"),  # assertEqual(b, a): the second, a = 6, is taken as expected
+        "test_no_sign": (None, None),  # assertEqual(b, a): nothing says which is expected
     }
+    no_sign = next(f for f in r["failures"] if f["test"].endswith("test_no_sign"))
+    assert "got 5 from its first argument, `b`, and 6 from its second, `a`" in no_sign["hint"], no_sign
     literal_first = next(f for f in r["failures"] if f["test"].endswith("test_literal_first"))
     assert "returned 6" in literal_first["hint"] and "expects 5" in literal_first["hint"]
 

@@ -95,14 +95,15 @@ def expected_got(message: str, traceback: str = "") -> tuple[str | None, str | N
     (expected, got). unittest's arguments carry no roles, so the call in `traceback` decides
     where it shows them: the literal, or the argument named expected/want, is the expected
     value, whichever side it is on (`assertEqual(5, add(2, 3))` expects 5). With no such sign
-    the second argument is taken as expected (`assertEqual(actual, expected)`)."""
+    neither is: (None, None), and the hint says "first" and "second" (hints/hint.py)."""
     for line in message.splitlines():
         m = _NOT_EQUAL.match(line.strip())
         if m:
             first, second = m.group(1).strip(), m.group(2).strip()
-            if _expected_side(traceback) == 0:
-                return first, second
-            return second, first
+            side = _expected_side(traceback)
+            if side is None:
+                return None, None
+            return (first, second) if side == 0 else (second, first)
     return None, None
 
 

@@ -145,6 +145,9 @@ def hint_for(
         rule = next(r for r in RULES if r.id == "panic-in-code")
         groups = {"detail": short(failure.message.strip().splitlines()[0].removeprefix("panic: "))}
     zh = language == "zh"
+    unordered = _unordered_pair(failure, fw, ev, sources, zh) if rule.id in VALUE_RULES else None
+    if unordered is not None:
+        return unordered
     if rule.id in VALUE_RULES:
         composed = value_hint(failure, ev, sources, zh, fw, rule.id)
         if composed is not None:
@@ -267,6 +270,59 @@ def _panic_place(failure: Failure, fw: str | None, rule_id: str, sources: Source
         return None
     fn = sources.function_at(failure.file, failure.line)
     return f"{fn} ({failure.file}:{failure.line})" if fn and failure.file else None
+
+
+# unittest's assertEqual message, `first != second` (also `Lists differ: [1] != [2]`)
+_FIRST_SECOND = re.compile(
+    r"\A(?:AssertionError: )?(?:[A-Z]\w* differ: )?(?P<a>.+?) != (?P<b>.+?)(?: : .*)?$", re.M
+)
+
+
+def _unordered_pair(failure: Failure, fw: str | None, ev: Evidence, sources: Sources | None,
+                    zh: bool) -> str | None:
+    """unittest's assertEqual(first, second) when the call shows neither as the expected value
+    (the parser left expected and got empty: frameworks/unittest.py): the two values as "first"
+    and "second", with the argument each came from when the test's line can be read."""
+    if fw != "unittest" or failure.expected or failure.got or failure.kind != "test":
+        return None
+    m = _FIRST_SECOND.match(failure.message.strip())
+    if m is None:
+        return None
+    a, b = short(m.group("a")), short(m.group("b"))
+    args = _call_args(sources.line(failure.file, failure.line) if sources is not None else None)
+    where = ev.test_where or (f"{failure.file}:{failure.line}" if failure.file else "")
+    if zh:
+        named = f"第一个参数 `{args[0]}` 为 {a}，第二个参数 `{args[1]}` 为 {b}" if args else (
+            f"第一个值为 {a}，第二个值为 {b}")
+        return (f"{where} 的 assertEqual：{named}；unittest 不区分期望值和实际值，"
+                "先确定哪一个是被测代码算出的，再沿它查。")
+    named = (f"{a} from its first argument, `{args[0]}`, and {b} from its second, `{args[1]}`" if args
+             else f"{a} as its first value and {b} as its second")
+    return (f"assertEqual at {where} got {named}; unittest gives the two no roles, so decide which one "
+            "the code under test computed and follow that one.")
+
+
+def _call_args(line: str | None) -> tuple[str, str] | None:
+    """The source of an assertEqual call's two arguments on `line` (one line), else None."""
+    if not line or "assert" not in line:
+        return None
+    import ast
+
+    try:
+        node = ast.parse(line.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or len(node.args) < 2:
+        return None
+    text = line.strip()
+    first, second = (ast.get_source_segment(text, arg) for arg in node.args[:2])
+    if not first or not second:
+        return None
+    return _cut(first), _cut(second)
+
+
+def _cut(code: str, limit: int = 40) -> str:
+    return code if len(code) <= limit else code[: limit - 1] + "…"
 
 
 def _cancelled_wait(failure: Failure, ev: Evidence, sources: Sources | None) -> bool:
