@@ -34,10 +34,11 @@ from greenloop.runner.dialects import (
     report_format,
 )
 from greenloop.runner.last_failed import last_failed_args, native_last_failed_notes
-from greenloop.runner.toolchain import CARGO_MISSING, GO_MISSING, Which, runner_command
+from greenloop.runner.toolchain import CARGO_MISSING, GO_MISSING, Toolchain, Which, runner_command
 
 if TYPE_CHECKING:
-    from greenloop.runner.affected import Changes
+    from greenloop.runner.affected import Changes, Selection
+    from greenloop.runner.script_args import ScriptArgs
 
 __all__ = ["RunOptions", "parse_shard", "plan", "script_runner"]
 
@@ -142,6 +143,38 @@ def _unittest_targets(root: str, targets: list[str], notes: list[str]) -> list[s
     return ["discover", "-s", folder, *top]
 
 
+class _Ctx(NamedTuple):
+    """What every runner's part of a plan reads."""
+
+    framework: str
+    root: str
+    options: RunOptions
+    report_dir: str
+    report_file: str | None
+    progress_file: str
+    manager: str | None
+    env: Mapping[str, str]
+    which: Which
+    previous: RunResult | None
+    timeout_ms: int
+    tool: Toolchain
+    affected: Selection | None
+
+
+class _Built(NamedTuple):
+    """One runner's command: argv before the targets, the targets it takes, and what it adds."""
+
+    argv: list[str]
+    targets: list[str]
+    notes: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    fallback: tuple[str | None, str | None] = (None, None)
+    stream_file: str | None = None
+    report_file: str | None = None
+    progress_file: str | None = None  # None: the context's
+    unavailable: str | None = None  # go and cargo: in place of the toolchain's own
+
+
 def plan(
     detection: Detection,
     options: RunOptions,
@@ -159,45 +192,13 @@ def plan(
     framework = options.framework or detection.framework
     timeout_ms = options.timeout_ms if options.timeout_ms is not None else default_timeout_ms
     root = detection.root
-    notes: list[str] = []
-
     if options.command is not None:
-        if options.target:
-            notes.append("target is ignored with a verbatim command")
-        if options.last_failed:
-            notes.append("last_failed is ignored with a verbatim command")
-        return Plan(
-            framework=framework or "",
-            argv=(options.command,),
-            cwd=root,
-            timeout_ms=timeout_ms,
-            env=PYTHON_STREAMING if framework == "pytest" else (),
-            shell=True,
-            notes=tuple(notes),
-            selection="command",
-        )
-    if framework is None:
-        hint = ""
-        if detection.suites:
-            first = detection.suites[0].root
-            hint = f" ({len(detection.suites)} test roots: run one, e.g. `greenloop run {first}`)"
-        raise UsageError(
-            f"nothing to test in {root}{hint}: no test runner, pytest marker or test files found; "
-            "add tests, or pass --framework NAME or --command CMD"
-        )
-    if framework not in FRAMEWORKS:
-        raise UsageError(f"unknown framework {framework!r}: use one of {', '.join(FRAMEWORKS)}")
-
+        return _verbatim(framework, options, root, timeout_ms)
+    framework = _known(framework, detection)
     dialect = DIALECTS[framework]
     report_file = os.path.join(report_dir, dialect.report_name) if dialect.report_name else None
     targets = shlex.split(options.target) if options.target else []
-    manager = detection.package_manager
-    unavailable: str | None = None
-    argv: list[str]
-    plan_env: tuple[tuple[str, str], ...] = ()
-    fallback: tuple[str | None, str | None] = (None, None)
-    stream_file: str | None = None
-    progress_file = os.path.join(report_dir, PROGRESS_NAME)
+    notes: list[str] = []
     affected = None
     if options.affected is not None:  # the affected tests in the runner's own dialect
         from greenloop.runner.affected import select
@@ -206,162 +207,274 @@ def plan(
         notes += affected.notes
         if affected.args is not None:
             targets = list(affected.args)
-
-    tool = runner_command(framework, root, manager, env, which, interpreter=interpreter)
+    tool = runner_command(framework, root, detection.package_manager, env, which, interpreter=interpreter)
     notes += tool.notes
-    unavailable = tool.unavailable
-    if framework in ("vitest", "jest", "bun"):  # the test script's own arguments (script_args.py)
-        from greenloop.runner.script_args import script_args
-
-        script = script_args(framework, root, narrowed=bool(targets))
-        notes += script.notes
-    if framework == "vitest":
-        argv = list(tool.argv)
-        if affected is not None and affected.args and argv[-1:] == ["run"]:
-            argv[-1] = "related"  # `vitest related <files> --run`: the files' own import graph
-            targets = [*targets, "--run"]
-        argv += [*script.args, "--reporter=default", "--reporter=json"]
-        argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={report_file}"]
-        plan_env = ((PROGRESS_VAR, progress_file),)
-    elif framework == "jest":
-        # --reporters replaces the configured ones for this run: default keeps jest's own
-        # output (the text fallback), greenloop's adds per-test progress. jest's --reporters
-        # is a list that takes every word up to the next option, so it comes before --json:
-        # a target or a last_failed file after it would be read as a reporter module.
-        argv = [*tool.argv, *script.args, "--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
-        argv += ["--json", f"--outputFile={report_file}"]
-        plan_env = ((PROGRESS_VAR, progress_file),)
-    elif framework == "pytest":
-        stream_file = os.path.join(report_dir, STREAM_NAME)
-        fallback = (os.path.join(report_dir, "report.xml"), "junit")
-        argv = [*tool.argv, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={fallback[0]}"]
-        inherited = env.get("PYTHONPATH")
-        plan_env = (
-            ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
-            ("GREENLOOP_PYTEST_REPORT", report_file or ""),
-            ("GREENLOOP_PYTEST_JUNIT", fallback[0]),
-            ("GREENLOOP_PYTEST_STREAM", stream_file),
-            (PROGRESS_VAR, progress_file),
-            *PYTHON_STREAMING,
-        )
-    elif framework == "mocha":
-        from greenloop.runner.script_args import mocha_script_args
-
-        script = mocha_script_args(root, narrowed=bool(targets))  # its requires, flags and specs
-        notes += script.notes
-        argv = [*tool.argv, *script.args, "--reporter", MOCHA_REPORTER]
-        # mocha splits --reporter-option at commas; a path with one goes by the variable alone
-        if "," not in (report_file or ","):
-            argv += ["--reporter-option", f"output={report_file}"]
-        stream_file = os.path.join(report_dir, STREAM_NAME)
-        plan_env = (("GREENLOOP_MOCHA_REPORT", report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
-    elif framework == "bun":
-        argv = [*tool.argv, *script.args, "--reporter=junit", f"--reporter-outfile={report_file}"]
-        if targets:  # (the parser module is not imported before the runner starts without need)
-            from greenloop.frameworks.bun import test_files
-
-            targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
-    elif framework == "unittest":
-        stream_file = os.path.join(report_dir, STREAM_NAME)
-        # greenloop's runner module in unittest's place: the same arguments and output
-        argv = [*tool.argv[:-1], UNITTEST_RUNNER_NAME]
-        inherited = env.get("PYTHONPATH")
-        plan_env = (
-            ("PYTHONPATH", UNITTEST_RUNNER_DIR + (os.pathsep + inherited if inherited else "")),
-            ("GREENLOOP_UNITTEST_REPORT", report_file or ""),
-            ("GREENLOOP_UNITTEST_STREAM", stream_file),
-            *PYTHON_STREAMING,
-        )
-        targets = _unittest_targets(root, targets, notes)
-    elif framework == "node:test":
-        argv = [
-            *tool.argv,
-            "--test-reporter=spec",
-            "--test-reporter-destination=stdout",
-            # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
-            f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
-            f"--test-reporter-destination={report_file}",
-            f"--test-reporter={PROGRESS_REPORTERS['node:test']}",
-            f"--test-reporter-destination={progress_file}",
-        ]
-        if os.path.exists(NODE_REPORTER):
-            stream_file = os.path.join(report_dir, STREAM_NAME)
-            plan_env = (("GREENLOOP_NODE_STREAM", stream_file),)
-    elif framework in ("go", "cargo"):
-        progress_file = ""  # live counts come from their output lines
-        argv, native_report, unavailable, native_notes = _native_plan(
-            framework, root, targets, options, previous, timeout_ms, which
-        )
-        if framework == "go":
-            from greenloop.frameworks.go_workspace import workspace_env
-
-            go_env, go_notes = workspace_env(root, env)
-            plan_env, native_notes = tuple(go_env), [*native_notes, *go_notes]
-        if framework == "cargo":
-            report_file = native_report
-        notes += native_notes
-        targets = []  # go and cargo place their targets themselves
-        if options.last_failed:
-            notes += native_last_failed_notes(previous)
-    else:  # npm-test
-        progress_file = ""
-        argv = list(tool.argv)
-        if targets:
-            argv += ["--", *targets] if (manager or "npm") == "npm" else targets
-            targets = []
-        notes.append("the package.json test script takes no machine reporter; its output is parsed as text")
-
+    ctx = _Ctx(framework, root, options, report_dir, report_file, os.path.join(report_dir, PROGRESS_NAME),
+               detection.package_manager, env, which, previous, timeout_ms, tool, affected)
+    built = _BUILDERS.get(framework, _npm_test)(ctx, targets)
+    notes += built.notes
+    argv, targets, plan_env = built.argv, built.targets, built.env
+    report_file = built.report_file if framework == "cargo" else report_file
     shard = options.shard
     if shard is not None:
         # the shard names what it splits, so `greenloop merge` names the merged run's selection
         picked = (options.target or "").strip() or None
         shard = ShardInfo(shard.index, shard.total, shard.commit, target=picked)
-        spec = f"{shard.index}/{shard.total}"
-        if framework in ("vitest", "jest"):
-            # A shard may hold no test file when N exceeds the files (both split by file).
-            argv += [f"--shard={spec}", "--passWithNoTests"]
-        elif framework == "node:test":
-            argv.append(f"--test-shard={spec}")
-        elif framework == "bun":
-            argv.append(f"--shard={spec}")  # bun 1.3 and later; it splits the test files
-        elif framework == "pytest":
-            plan_env = (*plan_env, ("GREENLOOP_PYTEST_SHARD", spec))
-        elif framework != "npm-test":
+        plan_env = _shard(ctx, shard, argv, plan_env, notes)
+    selection = _selection(ctx, targets, argv, notes, shard)
+    notes += _target_notes(framework, root, targets)
+    argv += targets
+    progress_file = ctx.progress_file if built.progress_file is None else built.progress_file
+    return Plan(
+        framework=framework,
+        argv=tuple(argv),
+        cwd=root,
+        timeout_ms=timeout_ms,
+        env=plan_env,
+        report_file=report_file,
+        report_format=report_format(framework, dialect, report_file),
+        fallback_report_file=built.fallback[0],
+        fallback_report_format=built.fallback[1],
+        notes=tuple(notes),
+        unavailable=built.unavailable if framework in ("go", "cargo") else tool.unavailable,
+        selection=selection,
+        shard=shard,
+        stream_file=built.stream_file,
+        progress_file=progress_file or None,
+        affected=affected.info if affected is not None else None,
+        nothing=affected.nothing if affected is not None else None,
+    )
+
+
+def _verbatim(framework: str | None, options: RunOptions, root: str, timeout_ms: int) -> Plan:
+    """`--command CMD`: the command as written, through the shell; target and last_failed unused."""
+    notes = []
+    if options.target:
+        notes.append("target is ignored with a verbatim command")
+    if options.last_failed:
+        notes.append("last_failed is ignored with a verbatim command")
+    return Plan(
+        framework=framework or "",
+        argv=(options.command or "",),
+        cwd=root,
+        timeout_ms=timeout_ms,
+        env=PYTHON_STREAMING if framework == "pytest" else (),
+        shell=True,
+        notes=tuple(notes),
+        selection="command",
+    )
+
+
+def _known(framework: str | None, detection: Detection) -> str:
+    """The framework to plan, or a UsageError saying what to do."""
+    if framework is None:
+        hint = ""
+        if detection.suites:
+            first = detection.suites[0].root
+            hint = f" ({len(detection.suites)} test roots: run one, e.g. `greenloop run {first}`)"
+        raise UsageError(
+            f"nothing to test in {detection.root}{hint}: no test runner, pytest marker or test files found; "
+            "add tests, or pass --framework NAME or --command CMD"
+        )
+    if framework not in FRAMEWORKS:
+        raise UsageError(f"unknown framework {framework!r}: use one of {', '.join(FRAMEWORKS)}")
+    return framework
+
+
+def _script(c: _Ctx, targets: list[str]) -> ScriptArgs:
+    """The package.json test script's own arguments for this runner (script_args.py)."""
+    from greenloop.runner.script_args import script_args
+
+    return script_args(c.framework, c.root, narrowed=bool(targets))
+
+
+def _vitest(c: _Ctx, targets: list[str]) -> _Built:
+    script = _script(c, targets)
+    argv = list(c.tool.argv)
+    if c.affected is not None and c.affected.args and argv[-1:] == ["run"]:
+        argv[-1] = "related"  # `vitest related <files> --run`: the files' own import graph
+        targets = [*targets, "--run"]
+    argv += [*script.args, "--reporter=default", "--reporter=json"]
+    argv += [f"--reporter={PROGRESS_REPORTERS['vitest']}", f"--outputFile.json={c.report_file}"]
+    return _Built(argv, targets, script.notes, ((PROGRESS_VAR, c.progress_file),))
+
+
+def _jest(c: _Ctx, targets: list[str]) -> _Built:
+    # --reporters replaces the configured ones for this run: default keeps jest's own
+    # output (the text fallback), greenloop's adds per-test progress. jest's --reporters
+    # is a list that takes every word up to the next option, so it comes before --json:
+    # a target or a last_failed file after it would be read as a reporter module.
+    script = _script(c, targets)
+    argv = [*c.tool.argv, *script.args, "--reporters=default", f"--reporters={PROGRESS_REPORTERS['jest']}"]
+    argv += ["--json", f"--outputFile={c.report_file}"]
+    return _Built(argv, targets, script.notes, ((PROGRESS_VAR, c.progress_file),))
+
+
+def _pytest(c: _Ctx, targets: list[str]) -> _Built:
+    stream_file = os.path.join(c.report_dir, STREAM_NAME)
+    junit = os.path.join(c.report_dir, "report.xml")
+    argv = [*c.tool.argv, "-p", PYTEST_PLUGIN_NAME, f"--junitxml={junit}"]
+    inherited = c.env.get("PYTHONPATH")
+    plan_env = (
+        ("PYTHONPATH", PYTEST_PLUGIN_DIR + (os.pathsep + inherited if inherited else "")),
+        ("GREENLOOP_PYTEST_REPORT", c.report_file or ""),
+        ("GREENLOOP_PYTEST_JUNIT", junit),
+        ("GREENLOOP_PYTEST_STREAM", stream_file),
+        (PROGRESS_VAR, c.progress_file),
+        *PYTHON_STREAMING,
+    )
+    return _Built(argv, targets, env=plan_env, fallback=(junit, "junit"), stream_file=stream_file)
+
+
+def _mocha(c: _Ctx, targets: list[str]) -> _Built:
+    script = _script(c, targets)  # its requires, flags and specs
+    argv = [*c.tool.argv, *script.args, "--reporter", MOCHA_REPORTER]
+    # mocha splits --reporter-option at commas; a path with one goes by the variable alone
+    if "," not in (c.report_file or ","):
+        argv += ["--reporter-option", f"output={c.report_file}"]
+    stream_file = os.path.join(c.report_dir, STREAM_NAME)
+    plan_env = (("GREENLOOP_MOCHA_REPORT", c.report_file or ""), ("GREENLOOP_MOCHA_STREAM", stream_file))
+    return _Built(argv, targets, script.notes, plan_env, stream_file=stream_file)
+
+
+def _bun(c: _Ctx, targets: list[str]) -> _Built:
+    script = _script(c, targets)
+    argv = [*c.tool.argv, *script.args, "--reporter=junit", f"--reporter-outfile={c.report_file}"]
+    if targets:  # (the parser module is not imported before the runner starts without need)
+        from greenloop.frameworks.bun import test_files
+
+        targets = [t if t.startswith("-") else test_files([t])[0] for t in targets]
+    return _Built(argv, targets, script.notes)
+
+
+def _unittest(c: _Ctx, targets: list[str]) -> _Built:
+    stream_file = os.path.join(c.report_dir, STREAM_NAME)
+    # greenloop's runner module in unittest's place: the same arguments and output
+    argv = [*c.tool.argv[:-1], UNITTEST_RUNNER_NAME]
+    inherited = c.env.get("PYTHONPATH")
+    plan_env = (
+        ("PYTHONPATH", UNITTEST_RUNNER_DIR + (os.pathsep + inherited if inherited else "")),
+        ("GREENLOOP_UNITTEST_REPORT", c.report_file or ""),
+        ("GREENLOOP_UNITTEST_STREAM", stream_file),
+        *PYTHON_STREAMING,
+    )
+    notes: list[str] = []
+    targets = _unittest_targets(c.root, targets, notes)
+    return _Built(argv, targets, tuple(notes), plan_env, stream_file=stream_file)
+
+
+def _node_test(c: _Ctx, targets: list[str]) -> _Built:
+    argv = [
+        *c.tool.argv,
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        # node's own TAP, through greenloop's reporter when it is there (see NODE_REPORTER)
+        f"--test-reporter={NODE_REPORTER}" if os.path.exists(NODE_REPORTER) else "--test-reporter=tap",
+        f"--test-reporter-destination={c.report_file}",
+        f"--test-reporter={PROGRESS_REPORTERS['node:test']}",
+        f"--test-reporter-destination={c.progress_file}",
+    ]
+    if os.path.exists(NODE_REPORTER):
+        stream_file = os.path.join(c.report_dir, STREAM_NAME)
+        return _Built(argv, targets, env=(("GREENLOOP_NODE_STREAM", stream_file),), stream_file=stream_file)
+    return _Built(argv, targets)
+
+
+def _go_or_cargo(c: _Ctx, targets: list[str]) -> _Built:
+    # live counts come from their output lines; go and cargo place their targets themselves
+    argv, native_report, unavailable, notes = _native_plan(
+        c.framework, c.root, targets, c.options, c.previous, c.timeout_ms, c.which
+    )
+    plan_env: tuple[tuple[str, str], ...] = ()
+    if c.framework == "go":
+        from greenloop.frameworks.go_workspace import workspace_env
+
+        go_env, go_notes = workspace_env(c.root, c.env)
+        plan_env, notes = tuple(go_env), [*notes, *go_notes]
+    if c.options.last_failed:
+        notes += native_last_failed_notes(c.previous)
+    return _Built(argv, [], tuple(notes), plan_env, report_file=native_report, progress_file="",
+                  unavailable=unavailable)
+
+
+def _npm_test(c: _Ctx, targets: list[str]) -> _Built:
+    argv = list(c.tool.argv)
+    if targets:
+        argv += ["--", *targets] if (c.manager or "npm") == "npm" else targets
+    note = "the package.json test script takes no machine reporter; its output is parsed as text"
+    return _Built(argv, [], (note,), progress_file="")
+
+
+_BUILDERS = {
+    "vitest": _vitest, "jest": _jest, "pytest": _pytest, "mocha": _mocha, "bun": _bun,
+    "unittest": _unittest, "node:test": _node_test, "go": _go_or_cargo, "cargo": _go_or_cargo,
+}  # fmt: skip
+
+
+def _shard(c: _Ctx, shard: ShardInfo, argv: list[str], plan_env: tuple[tuple[str, str], ...],
+           notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """Add the shard to `argv` (in place) or the environment (returned) in the runner's dialect."""
+    spec = f"{shard.index}/{shard.total}"
+    framework = c.framework
+    if framework in ("vitest", "jest"):
+        # A shard may hold no test file when N exceeds the files (both split by file).
+        argv += [f"--shard={spec}", "--passWithNoTests"]
+    elif framework == "node:test":
+        argv.append(f"--test-shard={spec}")
+    elif framework == "bun":
+        argv.append(f"--shard={spec}")  # bun 1.3 and later; it splits the test files
+    elif framework == "pytest":
+        plan_env = (*plan_env, ("GREENLOOP_PYTEST_SHARD", spec))
+    elif framework != "npm-test":
+        raise UsageError(
+            f"shard: greenloop does not split {framework} runs yet: give each machine its own "
+            "packages or files with --target, then `greenloop merge` needs no shard"
+        )
+    else:  # npm-test: only through the script's own runner
+        runner = script_runner(c.root)
+        if runner is None:
             raise UsageError(
-                f"shard: greenloop does not split {framework} runs yet: give each machine its own "
-                "packages or files with --target, then `greenloop merge` needs no shard"
+                "shard: the package.json test script's runner is not one greenloop can shard "
+                "(vitest, jest or node --test as one plain command): run with --framework "
+                "vitest|jest|node:test, or split the suite in the script itself"
             )
-        else:  # npm-test: only through the script's own runner
-            runner = script_runner(root)
-            if runner is None:
-                raise UsageError(
-                    "shard: the package.json test script's runner is not one greenloop can shard "
-                    "(vitest, jest or node --test as one plain command): run with --framework "
-                    "vitest|jest|node:test, or split the suite in the script itself"
-                )
-            if runner == "node:test":
-                opt = f"--test-shard={spec}"
-                inherited_opts = env.get("NODE_OPTIONS")
-                opts = f"{inherited_opts} {opt}" if inherited_opts else opt
-                plan_env = (*plan_env, ("NODE_OPTIONS", opts))
-            else:
-                extra = [f"--shard={spec}"]
-                # npm passes what follows one `--` to the script; a target may have added it
-                argv += ["--", *extra] if (manager or "npm") == "npm" and "--" not in argv else extra
-            notes.append(f"shard {spec} is passed to the test script's runner, {runner}")
+        if runner == "node:test":
+            opt = f"--test-shard={spec}"
+            inherited_opts = c.env.get("NODE_OPTIONS")
+            opts = f"{inherited_opts} {opt}" if inherited_opts else opt
+            plan_env = (*plan_env, ("NODE_OPTIONS", opts))
+        else:
+            extra = [f"--shard={spec}"]
+            # npm passes what follows one `--` to the script; a target may have added it
+            argv += ["--", *extra] if (c.manager or "npm") == "npm" and "--" not in argv else extra
+        notes.append(f"shard {spec} is passed to the test script's runner, {runner}")
+    return plan_env
+
+
+def _selection(c: _Ctx, targets: list[str], argv: list[str], notes: list[str],
+               shard: ShardInfo | None) -> str | None:
+    """How the run is narrowed (target, last_failed, shard, affected; None: the whole suite);
+    a last_failed rerun's filter goes into `argv`."""
+    framework, options = c.framework, c.options
     selection = "target" if targets or (options.target and framework in ("npm-test", "go", "cargo")) else None
     if options.last_failed and framework in ("go", "cargo"):
-        if previous is not None and previous.failures and selection is None:
+        if c.previous is not None and c.previous.failures and selection is None:
             selection = "last_failed"
     elif options.last_failed:
-        narrowing = last_failed_args(framework, root, previous, notes)
+        narrowing = last_failed_args(framework, c.root, c.previous, notes)
         argv += narrowing
         if narrowing:
             selection = selection or "last_failed"
     if shard is not None:
         selection = "shard"
-    if affected is not None:
-        selection = None if affected.args is None else "affected"  # a fallback ran the whole suite
+    if c.affected is not None:
+        selection = None if c.affected.args is None else "affected"  # a fallback ran the whole suite
+    return selection
+
+
+def _target_notes(framework: str, root: str, targets: list[str]) -> list[str]:
+    """A note for each target that is not a path in the workspace (a name filter)."""
+    notes = []
     for token in targets:
         path = token.split("::", 1)[0]
         if framework == "unittest" and re.match(r"^[\w.]+$", token):
@@ -373,23 +486,4 @@ def plan(
                 else f"{framework} takes it as a file filter, not a test name"
             )
             notes.append(f"target {token!r} is not a path in the workspace; {how}")
-    argv += targets
-    return Plan(
-        framework=framework,
-        argv=tuple(argv),
-        cwd=root,
-        timeout_ms=timeout_ms,
-        env=plan_env,
-        report_file=report_file,
-        report_format=report_format(framework, dialect, report_file),
-        fallback_report_file=fallback[0],
-        fallback_report_format=fallback[1],
-        notes=tuple(notes),
-        unavailable=unavailable,
-        selection=selection,
-        shard=shard,
-        stream_file=stream_file,
-        progress_file=progress_file or None,
-        affected=affected.info if affected is not None else None,
-        nothing=affected.nothing if affected is not None else None,
-    )
+    return notes
