@@ -98,6 +98,34 @@ def _sandbox_note(result_ref: str | None) -> str | None:
     return str(note) if note else None
 
 
+def _run_notes(run: RunRecord, session_id: str | None, now: str | None, config: Config,
+               holding: str | None) -> list[str]:
+    """What `check` says about the run the gate reads: whose it is, where it came from, its
+    outcome, its sandbox, and whether the files changed or a covering run is missing since."""
+    notes = []
+    if session_id is not None and run.session_id is None:
+        notes.append(f"using the workspace-level run {run.run_id} (this session has no run of its own)")
+    if run.source == "hook":
+        notes.append(f"run {run.run_id} was parsed from a test command the agent ran itself")
+    if not run.ok:
+        failing = ", ".join(run.failing[:MAX_NAMED]) or run.reason or "see the run's result"
+        notes.append(f"the last run is {run.outcome}: {failing}")
+    unenforced = _sandbox_note(run.result_ref)
+    if unenforced:
+        notes.append(f"run {run.run_id}: {unenforced}")
+    if run.fingerprint and now and now != run.fingerprint:
+        notes.append(
+            f"files changed since the last run ({run.run_id} at {iso(run.at)}); run the tests again"
+            + ("" if config.stale_green == "steer" or not run.ok else ' (stale_green = "note": not held)')
+        )
+    if holding == "uncovered":
+        wanted = "whole-suite" if config.release == "full" else "--affected or whole-suite"
+        command = "greenloop run" + ("" if config.release == "full" else " --affected")
+        notes.append(f"release = {config.release!r}: no green {wanted} run has tested the files as "
+                     f"they are now (run `{command}`)")
+    return notes
+
+
 def closure_check(
     workspace: str | os.PathLike[str],
     session_id: str | None,
@@ -169,26 +197,7 @@ def closure_check(
         else:
             notes.append("no recorded run: the gate allows the turn to end, but nothing is verified; run it")
     else:
-        if session_id is not None and run.session_id is None:
-            notes.append(f"using the workspace-level run {run.run_id} (this session has no run of its own)")
-        if run.source == "hook":
-            notes.append(f"run {run.run_id} was parsed from a test command the agent ran itself")
-        if not run.ok:
-            failing = ", ".join(run.failing[:MAX_NAMED]) or run.reason or "see the run's result"
-            notes.append(f"the last run is {run.outcome}: {failing}")
-        unenforced = _sandbox_note(run.result_ref)
-        if unenforced:
-            notes.append(f"run {run.run_id}: {unenforced}")
-        if run.fingerprint and now and now != run.fingerprint:
-            notes.append(
-                f"files changed since the last run ({run.run_id} at {iso(run.at)}); run the tests again"
-                + ("" if config.stale_green == "steer" or not run.ok else ' (stale_green = "note": not held)')
-            )
-        if holding == "uncovered":
-            wanted = "whole-suite" if config.release == "full" else "--affected or whole-suite"
-            command = "greenloop run" + ("" if config.release == "full" else " --affected")
-            notes.append(f"release = {config.release!r}: no green {wanted} run has tested the files as "
-                         f"they are now (run `{command}`)")
+        notes += _run_notes(run, session_id, now, config, holding)
     for o in state.owed[:MAX_NAMED]:
         notes.append(f"owed: {o.test} ({why_owed(o)})")
     if state.owed_count > MAX_NAMED:

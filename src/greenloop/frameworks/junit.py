@@ -75,6 +75,25 @@ def parse_report(path: str, root: str | None = None) -> ParseResult:
         return ParseResult(notes=(f"report {path} is not valid JUnit XML ({type(exc).__name__}: {exc})",))
 
 
+def _pytest_case(tags: list[str], message: str) -> tuple[Literal["test", "load", "hook"], str]:
+    """A failing pytest testcase's kind, and what else pytest's tally counts it as ("passed",
+    "failed" or ""). pytest's tally counts a teardown error on its own: a test that passed and
+    then failed its teardown is "passed" and "error"; one that failed and then failed its
+    teardown is "failed" and "error". Counted from the testcase's children (`tags`), since
+    the `tests` attribute changed meaning in pytest 9.1 (it no longer counts the teardown
+    error as one more test)."""
+    tally = ""
+    if tags == ["error"] and message.startswith("failed on teardown"):
+        tally = "passed"
+    elif "failure" in tags and "error" in tags:
+        tally = "failed"
+    if message == "collection failure":
+        return "load", tally
+    if message.startswith(("failed on setup", "failed on teardown")):
+        return "hook", tally
+    return "test", tally
+
+
 def _parse(path: str, root: str | None) -> ParseResult:
     failures: list[Failure] = []
     passed_names: list[str] = []
@@ -125,21 +144,12 @@ def _parse(path: str, root: str | None) -> ParseResult:
                 failed += 1
                 kind: Literal["test", "load", "hook"] = "test"
                 if dialect == "pytest":
-                    # pytest's tally counts a teardown error on its own: a test that passed and
-                    # then failed its teardown is "passed" and "error"; one that failed and
-                    # then failed its teardown is "failed" and "error". Counted from the
-                    # testcase's children, since the `tests` attribute changed meaning in
-                    # pytest 9.1 (it no longer counts the teardown error as one more test).
-                    tags = [b.tag for b in bad]
-                    if tags == ["error"] and message.startswith("failed on teardown"):
+                    kind, tally = _pytest_case([b.tag for b in bad], message)
+                    if tally == "passed":
                         passed += 1
                         passed_names.append(test)
-                    elif "failure" in tags and "error" in tags:
+                    elif tally == "failed":
                         failed += 1
-                    if message == "collection failure":
-                        kind = "load"
-                    elif message.startswith("failed on setup") or message.startswith("failed on teardown"):
-                        kind = "hook"
                 elif dialect == "node":
                     if not names and _TEST_FILE.search(name) and message == "test failed":
                         kind = "load"

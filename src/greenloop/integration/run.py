@@ -39,7 +39,7 @@ from greenloop.integration.result import (
     write_junit,
 )
 from greenloop.integration.spec.loading import load_spec
-from greenloop.integration.spec.records import Spec
+from greenloop.integration.spec.records import Spec, Unit
 from greenloop.integration.spec.units import check_programs
 from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter
@@ -58,6 +58,66 @@ def _write_env(path: Path, ports: Mapping[str, int]) -> None:
 
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _resuming(
+    project: str | os.PathLike[str], token: str
+) -> tuple[str, Path, tuple[str, ...], dict[str, tuple[CaseOutcome, int]]]:
+    """A resumed run's id, folder, cases and the outcomes it kept; checked before anything
+    starts: the token, its project, an unchanged spec."""
+    from greenloop.integration import attempts as attempts_mod
+
+    base = Path(load_spec(project).root)
+    run_id, resumed = attempts_mod.check_token(base, runs_dir(base), token)
+    cases = tuple(attempts_mod.attempts(resumed)[0].get("cases") or ())
+    return run_id, resumed, cases, attempts_mod.load_cases(resumed)
+
+
+def _finished(
+    resumed: Path | None, prior: dict[str, tuple[CaseOutcome, int]], spec: Spec
+) -> IntegrationResult | None:
+    """A resumed run whose every case had finished: its result, said so; else None."""
+    done_file = resumed / "result.json" if resumed is not None else None
+    if done_file is None or not done_file.is_file() or not all(c.id in prior for c in spec.cases):
+        return None
+    finished = IntegrationResult.from_json(json.loads(done_file.read_text(encoding="utf-8")))
+    nothing = "resume: every case of this run had finished; nothing ran"
+    return replace(finished, notes=(*finished.notes, nothing))
+
+
+def _junit_path(junit: str | os.PathLike[str] | None) -> Path | None:
+    """Where `--junit` writes, checked before anything starts (its folder must exist)."""
+    junit_path = Path(junit).resolve() if junit is not None else None
+    if junit_path is not None and not junit_path.parent.is_dir():
+        raise UsageError(
+            f"--junit {str(junit)!r}: folder {str(junit_path.parent)!r} does not exist; create it first"
+        )
+    return junit_path
+
+
+def _resume_notes(log: ProcessLog, attempt: int, run_id: str,
+                  prior: dict[str, tuple[CaseOutcome, int]]) -> list[str]:
+    """A resumed attempt: which cases earlier attempts finished (in the log) and the result's note."""
+    done = ", ".join(f"{cid} (attempt {n})" for cid, (_, n) in prior.items()) or "none"
+    log.note(f"attempt {attempt}: resuming {run_id}; cases already finished: {done}")
+    return [f"attempt {attempt} of this run: {len(prior)} case(s) came from earlier attempts "
+            "(each case row names its attempt)"]
+
+
+def _serve_static(
+    units: Sequence[Unit], backend_urls: dict[str, str], picker: PortPicker, log: ProcessLog,
+    servers: dict[str, StaticServer], ports_changed: Callable[[], None],
+) -> StartFailure | None:
+    """Serve each frontend unit's static folder (into `servers`); the first that cannot get a
+    port is the run's start failure."""
+    for u in units:
+        try:
+            srv = servers[u.id] = serve_unit(u, backend_urls, picker, write=log.write)
+        except PortUnavailable as exc:
+            return StartFailure(u.id, "port_unavailable", str(exc))
+        ports_changed()
+        log.note(f"serving {u.id} ({u.static}) on {srv.url}, api_base {srv.config['api_base']}")
+    return None
 
 
 def integrate(
@@ -102,23 +162,13 @@ def integrate(
     prior: dict[str, tuple[CaseOutcome, int]] = {}
     resumed: Path | None = None
     if resume_token is not None:
-        # Checked before anything starts: the token, its project, an unchanged spec.
-        base = Path(load_spec(project).root)
-        run_id, resumed = attempts_mod.check_token(base, runs_dir(base), resume_token)
-        cases = tuple(attempts_mod.attempts(resumed)[0].get("cases") or ())
-        prior = attempts_mod.load_cases(resumed)
+        run_id, resumed, cases, prior = _resuming(project, resume_token)
     spec: Spec = load_spec(project, cases)
     root = Path(spec.root)
-    done_file = resumed / "result.json" if resumed is not None else None
-    if done_file is not None and done_file.is_file() and all(c.id in prior for c in spec.cases):
-        finished = IntegrationResult.from_json(json.loads(done_file.read_text(encoding="utf-8")))
-        nothing = "resume: every case of this run had finished; nothing ran"
-        return replace(finished, notes=(*finished.notes, nothing))
-    junit_path = Path(junit).resolve() if junit is not None else None
-    if junit_path is not None and not junit_path.parent.is_dir():
-        raise UsageError(
-            f"--junit {str(junit)!r}: folder {str(junit_path.parent)!r} does not exist; create it first"
-        )
+    finished = _finished(resumed, prior, spec)
+    if finished is not None:
+        return finished
+    junit_path = _junit_path(junit)
     # Units run under the same sandbox mechanism as test runs: this call's mode, else the
     # project's configured default. Refused before anything starts when bwrap cannot enforce it.
     from greenloop import config as config_mod
@@ -155,12 +205,7 @@ def integrate(
     env_path = folder / "env.json"
     _write_env(env_path, {})
     log = ProcessLog(folder / "process.log", cap_bytes=log_cap_bytes, wall=wall)
-    notes: list[str] = []
-    if resumed is not None:
-        done = ", ".join(f"{cid} (attempt {n})" for cid, (_, n) in prior.items()) or "none"
-        log.note(f"attempt {attempt}: resuming {run_id}; cases already finished: {done}")
-        notes.append(f"attempt {attempt} of this run: {len(prior)} case(s) came from earlier attempts "
-                     "(each case row names its attempt)")
+    notes: list[str] = _resume_notes(log, attempt, run_id, prior) if resumed is not None else []
     trace = TraceWriter(folder / "http-trace.ndjson")
     scratch = Path(tempfile.mkdtemp(prefix=f"greenloop-{run_id}-"))
     picker = port_picker or PortPicker()
@@ -240,14 +285,9 @@ def integrate(
                     notes.append(f"cancelled: {startup.message}; every unit was stopped")
                     startup = None
             backend_urls = {uid: up.url for uid, up in sup.units.items()}
-            for u in static_units if startup is None else ():
-                try:
-                    srv = static_servers[u.id] = serve_unit(u, backend_urls, picker, write=log.write)
-                except PortUnavailable as exc:
-                    startup = StartFailure(u.id, "port_unavailable", str(exc))
-                    break
-                _write_env(env_path, all_ports())
-                log.note(f"serving {u.id} ({u.static}) on {srv.url}, api_base {srv.config['api_base']}")
+            if startup is None:
+                startup = _serve_static(static_units, backend_urls, picker, log, static_servers,
+                                        lambda: _write_env(env_path, all_ports()))
             if startup is None and not aborted:
                 urls = {**backend_urls, **{uid: srv.url for uid, srv in static_servers.items()}}
                 log.note(f"all units healthy after {clock() - t_start:.2f} s; running cases")

@@ -63,6 +63,33 @@ def _load_contract(root: Path, unit_rel: str, unit_id: str, problems: Problems) 
     return Contract(rel, tuple(endpoints))
 
 
+def _static(
+    raw: Mapping[str, object], kind: str, folder: Path, rel: str, where: str, problems: Problems
+) -> str | None:
+    """A frontend unit's "static" folder, resolved; None (and a problem added) when it is wrong."""
+    static_rel = raw["static"]
+    if kind != "fe":
+        problems.add(where, 'field "static" is for frontend units ("kind": "fe"); remove it')
+    elif "start" in raw:
+        problems.add(
+            where,
+            'fields "static" and "start" exclude each other: greenloop serves the "static" '
+            'folder itself; keep one of them',
+        )
+    elif not isinstance(static_rel, str) or not static_rel or Path(static_rel).is_absolute():
+        problems.add(where, f'field "static" must be a folder relative to the unit '
+                            f"(got {quoted(static_rel)})")
+    elif not (folder / static_rel).resolve().is_dir():
+        problems.add(
+            where,
+            f'field "static": folder {quoted(static_rel)} does not exist in {quoted(rel)}; '
+            "create it or fix the path",
+        )
+    else:
+        return str((folder / static_rel).resolve())
+    return None
+
+
 def load_units(project: str | Path) -> tuple[Unit, ...]:
     """Read and validate `units.json` (and each unit's contract.json, where present)."""
     root = Path(project).resolve()
@@ -110,29 +137,7 @@ def load_units(project: str | Path) -> tuple[Unit, ...]:
                 where,
                 f'field "path": folder {quoted(rel)} does not exist; create it or fix the path',
             )
-        static: str | None = None
-        if "static" in raw:
-            static_rel = raw["static"]
-            if kind != "fe":
-                problems.add(where, 'field "static" is for frontend units ("kind": "fe"); remove it')
-            elif "start" in raw:
-                problems.add(
-                    where,
-                    'fields "static" and "start" exclude each other: greenloop serves the "static" '
-                    'folder itself; keep one of them',
-                )
-            elif not isinstance(static_rel, str) or not static_rel or Path(static_rel).is_absolute():
-                problems.add(
-                    where, f'field "static" must be a folder relative to the unit (got {quoted(static_rel)})'
-                )
-            elif not (folder / static_rel).resolve().is_dir():
-                problems.add(
-                    where,
-                    f'field "static": folder {quoted(static_rel)} does not exist in {quoted(rel)}; '
-                    "create it or fix the path",
-                )
-            else:
-                static = str((folder / static_rel).resolve())
+        static = _static(raw, kind, folder, rel, where, problems) if "static" in raw else None
         if kind == "fe" and "static" not in raw and "start" not in raw:
             problems.add(
                 where,
