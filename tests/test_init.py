@@ -323,3 +323,13 @@ def test_cli_init_dry_run(tmp_path: Path) -> None:
     data = json.loads(p.stdout)
     assert data["dry_run"] is True and all(f["diff"].startswith("--- /dev/null") for f in data["files"])
     assert not (tmp_path / ".codex").exists()
+
+
+def test_every_list_of_harnesses_is_the_one_list() -> None:
+    import greenloop
+    from greenloop import cli, hooks
+
+    assert HARNESSES == greenloop.HARNESSES == cli.HARNESSES
+    assert tuple(hooks.HARNESSES) == greenloop.HARNESSES
+    for name, module in hooks.HARNESSES.items():
+        assert __import__(module, fromlist=["handle"]).HARNESS == name

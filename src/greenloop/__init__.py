@@ -11,8 +11,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-__all__ = ["__version__"]
-__version__ = "0.1.0"
+__all__ = ["HARNESSES", "__version__"]
+__version__ = "0.1.0"  # the one version constant (pyproject.toml reads it)
+# The agent harnesses greenloop has hook adapters for (greenloop.hooks.<name with _>), in the
+# order the CLI lists them: the one list `hook`, `init` and the adapters all use.
+HARNESSES = ("claude-code", "codex", "gemini", "cursor", "qwen", "opencode", "copilot")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from greenloop import HARNESSES  # re-exported: the one list of harnesses
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -17,7 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_ENV", "HARNESSES", "build_parser", "entry", "main"]
 
-HARNESSES = ("claude-code", "codex", "gemini", "cursor", "qwen", "opencode", "copilot")
 # The variables each agent harness sets for the commands its agent runs (read in each CLI's
 # own source or its changelog), and AI_AGENT, which any agent may set: with one of them set,
 # `run`, `check`, `job` and `merge` answer in the agent format (commands/output.py).
@@ -76,7 +77,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="greenloop",
         description="Probe, run and gate a workspace's tests for AI coding agents.",
     )
-    parser.add_argument("--version", action="version", version="greenloop 0.1.0")
+    from greenloop import __version__
+
+    parser.add_argument("--version", action="version", version=f"greenloop {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     # --- probe / run / parse / schema (foundation, exact failures)

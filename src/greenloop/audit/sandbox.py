@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from typing import Literal
 from greenloop.audit.check import Check, nothing_found
 from greenloop.audit.sources import SKIP_DIRS, Unit, walk_files
 from greenloop.layout import STATE_DIR, find_project_root, git_root
+from greenloop.timefmt import iso_seconds
 
 __all__ = [
     "Baseline",
@@ -127,7 +127,7 @@ def _sandbox_snapshot(
         "version": 1,
         "unit": unit,
         "unit_path": str(root),
-        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock())),
+        "recorded_at": iso_seconds(clock()),
         "files": current,
     }
     store.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import operator
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -362,7 +361,9 @@ class BugHistory:
 
 def iso_time(t: float) -> str:
     """Seconds since the epoch as the log's UTC timestamp."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    from greenloop.timefmt import iso_seconds
+
+    return iso_seconds(t)
 
 
 def bounded(text: str, limit: int) -> str:

@@ -17,8 +17,6 @@ costs a noticeable share of that budget.
 
 from __future__ import annotations
 
-import time
-
 from greenloop.closure.owed import OwedTest
 
 TYPE_CHECKING = False
@@ -41,9 +39,11 @@ __all__ = [
 
 
 def iso(t: float) -> str:
-    """An epoch time as an ISO 8601 UTC string with milliseconds."""
-    whole = int(t)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
+    """An epoch time as an ISO 8601 UTC string with milliseconds (greenloop.timefmt.iso; loaded
+    on first use: the Stop hook's path writes no timestamp)."""
+    from greenloop.timefmt import iso as to_iso
+
+    return to_iso(t)
 
 
 class Counts(NamedTuple):

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
+from greenloop.timefmt import iso as _iso
+
 __all__ = [
     "KINDS",
     "TIMELINE",
@@ -85,8 +87,6 @@ def timeline_path(workspace: str | os.PathLike[str]) -> Path:
     return bug_log_path(workspace).with_name(TIMELINE)
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
 def event(kind: str, unit_id: str, ref: str, summary: str, *, now: float | None = None) -> Event:

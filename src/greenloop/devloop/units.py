@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from greenloop.errors import UsageError
+from greenloop.timefmt import iso_seconds
 
 __all__ = ["STATUSES", "STATUS_FILE", "read_status", "registry", "set_status"]
 
@@ -64,7 +65,7 @@ def set_status(project: str | os.PathLike[str], unit_id: str, status: Status, ru
                write_back: bool = False, now: float | None = None) -> str | None:
     """Record a unit's status; returns a note when units.json could not be updated."""
     root = Path(project)
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    at = iso_seconds(time.time() if now is None else now)
     with _locked(root):
         current = read_status(root)
         current[unit_id] = {"status": status, "run_id": run_id, "at": at}

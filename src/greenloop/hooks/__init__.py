@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+from greenloop import HARNESSES as _NAMES
 from greenloop import lite as json  # json's own C codec, without importing json
 from greenloop.hooks.base import HookAnswer, HookContext
 
@@ -27,15 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ALLOW_STDOUT", "HARNESSES", "HookAnswer", "HookContext", "handle", "hook_main"]
 
-HARNESSES = {
-    "claude-code": "greenloop.hooks.claude_code",
-    "codex": "greenloop.hooks.codex",
-    "gemini": "greenloop.hooks.gemini",
-    "cursor": "greenloop.hooks.cursor",
-    "qwen": "greenloop.hooks.qwen",
-    "opencode": "greenloop.hooks.opencode",
-    "copilot": "greenloop.hooks.copilot",
-}
+# harness -> its adapter module (greenloop.HARNESSES, the one list)
+HARNESSES = {name: "greenloop.hooks." + name.replace("-", "_") for name in _NAMES}
 
 
 # What "allow" looks like on stdout: nothing for Claude Code, Codex and Qwen Code, an empty object for

@@ -278,7 +278,7 @@ _WRITERS = {
     "claude-code": _claude, "codex": _codex, "gemini": _gemini, "cursor": _cursor, "qwen": _qwen,
     "opencode": _opencode, "copilot": _copilot,
 }  # fmt: skip
-HARNESSES = tuple(_WRITERS)  # claude-code, codex, gemini, cursor, qwen, opencode, copilot
+HARNESSES = tuple(_WRITERS)  # greenloop.HARNESSES, in its order (tests/test_init.py checks)
 _NOTES = {
     "claude-code": ("restart Claude Code (or run /hooks) so it loads the new hooks; approve the MCP server",),
     "codex": (

@@ -45,6 +45,7 @@ from greenloop.integration.static import StaticServer, serve_unit
 from greenloop.integration.trace import TraceWriter
 from greenloop.integration.unit_process import StartFailure
 from greenloop.layout import new_run_id
+from greenloop.timefmt import iso_seconds
 
 __all__ = ["RUN_TIMEOUT_S", "integrate"]
 
@@ -56,8 +57,7 @@ def _write_env(path: Path, ports: Mapping[str, int]) -> None:
     atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+_iso = iso_seconds
 
 
 def _resuming(

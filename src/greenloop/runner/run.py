@@ -24,6 +24,7 @@ from greenloop.runner.progress import ProgressCallback, ProgressCounter
 from greenloop.runner.results import output_tail, read_results, with_hints
 from greenloop.runner.verdict import Verdict, classify
 from greenloop.system import proc
+from greenloop.timefmt import iso_seconds
 
 if TYPE_CHECKING:
     from greenloop.system.launcher import Launch
@@ -58,7 +59,7 @@ def execute(
     stdout_path = str(run_dir / layout.STDOUT_NAME)
     stderr_path = str(run_dir / layout.STDERR_NAME)
     workspace = workspace or plan.cwd
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
+    started_at = iso_seconds(time.time())
     notes = list(plan.notes)
     framework = plan.framework or None
 
