@@ -130,10 +130,9 @@ def _sandbox_snapshot(
         "recorded_at": iso_seconds(clock()),
         "files": current,
     }
-    store.parent.mkdir(parents=True, exist_ok=True)
-    tmp = store.with_suffix(f".json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, store)
+    from greenloop.system.atomic import write_text
+
+    write_text(store, json.dumps(record, indent=1, sort_keys=True) + "\n")
     if previous is None:
         return True, [
             *problems,

@@ -79,11 +79,9 @@ def write_serving(root: str, info: Serving) -> str:
 
     make_state_dir(folder)
     path = os.path.join(folder, SERVE_FILE)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(info._asdict(), fh)
-    os.chmod(tmp, 0o600)  # the token is the dashboard's only lock
-    os.replace(tmp, path)
+    from greenloop.system.atomic import write_text
+
+    write_text(path, json.dumps(info._asdict()), mode=0o600)  # the token is the dashboard's only lock
     return path
 
 

@@ -56,9 +56,9 @@ def read_status(project: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 
 def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from greenloop.system.atomic import write_text
+
+    write_text(path, text)
 
 
 def set_status(project: str | os.PathLike[str], unit_id: str, status: Status, run_id: str, *,

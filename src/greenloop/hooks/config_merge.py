@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -118,18 +117,9 @@ def read_json(path: str) -> dict[str, Any]:
 
 def write_atomic(path: str, text: str) -> None:
     """Replace `path` with `text` at once (its mode kept), so a harness never reads half a file."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".greenloop-", suffix=".tmp", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        if os.path.exists(path):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from greenloop.system.atomic import write_text
+
+    write_text(path, text, keep_mode=True)
 
 
 # A pending write: the change to report and the new text (None: leave the file as it is).

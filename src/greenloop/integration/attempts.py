@@ -84,13 +84,10 @@ def _without_status(path: Path) -> bytes:
 
 
 def _atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False)
-        fh.flush()
-        os.fsync(fh.fileno())  # a finished case must survive the machine going down
-    os.replace(tmp, path)
+    from greenloop.system.atomic import write_text
+
+    # fsync: a finished case must survive the machine going down
+    write_text(path, json.dumps(data, ensure_ascii=False), fsync=True)
 
 
 def attempts(folder: Path) -> list[dict[str, Any]]:

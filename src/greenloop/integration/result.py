@@ -192,9 +192,9 @@ class IntegrationResult:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write `path` whole or not at all (a reader never sees half a file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from greenloop.system.atomic import write_text
+
+    write_text(path, text)
 
 
 

@@ -42,11 +42,9 @@ def _digest(root: str, rel: str) -> str | None:
 
 
 def _write(path: str, data: Baseline) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    from greenloop.system.atomic import write_text
+
+    write_text(path, json.dumps(data))
 
 
 def load(root: str, session_id: str) -> Baseline | None:

@@ -89,19 +89,9 @@ def previous_run(root: str, workspace: Path, session_id: str | None) -> tuple[Ru
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic write: a reader sees the old file or the new one, never half of one."""
-    import tempfile  # here, not at the top: it loads random and hashlib before every run starts
+    from greenloop.system.atomic import write_text
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
 def store_result(result: RunResult, run_dir: Path, unit_dir: Path | None) -> None:
