@@ -406,3 +406,23 @@ def test_skipped_tests_are_named_like_failures(meta_path: Path) -> None:
         assert sorted(text.skipped_tests) == sorted(report.skipped_tests)
     else:
         assert text.skipped_tests == ()
+
+
+def test_bun_files_that_fail_on_a_module_bun_reported_once_get_its_error() -> None:
+    """issue 30, item 3: bun prints a module's load error for the first test file that imports
+    it and an empty block for every later one (elysia: 127 of 128 with no message). Each later
+    file gets the earlier error, said to be bun's report of another file; the run is broken."""
+    meta = FIXTURES / "bun/sharedload/plain.meta.json"
+    from greenloop.frameworks.bun import with_text_errors
+
+    text = _text(meta)
+    merged = with_text_errors(_report(meta), text)
+    for res in (text, merged):
+        loads = {f.test: f.message for f in res.failures if f.kind == "load"}
+        assert sorted(loads) == ["test/cart.test.ts", "test/orders.test.ts", "test/users.test.ts"], loads
+        first = loads.pop("test/cart.test.ts")
+        assert first.startswith("Cannot find package 'not-installed-pkg'") and "bun printed" not in first
+        for message in loads.values():
+            head, said = message.split("\n", 1)
+            assert head == first.splitlines()[0] and "here test/cart.test.ts" in said, message
+        assert res.load_error and "failed to load" not in res.load_error, res.load_error
