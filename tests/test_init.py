@@ -332,4 +332,4 @@ def test_every_list_of_harnesses_is_the_one_list() -> None:
     assert HARNESSES == greenloop.HARNESSES == cli.HARNESSES
     assert tuple(hooks.HARNESSES) == greenloop.HARNESSES
     for name, module in hooks.HARNESSES.items():
-        assert __import__(module, fromlist=["handle"]).HARNESS == name
+        assert name == __import__(module, fromlist=["handle"]).HARNESS
