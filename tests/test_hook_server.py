@@ -230,8 +230,20 @@ def test_a_socket_folder_open_to_others_is_refused_and_every_hook_still_answers(
         out, _, modules = hooks.run(ws, importtime=True)
         assert json.loads(out)["decision"] == "block" and "greenloop.closure.gate" in modules
         time.sleep(0.3)
-    assert not list(hooks.folder.glob("*.sock")) and not hooks.servers()
-    assert "not this user's own folder" in hooks.log()
+    # the client sends its environment to no socket in a folder others could write to, and
+    # starts no server there
+    assert list(hooks.folder.iterdir()) == [] and not hooks.servers()
+
+
+def test_a_server_refuses_a_folder_open_to_others(tmp_path: Path) -> None:
+    """The server's own check, for a folder that became open to others after a client looked."""
+    from greenloop.hooks.server import serve
+
+    folder = tmp_path / "sock"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o770)
+    with pytest.raises(PermissionError, match="not this user's own folder"):
+        serve(str(folder / "hook-x.sock"), idle_s=1)
 
 
 def test_bad_requests_cost_the_server_nothing(hooks: Hooks, tmp_path: Path) -> None:

@@ -26,7 +26,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-__all__ = ["PROTOCOL", "TIMEOUT_S", "main", "read_all", "request_bytes", "short_address", "socket_path"]
+__all__ = [
+    "PROTOCOL", "TIMEOUT_S", "main", "own_folder", "read_all", "request_bytes", "short_address",
+    "socket_path",
+]  # fmt: skip
 
 PROTOCOL = b"GLH1"
 # A worker that has not answered by then is given up on and the event answered here (the
@@ -95,6 +98,17 @@ def read_all(sock: _socket.socket) -> bytes:
         chunks.append(chunk)
 
 
+def own_folder(path: str) -> bool:
+    """Whether the socket's folder is this user's alone (owned, mode 0700 or stricter): the
+    event carries the whole environment, so it goes to no socket another user could have put
+    there. A folder not made yet is the server's to make (and check) when it starts."""
+    try:
+        st = posix.stat(path.rpartition("/")[0])
+    except OSError:
+        return True
+    return st.st_uid == posix.getuid() and not st.st_mode & 0o077
+
+
 def _ask(path: str, request: bytes) -> tuple[bytes, bytes] | None:
     """The server's (stdout, stderr) for `request`, or None when there is no server or its
     answer is not whole."""
@@ -133,7 +147,8 @@ def main() -> NoReturn:
         data = stdin.buffer.read()
     except (OSError, ValueError, AttributeError):
         data = b""
-    encoding, errors = stdin.encoding or "utf-8", stdin.errors or "strict"
+    encoding = getattr(stdin, "encoding", None) or "utf-8"
+    errors = getattr(stdin, "errors", None) or "strict"
     environ = posix.environ
     path = ""
     try:
@@ -143,6 +158,8 @@ def main() -> NoReturn:
     # Linux only: the server names its clients by SO_PEERCRED and their namespaces by /proc.
     if sys.platform == "linux" and cwd and environ.get(b"GREENLOOP_HOOK_SERVER", b"").lower() not in _OFF:
         path = socket_path(environ)
+        if not own_folder(path):  # not ours alone: answer here and start no server there
+            _in_process(harness, extra, data.decode(encoding, errors), "")
         umask = posix.umask(0o022)
         posix.umask(umask)
         request = request_bytes(harness, extra, data, cwd, umask, environ, encoding, errors)
