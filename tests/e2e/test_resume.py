@@ -91,7 +91,11 @@ def _workspace(tmp_path: Path, runner: str) -> tuple[Path, Path, Path, str]:
         return py_workspace(ws, _python_files(mark, flag, runner)), mark, flag, "test_c.py"
     files = _js_files(mark, flag, runner)
     if runner == "vitest":
-        config = "export default { test: { fileParallelism: false } }\n"
+        # a cache of the workspace's own: vitest orders files by the durations and failures
+        # in its results cache, which under tests/runners/node_modules is every test's (a c.test.js
+        # another test made slow or red ran first, blocked, and no file was done to resume from)
+        cache = json.dumps(str(tmp_path / "vite-cache"))
+        config = f"export default {{ cacheDir: {cache}, test: {{ fileParallelism: false }} }}\n"
         return js_workspace(ws, "vitest", files, config=config), mark, flag, "c.test.js"
     (ws / "package.json").parent.mkdir(parents=True, exist_ok=True)
     return node_workspace(ws, {**files, "package.json": '{"type": "module"}'}), mark, flag, "c.test.mjs"
