@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 __all__ = [
-    "PROTOCOL", "TIMEOUT_S", "main", "own_folder", "read_all", "request_bytes", "short_address",
+    "PROTOCOL", "ROOT", "TIMEOUT_S", "main", "own_folder", "read_all", "request_bytes", "short_address",
     "socket_path",
 ]  # fmt: skip
 
@@ -36,7 +36,7 @@ PROTOCOL = b"GLH1"
 # harnesses' own hook timeouts are 30 s or more).
 TIMEOUT_S = 20.0
 _OFF = (b"0", b"off", b"false", b"no")
-_ROOT = __file__.rpartition("/")[0].rpartition("/")[0]  # the folder greenloop is imported from
+ROOT = __file__.rpartition("/")[0].rpartition("/")[0]  # the folder greenloop is imported from
 
 
 def _fnv(data: bytes) -> str:
@@ -55,7 +55,7 @@ def socket_path(environ: dict[bytes, bytes] | None = None) -> str:
     base = env.get(b"GREENLOOP_HOOK_SERVER_DIR") or b""
     if not base:
         base = (env.get(b"XDG_RUNTIME_DIR") or b"/tmp") + b"/greenloop-%d" % posix.getuid()
-    key = [sys.executable, _ROOT]
+    key = [sys.executable, ROOT]
     for ns in ("net", "mnt", "user", "pid"):
         try:
             key.append(posix.readlink("/proc/self/ns/" + ns))
@@ -99,14 +99,16 @@ def read_all(sock: _socket.socket) -> bytes:
 
 
 def own_folder(path: str) -> bool:
-    """Whether the socket's folder is this user's alone (owned, mode 0700 or stricter): the
-    event carries the whole environment, so it goes to no socket another user could have put
-    there. A folder not made yet is the server's to make (and check) when it starts."""
+    """Whether the socket's folder is this user's alone (a folder, not a link, owned, mode 0700
+    or stricter): the event carries the whole environment, so it goes to no socket another
+    user could have put there. A folder not made yet is the server's to make (and check, with
+    this same function) when it starts."""
     try:
-        st = posix.stat(path.rpartition("/")[0])
+        st = posix.lstat(path.rpartition("/")[0])
     except OSError:
         return True
-    return st.st_uid == posix.getuid() and not st.st_mode & 0o077
+    is_folder = st.st_mode & 0o170000 == 0o040000  # stat.S_ISDIR (stat is not built in)
+    return is_folder and st.st_uid == posix.getuid() and not st.st_mode & 0o077
 
 
 def _ask(path: str, request: bytes) -> tuple[bytes, bytes] | None:

@@ -220,6 +220,7 @@ class TextParser:
     passed_names: list[str] = field(default_factory=list)
     skipped_names: list[str] = field(default_factory=list)  # `(skip)` and `(todo)` lines
     load_errors: list[str] = field(default_factory=list)
+    reported_load: Failure | None = None  # the last load failure bun printed an error for
     after_fail: int | None = None  # the failure a "  ^ this test …" line right after it belongs to
 
     def feed(self, raw: str) -> None:
@@ -297,15 +298,33 @@ class TextParser:
         test = name if kind == "load" else f"{name} > (unhandled error)"
         f = _failure(test, kind, lines, self.root, self.file, None)
         if kind == "load":
+            f = self._silent_load(f)
             self.load_errors.append(f"{name}: {(f.message.splitlines() or ['failed to load'])[0]}")
         if len(self.failures) < MAX_NAMED_FAILURES:
             self.failures.append(f)
+
+    def _silent_load(self, f: Failure) -> Failure:
+        """A load failure bun printed no error for gets the error of the last file it did.
+
+        bun prints a module's load error once, for the first test file that imports it; every
+        later file that imports the same module fails with an empty "Unhandled error between
+        tests" block (a suite whose shared setup cannot load: 128 of 130 files with no message).
+        Each of those gets that earlier error, said to be bun's report of the other file."""
+        if f.message:
+            self.reported_load = f
+            return f
+        said = self.reported_load
+        if said is None:
+            return f
+        first = said.message.splitlines()[0]
+        why = ("bun printed no error for this file: it reports a module that cannot load once, for "
+               f"the first test file that imports it, here {said.test}")
+        return f._replace(message=f"{first}\n({why})")
 
     def finish(self) -> ParseResult:
         """The result of every line fed so far."""
         if self.unhandled is not None:
             self._unhandled()
-        self.failures, self.load_errors = _silent_loads(self.failures, self.load_errors)
         notes: list[str] = []
         recognized = self.ran is not None
         if recognized:
@@ -324,30 +343,6 @@ class TextParser:
             duration_ms=self.duration_ms, load_errors=self.load_errors, passed_names=self.passed_names,
             skipped_names=self.skipped_names,
         )
-
-
-def _silent_loads(failures: list[Failure], load_errors: list[str]) -> tuple[list[Failure], list[str]]:
-    """Load failures bun printed no error for, given the error of the file before them that did.
-
-    bun prints a module's load error once, for the first test file that imports it; every later
-    file that imports the same module fails with an empty "Unhandled error between tests" block
-    (a suite whose shared setup cannot load: 128 of 130 files with no message). Each of those
-    gets that earlier error, said to be bun's earlier report, not its own."""
-    said: Failure | None = None
-    out: list[Failure] = []
-    errors = list(load_errors)
-    for f in failures:
-        if f.kind == "load" and f.message:
-            said = f
-        elif f.kind == "load" and said is not None:
-            first = said.message.splitlines()[0]
-            message = (f"{first}\n(bun printed no error for this file: it reports a module that cannot "
-                       f"load once, for the first test file that imports it, here {said.test})")
-            f = f._replace(message=message)
-            errors = [f"{f.test}: {first} (as {said.test})" if e == f"{f.test}: failed to load" else e
-                      for e in errors]
-        out.append(f)
-    return out, errors
 
 
 def parse_text(lines: Any, root: str | None = None) -> ParseResult:

@@ -39,7 +39,9 @@ from greenloop.model import Failure, ParseResult
 
 __all__ = [
     "TextParser",
+    "call_args",
     "expected_got",
+    "first_second",
     "parse_report",
     "parse_text",
     "progress_counts",
@@ -96,15 +98,32 @@ def expected_got(message: str, traceback: str = "") -> tuple[str | None, str | N
     where it shows them: the literal, or the argument named expected/want, is the expected
     value, whichever side it is on (`assertEqual(5, add(2, 3))` expects 5). With no such sign
     neither is: (None, None), and the hint says "first" and "second" (hints/hint.py)."""
+    pair = first_second(message)
+    side = _expected_side(traceback) if pair is not None else None
+    if pair is None or side is None:
+        return None, None
+    return pair if side == 0 else (pair[1], pair[0])
+
+
+def first_second(message: str) -> tuple[str, str] | None:
+    """assertEqual's two values as its message shows them (`first != second`), in call order."""
     for line in message.splitlines():
         m = _NOT_EQUAL.match(line.strip())
         if m:
-            first, second = m.group(1).strip(), m.group(2).strip()
-            side = _expected_side(traceback)
-            if side is None:
-                return None, None
-            return (first, second) if side == 0 else (second, first)
-    return None, None
+            return m.group(1).strip(), m.group(2).strip()
+    return None
+
+
+def call_args(line: str) -> tuple[ast.expr, ast.expr] | None:
+    """The first two arguments of the call on one source line (`self.assertEqual(a, b)`,
+    stripped), else None (not one whole call)."""
+    try:
+        node = ast.parse(line.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or len(node.args) < 2:
+        return None
+    return node.args[0], node.args[1]
 
 
 _ASSERT_EQUAL_CALL = re.compile(r"^\s*self\.assert(?:Equals?|\w+Equal)\(")
@@ -117,15 +136,10 @@ def _expected_side(traceback: str) -> int | None:
     as the call itself shows; None when it does not (both or neither a literal, or a call that
     spans lines)."""
     calls = [ln for ln in traceback.splitlines() if _ASSERT_EQUAL_CALL.match(ln)]
-    if not calls:
+    args = call_args(calls[-1]) if calls else None
+    if args is None:
         return None
-    try:
-        node = ast.parse(calls[-1].strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or len(node.args) < 2:
-        return None
-    marks = [_role(a) for a in node.args[:2]]
+    marks = [_role(a) for a in args]
     if marks[0] == "expected" and marks[1] != "expected":
         return 0
     if marks[1] == "expected" and marks[0] != "expected":

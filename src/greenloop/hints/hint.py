@@ -272,12 +272,6 @@ def _panic_place(failure: Failure, fw: str | None, rule_id: str, sources: Source
     return f"{fn} ({failure.file}:{failure.line})" if fn and failure.file else None
 
 
-# unittest's assertEqual message, `first != second` (also `Lists differ: [1] != [2]`)
-_FIRST_SECOND = re.compile(
-    r"\A(?:AssertionError: )?(?:[A-Z]\w* differ: )?(?P<a>.+?) != (?P<b>.+?)(?: : .*)?$", re.M
-)
-
-
 def _unordered_pair(failure: Failure, fw: str | None, ev: Evidence, sources: Sources | None,
                     zh: bool) -> str | None:
     """unittest's assertEqual(first, second) when the call shows neither as the expected value
@@ -285,10 +279,12 @@ def _unordered_pair(failure: Failure, fw: str | None, ev: Evidence, sources: Sou
     and "second", with the argument each came from when the test's line can be read."""
     if fw != "unittest" or failure.expected or failure.got or failure.kind != "test":
         return None
-    m = _FIRST_SECOND.match(failure.message.strip())
-    if m is None:
+    from greenloop.frameworks.unittest import first_second
+
+    pair = first_second(failure.message)
+    if pair is None:
         return None
-    a, b = short(m.group("a")), short(m.group("b"))
+    a, b = short(pair[0]), short(pair[1])
     args = _call_args(sources.line(failure.file, failure.line) if sources is not None else None)
     where = ev.test_where or (f"{failure.file}:{failure.line}" if failure.file else "")
     if zh:
@@ -308,14 +304,11 @@ def _call_args(line: str | None) -> tuple[str, str] | None:
         return None
     import ast
 
-    try:
-        node = ast.parse(line.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or len(node.args) < 2:
-        return None
+    from greenloop.frameworks.unittest import call_args
+
+    args = call_args(line)
     text = line.strip()
-    first, second = (ast.get_source_segment(text, arg) for arg in node.args[:2])
+    first, second = (ast.get_source_segment(text, arg) for arg in args) if args else (None, None)
     if not first or not second:
         return None
     return _cut(first), _cut(second)

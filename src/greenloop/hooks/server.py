@@ -59,8 +59,9 @@ def start(path: str) -> None:
         harness = [] if found is None else [f"{found.pid}:{found.start}"]
         folder = os.path.dirname(path)
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        code = f"import sys;sys.path.insert(0,{root!r});from greenloop.hooks.server import main;main()"
+        from greenloop.hook_client import ROOT
+
+        code = f"import sys;sys.path.insert(0,{ROOT!r});from greenloop.hooks.server import main;main()"
         log = path[: -len(".sock")] + ".log" if path.endswith(".sock") else path + ".log"
         os.posix_spawn(
             sys.executable,
@@ -91,14 +92,6 @@ def main() -> NoReturn:
         sys.stderr.write(f"greenloop hook server: {type(exc).__name__}: {exc}\n")
     sys.stderr.flush()
     os._exit(0)
-
-
-def _own_folder(folder: str) -> bool:
-    import stat
-
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.lstat(folder)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _sources() -> dict[str, int]:
@@ -135,7 +128,7 @@ def serve(path: str, *, idle_s: float | None = None, harnesses: dict[int, int] |
 
     for name in WARM:
         __import__(name)
-    from greenloop.hook_client import short_address
+    from greenloop.hook_client import own_folder, short_address
     from greenloop.system import ptree
 
     if idle_s is None:
@@ -144,7 +137,8 @@ def serve(path: str, *, idle_s: float | None = None, harnesses: dict[int, int] |
         except ValueError:
             idle_s = IDLE_S
     folder = os.path.dirname(path)
-    if not _own_folder(folder):
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if not own_folder(path):
         raise PermissionError(f"{folder} is not this user's own folder with mode 0700")
     lock = open(path + ".lock", "a")  # noqa: SIM115 (held for the server's life)
     try:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from greenloop.runner.probe import read_test_script
 
-__all__ = ["ScriptArgs", "mocha_script_args", "script_args"]
+__all__ = ["ScriptArgs", "script_args"]
 
 class _Runner(NamedTuple):
     """How one runner's command line reads (what its CLI documents)."""
@@ -108,11 +108,6 @@ class ScriptArgs(NamedTuple):
 
     args: tuple[str, ...]
     notes: tuple[str, ...]
-
-
-def mocha_script_args(root: str, *, narrowed: bool) -> ScriptArgs:
-    """`script_args("mocha", …)`."""
-    return script_args("mocha", root, narrowed=narrowed)
 
 
 def script_args(framework: str, root: str, *, narrowed: bool) -> ScriptArgs:
