@@ -57,9 +57,26 @@ def test_python_graph_runs_or_refuses_what_it_cannot_see(tmp_path: Path) -> None
     tests, why = affected_py.select(root, "pytest", ["src/app/lazy.py"])
     # the test reaching a file that does not parse always runs; its imports are unknown
     assert tests == ["tests/test_broken.py", "tests/test_lazy.py"] and why is None
-    root2 = _write(tmp_path / "two", {**PY, "pytest.ini": "[pytest]\npython_files = check_*.py\n"})
-    _tests, why2 = affected_py.select(root2, "pytest", ["src/app/helpers.py"])
-    assert why2 is not None and "pytest.ini" in why2
+
+
+def test_pytest_test_files_are_its_configs_python_files(tmp_path: Path) -> None:
+    files = {**PY, "tests/check_core.py": "from app import core\n",
+             "tests/sub/core_check.py": "import app.core\n"}
+    # the file pytest reads names its patterns (one list, split as pytest splits it); a pattern
+    # with a folder matches the path's end
+    for config in ({"pytest.ini": "[pytest]\npython_files = check_*.py\n  sub/*_check.py\n"},
+                   {"pyproject.toml": "[tool.pytest.ini_options]\n"
+                                      'python_files = ["check_*.py", "sub/*_check.py"]\n'},
+                   {"setup.cfg": "[tool:pytest]\npython_files =\n\tcheck_*.py\n\tsub/*_check.py\n"}):
+        root = _write(tmp_path / str(len(list(tmp_path.iterdir()))), {**files, **config})
+        tests, why = affected_py.select(root, "pytest", ["src/app/helpers.py"])
+        assert (tests, why) == (["tests/check_core.py", "tests/sub/core_check.py"], None), config
+    # pytest reads the first config file that is one: a pytest.ini without the key wins over
+    # setup.cfg's patterns, which pytest then never sees
+    root = _write(tmp_path / "first", {**files, "pytest.ini": "[pytest]\n",
+                                       "setup.cfg": "[tool:pytest]\npython_files = check_*.py\n"})
+    assert affected_py.select(root, "pytest", ["src/app/lazy.py"])[0] == ["tests/test_lazy.py"]
+    assert affected_py.test_patterns(root, "unittest") == ("test*.py",)
 
 
 def test_pytest_leaves_out_what_its_whole_run_leaves_out(tmp_path: Path) -> None:

@@ -27,11 +27,10 @@ from typing import NamedTuple
 
 from greenloop.layout import NOT_CODE_DIRS
 
-__all__ = ["Graph", "build", "custom_patterns", "is_test_file", "select", "testpaths"]
+__all__ = ["Graph", "build", "is_test_file", "select", "test_patterns", "testpaths"]
 
 PYTEST_PATTERNS = ("test_*.py", "*_test.py")
 UNITTEST_PATTERNS = ("test*.py",)
-_CONFIGS = ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
 
 
 class Graph(NamedTuple):
@@ -191,8 +190,10 @@ def _collect_ignore(tree: ast.Module) -> list[str] | None:
     return out
 
 
-def testpaths(root: str) -> list[str] | None:
-    """pytest's `testpaths` (folders or globs, relative to the workspace), when a config sets it."""
+def _pytest_ini(root: str) -> tuple[str, dict[str, object]] | None:
+    """The config file pytest reads in `root` and its options, as pytest finds it: the first of
+    pytest.ini, .pytest.ini (always), pyproject.toml ([tool.pytest.ini_options]), tox.ini
+    ([pytest]), setup.cfg ([tool:pytest]) that is one; None when none is."""
     import configparser
     import sys
 
@@ -200,34 +201,71 @@ def testpaths(root: str) -> list[str] | None:
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
-    pyproject = os.path.join(root, "pyproject.toml")
-    if os.path.isfile(pyproject):
-        try:
-            with open(pyproject, "rb") as fh:
-                opts = tomllib.load(fh).get("tool", {}).get("pytest", {}).get("ini_options", {})
-        except (OSError, ValueError):
-            opts = {}
-        paths = opts.get("testpaths") if isinstance(opts, dict) else None
-        if isinstance(paths, str):
-            return paths.split()
-        if isinstance(paths, list):
-            return [str(p) for p in paths]
-    for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+    for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+        path = os.path.join(root, name)
+        if not os.path.isfile(path):
+            continue
+        if name == "pyproject.toml":
+            try:
+                with open(path, "rb") as fh:
+                    opts = tomllib.load(fh).get("tool", {}).get("pytest", {}).get("ini_options")
+            except (OSError, ValueError):
+                continue
+            if isinstance(opts, dict):
+                return name, opts
+            continue
         parser = configparser.ConfigParser(interpolation=None)
         try:
-            parser.read(os.path.join(root, name), encoding="utf-8")
+            parser.read(path, encoding="utf-8")
         except (configparser.Error, OSError):
             continue
-        if parser.has_option(section, "testpaths"):
-            return parser.get(section, "testpaths").split()
+        section = "tool:pytest" if name == "setup.cfg" else "pytest"
+        if parser.has_section(section):
+            return name, dict(parser.items(section))
+        if name in ("pytest.ini", ".pytest.ini"):
+            return name, {}
     return None
 
 
-def is_test_file(rel: str, framework: str) -> bool:
-    """Does the runner's default discovery collect `rel` as a test file?"""
+def _ini_list(root: str, key: str) -> tuple[str, list[str]] | None:
+    """A list option of pytest's config (`testpaths`, `python_files`) and the file naming it."""
+    import shlex
+
+    found = _pytest_ini(root)
+    if found is None or key not in found[1]:
+        return None
+    value = found[1][key]
+    if isinstance(value, list):
+        return found[0], [str(v) for v in value]
+    try:
+        return found[0], shlex.split(str(value))
+    except ValueError:
+        return found[0], str(value).split()
+
+
+def testpaths(root: str) -> list[str] | None:
+    """pytest's `testpaths` (folders or globs, relative to the workspace), when a config sets it."""
+    found = _ini_list(root, "testpaths")
+    return found[1] if found else None
+
+
+def test_patterns(root: str, framework: str) -> tuple[str, ...]:
+    """The file name patterns of the runner's discovery: unittest's default, or pytest's
+    `python_files` (its config's, else test_*.py and *_test.py)."""
+    if framework == "unittest":
+        return UNITTEST_PATTERNS
+    found = _ini_list(root, "python_files")
+    return tuple(found[1]) if found and found[1] else PYTEST_PATTERNS
+
+
+def is_test_file(rel: str, framework: str, patterns: Sequence[str] | None = None) -> bool:
+    """Does the runner's discovery collect `rel` as a test file? A pattern with a `/` is
+    matched against the path's end, as pytest's fnmatch_ex does; others against the name."""
     name = rel.rsplit("/", 1)[-1]
-    patterns = UNITTEST_PATTERNS if framework == "unittest" else PYTEST_PATTERNS
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    if patterns is None:
+        patterns = UNITTEST_PATTERNS if framework == "unittest" else PYTEST_PATTERNS
+    return any(fnmatch.fnmatchcase("/" + rel, "*/" + p.lstrip("/")) if "/" in p
+               else fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def _conftests(rel: str, files: Iterable[str]) -> list[str]:
@@ -254,25 +292,11 @@ def _left_out(rel: str, ignored: Sequence[str], paths: Sequence[str] | None) -> 
                    or p.strip("/") in ("", ".") for p in paths)
 
 
-def custom_patterns(root: str) -> str | None:
-    """The config file that names its own test file patterns (pytest's python_files), if any."""
-    for name in _CONFIGS:
-        try:
-            with open(os.path.join(root, name), encoding="utf-8", errors="replace") as fh:
-                if "python_files" in fh.read():
-                    return name
-        except OSError:
-            continue
-    return None
-
-
 def select(root: str, framework: str, changed: Sequence[str]) -> tuple[list[str], str | None]:
     """(test files whose transitive imports include a changed file, or which changed,
     sorted; why the whole suite must run instead, or None). `changed` are .py files."""
-    custom = custom_patterns(root)
-    if custom is not None and framework == "pytest":
-        return [], f"{custom} sets python_files: greenloop does not map custom test file patterns"
     graph = build(root)
+    patterns = test_patterns(root, framework)
     if framework == "pytest" and graph.ignored is None:
         return [], "a conftest.py sets collect_ignore to something other than a literal list"
     ignored = graph.ignored or () if framework == "pytest" else ()
@@ -281,7 +305,7 @@ def select(root: str, framework: str, changed: Sequence[str]) -> tuple[list[str]
     wanted = set(changed)
     picked: list[str] = []
     for rel in graph.imports:
-        if not is_test_file(rel, framework) or _left_out(rel, ignored, paths):
+        if not is_test_file(rel, framework, patterns) or _left_out(rel, ignored, paths):
             continue
         seen: set[str] = set()
         todo = [rel, *_conftests(rel, graph.imports)] if framework == "pytest" else [rel]
