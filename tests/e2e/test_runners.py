@@ -386,3 +386,19 @@ def test_vitest_under_ci_names_its_refusal_of_only(tmp_path: Path) -> None:
     assert failure["hint"].startswith("vitest refused the .only at math.test.js:3 because CI is set")
     green = cli("run", str(ws), "--json", env={"CI": ""})
     assert green.code == 0 and green.json["outcome"] == "green", green.stdout
+
+
+def test_pytest_internal_error_is_broken_with_pytest_s_own_reason(tmp_path: Path) -> None:
+    # a conftest's unknown mark under `filterwarnings = error`: pytest writes its (empty) report,
+    # prints INTERNALERROR> and exits 3; the reason is pytest's, not "check the test file names"
+    ws = py_workspace(tmp_path / "ws", {
+        "pytest.ini": "[pytest]\nfilterwarnings = error\n",
+        "conftest.py": "import pytest\n\ndef pytest_collection_modifyitems(items):\n"
+                       "    for item in items:\n        item.add_marker(pytest.mark.no_cover)\n",
+        "test_a.py": "def test_a():\n    assert True\n",
+    })
+    code, r = run_json(ws)
+    assert (code, r["outcome"], r["exit_code"]) == (3, "broken", 3), r
+    reason = str(r["crash_reason"])
+    assert "PytestUnknownMarkWarning: Unknown pytest.mark.no_cover" in reason, reason
+    assert not any("test file names" in n for n in r["notes"]), r["notes"]

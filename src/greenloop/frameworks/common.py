@@ -88,7 +88,10 @@ def capped(result: ParseResult) -> ParseResult:
 # The runner's own words when it stops before running anything (a config it cannot read, a
 # missing module): `Error: Jest: 'ts-node' is required …`, `TypeError [ERR_X]: …`, pytest's
 # `ERROR: file or directory not found: x`, jest's `● Validation Error:`.
-_RUNNER_ERROR = re.compile(r"^\s*(?:(?:[A-Z]\w*)?Error(?: \[[\w_]+\])?: \S|ERROR: \S|● Validation Error)")
+# (pytest's own crash: the exception closing its INTERNALERROR> traceback, a warning that a
+# `filterwarnings = error` config turned into one among them)
+_RUNNER_ERROR = re.compile(r"^\s*(?:(?:[A-Z]\w*)?Error(?: \[[\w_]+\])?: \S|ERROR: \S|● Validation Error"
+                           r"|INTERNALERROR> [\w.]*(?:Error|Warning|Exception): \S)")
 
 
 def runner_error(lines: Iterable[str], limit: int = 3) -> str | None:

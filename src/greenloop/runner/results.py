@@ -270,7 +270,9 @@ def read_results(
         report_ok = None  # the missing report is a consequence, not the reason
         parsed = _with_stopped_tests(plan, raw, parsed, root)
     said = None
-    if not parsed.recognized and raw.exit_code not in (None, 0) and not (raw.timed_out or raw.aborted):
+    ran_none = parsed.summary.total == 0 and not parsed.failures
+    stopped = raw.timed_out or raw.aborted
+    if (not parsed.recognized or ran_none) and raw.exit_code not in (None, 0) and not stopped:
         from greenloop.frameworks.common import relativize, runner_error
 
         said = runner_error(output_lines(stdout_path, stderr_path))

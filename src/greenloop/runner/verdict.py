@@ -82,6 +82,10 @@ def classify(plan: Plan, raw: RawRun, parsed: ParseResult, *, report_ok: bool | 
         # `vitest related` / `--findRelatedTests` found no test importing the changed files
         why = "no tests ran: no test reaches the changed files (--affected); this is not a green run"
         return Verdict(False, "broken", False, why, None, (*notes, why))
+    if total == 0 and parsed.summary.passed == 0 and said and raw.exit_code not in (None, 0):
+        # the runner wrote its (empty) report and said why it ran nothing: pytest's INTERNALERROR
+        notes.append(f"no tests ran: the runner stopped with exit code {raw.exit_code}")
+        return broken(f"the runner stopped before running any test: {said}")
     if total == 0 and parsed.summary.passed == 0:
         notes.append(
             f"no tests ran (exit code {raw.exit_code}): check the target, the test file names "
