@@ -13,6 +13,7 @@ import pytest
 from greenloop.errors import UsageError
 from greenloop.model import Detection, Failure, Plan
 from greenloop.result import RunResult
+from greenloop.runner.affected_cov import PLUGIN_NAME as COVERAGE_PLUGIN
 from greenloop.runner.dialects import NODE_REPORTER, PROGRESS_REPORTERS
 from greenloop.runner.dialects import PYTEST_PLUGIN_DIR as PLUGIN_DIR
 from greenloop.runner.dialects import PYTEST_PLUGIN_NAME as PLUGIN_NAME
@@ -118,10 +119,10 @@ def test_pytest_loads_greenloops_plugin_with_junit_as_fallback(tmp_path: Path) -
     assert (p.report_file, p.report_format) == (str(runs / "report.json"), "pytest-json")
     assert (p.fallback_report_file, p.fallback_report_format) == (junit, "junit")
     env = dict(p.env)
-    assert env["PYTHONPATH"] == PLUGIN_DIR  # a folder that holds only the plugin
-    assert os.listdir(PLUGIN_DIR) == [f"{PLUGIN_NAME}.py"] or sorted(os.listdir(PLUGIN_DIR)) == sorted(
-        [f"{PLUGIN_NAME}.py", "__pycache__"]
-    )
+    assert env["PYTHONPATH"] == PLUGIN_DIR  # a folder that holds only greenloop's pytest plugins
+    assert sorted(set(os.listdir(PLUGIN_DIR)) - {"__pycache__"}) == [
+        f"{COVERAGE_PLUGIN}.py", f"{PLUGIN_NAME}.py"]
+    assert "GREENLOOP_COVMAP" not in env and COVERAGE_PLUGIN not in p.argv  # a target: no map
     assert env["GREENLOOP_PYTEST_REPORT"] == p.report_file and env["GREENLOOP_PYTEST_JUNIT"] == junit
     inherited = plan(
         det(tmp_path, "pytest"), RunOptions(), report_dir=str(runs), default_timeout_ms=1000,
@@ -341,3 +342,27 @@ def test_unittest_folder_target_is_discovered(tmp_path: Path) -> None:
     assert mk(tmp_path, "unittest", target="pkg/").argv[-5:] == ("discover", "-s", "pkg", "-t", ".")
     assert mk(tmp_path, "unittest", target="plain").argv[-3:] == ("discover", "-s", "plain")
     assert mk(tmp_path, "unittest", target="pkg.test_a").argv[-1] == "pkg.test_a"
+
+
+def test_a_whole_pytest_run_records_the_coverage_map_where_the_venv_has_coverage(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "pytest").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin").mkdir()
+    (tmp_path / ".venv" / "bin" / "python").touch(mode=0o755)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+
+    def planned(**kw: object) -> Plan:
+        options = RunOptions("pytest", coverage_map=True, **kw)  # type: ignore[arg-type]
+        return plan(det(tmp_path, "pytest"), options, report_dir=str(tmp_path / "r"), default_timeout_ms=1000,
+                    env={})
+
+    assert COVERAGE_PLUGIN not in planned().argv  # no coverage.py in the venv
+    (site / "coverage").mkdir()
+    whole = planned()
+    assert whole.argv[-2:] == ("-p", COVERAGE_PLUGIN)
+    assert dict(whole.env)["GREENLOOP_COVMAP"] == str(tmp_path / "r" / "covmap")
+    for narrowed in (planned(target="tests/test_a.py"), planned(last_failed=True),
+                     plan(det(tmp_path, "pytest"), RunOptions("pytest"), report_dir=str(tmp_path / "r"),
+                          default_timeout_ms=1000, env={})):  # the config's coverage_map off
+        assert COVERAGE_PLUGIN not in narrowed.argv and "GREENLOOP_COVMAP" not in dict(narrowed.env)

@@ -220,7 +220,8 @@ def test_run(
         changes = _affected_changes(detection.root, ws, session_id)
     the_plan = plan(
         detection,
-        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes),
+        RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes,
+                   coverage_map=cfg.coverage_map),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -279,6 +280,9 @@ def test_run(
         result = finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                           root=detection.root)
         final = after_run(str(ws), result, fingerprint=fingerprint.result, session_resolved=True)
+        from greenloop.runner.affected_cov import fold_run
+
+        final = fold_run(final, the_plan, detection.root, str(run_dir))  # a whole pytest run's map
         if final.ok and final.selection is None and final.shard is None and session_id and command is None:
             from greenloop.runner.affected import record_green
 

@@ -96,6 +96,10 @@ class Config(NamedTuple):
     # last run: "owed" nothing more (an owed test rerun alone verifies its fix); "affected" a
     # green --affected or whole-suite run of the tree as it is now; "full" a green whole-suite run
     release: str = "owed"
+    # a whole-suite pytest run records which lines each test file runs (where the workspace's
+    # Python has coverage.py), and a pytest `--affected` run then skips the test files the
+    # change cannot reach (runner/affected_cov.py)
+    coverage_map: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The hint settings as JSON."""
@@ -118,6 +122,7 @@ _ALIASES = {
     "staleGreen": "stale_green",
     "requireRun": "require_run",
     "recordsDir": "records_dir",
+    "coverageMap": "coverage_map",
 }
 # the fields whose value is one of a few words
 _CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN, "release": RELEASE_NEEDS}

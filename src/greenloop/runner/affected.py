@@ -7,7 +7,8 @@ to the workspace; no git repository, or a deleted file, is a reason to run the w
 `select` (plan.py calls it) maps those files to the runner's own selection, one small
 function a runner family (so each can move into its runner's package later, issue 28):
 
-- pytest, unittest: the static import graph of the workspace's Python modules (affected_py.py);
+- pytest, unittest: the static import graph of the workspace's Python modules (affected_py.py),
+  for pytest narrowed by the per-test coverage map of the last whole-suite run (affected_cov.py);
 - vitest: `vitest related <files> --run`; jest: `--findRelatedTests <files>` (the runner's own graph);
 - node:test, mocha, bun: the import graph of the test files (affected_js.py);
 - go: the packages whose tests depend on a changed package (`go list`: affected_go.py);
@@ -226,13 +227,15 @@ def _done(args: list[str], tests: list[str], info: AffectedInfo, found: Changes,
 
 
 def _python(framework: str, root: str, found: Changes, info: AffectedInfo) -> Selection:
-    from greenloop.runner import affected_py
+    from greenloop.runner import affected_cov, affected_py
 
     tests, why = affected_py.select(root, framework, found.changed)
     if why is not None:
         return _fallback(info, why)
+    tests, narrowed = affected_cov.refine(root, framework, found.changed, tests)
     tests = sorted({*tests, *found.owed_files})
-    return _done(list(tests), tests, info, found)
+    done = _done(list(tests), tests, info, found)
+    return done._replace(notes=[*done.notes, narrowed]) if narrowed else done
 
 
 def _related(framework: str, found: Changes, info: AffectedInfo) -> Selection:

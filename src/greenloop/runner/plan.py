@@ -54,6 +54,9 @@ class RunOptions(NamedTuple):
     shard: ShardInfo | None = None
     # `--affected`: the changed files and owed tests (greenloop.runner.affected.changes)
     affected: Changes | None = None
+    # a whole-suite pytest run records the per-test coverage map (runner/affected_cov.py)
+    # where the workspace's Python has coverage.py: the config's `coverage_map`
+    coverage_map: bool = False
 
 
 def parse_shard(value: object, *, field: str = "shard (--shard)") -> ShardInfo:
@@ -323,6 +326,14 @@ def _pytest(c: _Ctx, targets: list[str]) -> _Built:
         (PROGRESS_VAR, c.progress_file),
         *PYTHON_STREAMING,
     )
+    if c.options.coverage_map and not targets and not c.options.last_failed and c.options.shard is None \
+            and c.affected is None:
+        from greenloop.runner import affected_cov
+
+        if affected_cov.recordable(c.tool.argv[0]):
+            args, variables = affected_cov.plan_parts(c.report_dir)
+            argv += args
+            plan_env += variables
     return _Built(argv, targets, env=plan_env, fallback=(junit, "junit"), stream_file=stream_file)
 
 

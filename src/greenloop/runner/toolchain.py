@@ -91,7 +91,7 @@ def _venv_python(venv: Path) -> Path | None:
     return None
 
 
-def _venv_has(venv: Path, module: str) -> bool:
+def venv_has(venv: Path, module: str) -> bool:
     """Is `module` installed in the virtualenv (or visible through its system site-packages)?"""
     if any(venv.glob(f"lib/python*/site-packages/{module}")):
         return True
@@ -168,7 +168,7 @@ def python_runner(
         if venv_python is None:
             continue
         argv = (str(venv_python), "-m", "pytest")
-        if needs is None or _venv_has(venv, needs):
+        if needs is None or venv_has(venv, needs):
             notes.append(f"{tool} runs in {label}")
             return argv, tuple(notes), None
         if venv == Path(active or ""):  # an environment the caller happens to be in: look further
