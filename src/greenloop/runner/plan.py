@@ -34,6 +34,7 @@ from greenloop.runner.dialects import (
     report_format,
 )
 from greenloop.runner.last_failed import last_failed_args, native_last_failed_notes
+from greenloop.runner.make_test import MakeArgs, make_args
 from greenloop.runner.toolchain import CARGO_MISSING, GO_MISSING, Toolchain, Which, runner_command
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ class _Ctx(NamedTuple):
     timeout_ms: int
     tool: Toolchain
     affected: Selection | None
+    make: MakeArgs  # go, cargo, unittest: what the Makefile's test target adds (make_test.py)
 
 
 class _Built(NamedTuple):
@@ -212,8 +214,10 @@ def plan(
             targets = list(affected.args)
     tool = runner_command(framework, root, detection.package_manager, env, which, interpreter=interpreter)
     notes += tool.notes
+    make = make_args(root, framework)
+    notes += make.notes
     ctx = _Ctx(framework, root, options, report_dir, report_file, os.path.join(report_dir, PROGRESS_NAME),
-               detection.package_manager, env, which, previous, timeout_ms, tool, affected)
+               detection.package_manager, env, which, previous, timeout_ms, tool, affected, make)
     built = _BUILDERS.get(framework, _npm_test)(ctx, targets)
     notes += built.notes
     argv, targets, plan_env = built.argv, built.targets, built.env
@@ -371,6 +375,8 @@ def _unittest(c: _Ctx, targets: list[str]) -> _Built:
     )
     notes: list[str] = []
     targets = _unittest_targets(c.root, targets, notes)
+    if not targets and not c.options.last_failed:
+        argv += c.make.selection  # the Makefile's discovery or modules: the whole suite, as it runs it
     return _Built(argv, targets, tuple(notes), plan_env, stream_file=stream_file)
 
 
@@ -393,8 +399,11 @@ def _node_test(c: _Ctx, targets: list[str]) -> _Built:
 
 def _go_or_cargo(c: _Ctx, targets: list[str]) -> _Built:
     # live counts come from their output lines; go and cargo place their targets themselves
+    # the Makefile's flags always; its packages unless a target, an affected selection or a
+    # last_failed rerun chooses what runs
+    chosen = targets or ([] if c.options.last_failed else list(c.make.selection))
     argv, native_report, unavailable, notes = _native_plan(
-        c.framework, c.root, targets, c.options, c.previous, c.timeout_ms, c.which
+        c.framework, c.root, [*c.make.flags, *chosen], c.options, c.previous, c.timeout_ms, c.which
     )
     plan_env: tuple[tuple[str, str], ...] = ()
     if c.framework == "go":
