@@ -149,3 +149,10 @@ def test_mocha_takes_its_test_folder_and_gives_up_on_a_configured_spec(tmp_path:
     spec = _write(tmp_path / "two", {**JS, ".mocharc.json": '{"spec": ["spec/**/*.js"]}'})
     _tests, why = affected_js.select(spec, "mocha", ["lib/util.mjs"])
     assert why is not None and ".mocharc.json" in why
+
+
+def test_unittest_takes_the_pattern_its_makefile_discovery_gives(tmp_path: Path) -> None:
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": "", "tests/m_test.py": "import pkg.m\n",
+                             "tests/test_m.py": "import pkg.m\n",
+                             "Makefile": "test:\n\tpython3 -m unittest discover -s tests -p '*_test.py'\n"})
+    assert affected_py.select(root, "unittest", ["pkg/m.py"])[0] == ["tests/m_test.py"]

@@ -250,10 +250,15 @@ def testpaths(root: str) -> list[str] | None:
 
 
 def test_patterns(root: str, framework: str) -> tuple[str, ...]:
-    """The file name patterns of the runner's discovery: unittest's default, or pytest's
-    `python_files` (its config's, else test_*.py and *_test.py)."""
-    if framework == "unittest":
-        return UNITTEST_PATTERNS
+    """The file name patterns of the runner's discovery: unittest's (its default, or the
+    Makefile test target's `-p`), or pytest's `python_files` (its config's, else test_*.py and
+    *_test.py)."""
+    if framework == "unittest":  # its default, or the pattern a Makefile's discovery gives it
+        from greenloop.runner.make_test import make_args
+
+        chosen = list(make_args(root, "unittest").selection)
+        given = [chosen[i + 1] for i, w in enumerate(chosen[:-1]) if w in ("-p", "--pattern")]
+        return (given[-1],) if given and chosen[:1] == ["discover"] else UNITTEST_PATTERNS
     found = _ini_list(root, "python_files")
     return tuple(found[1]) if found and found[1] else PYTEST_PATTERNS
 
