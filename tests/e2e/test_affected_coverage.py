@@ -172,3 +172,20 @@ def test_no_coverage_in_the_workspace_records_no_map(tmp_path: Path) -> None:
     assert result.outcome == "green"
     assert affected_cov.load(str(root)) is None
     assert "_greenloop_pytest_coverage" not in " ".join(result.command or "")
+
+
+def test_a_file_changed_since_the_map_but_committed_still_counts(tmp_path: Path, coverage_venv: Path) -> None:
+    # the map is recorded; then a commit makes double call extra.add: git's changes no longer
+    # show core.py, but test_double's recorded lines ran it, so a later change to add keeps it
+    extra = {"pkg/extra.py": "def add(a, b):\n    return a + b\n",
+             "tests/test_extra.py": "from pkg.extra import add\n\n\ndef test_add():\n"
+                                    "    assert add(1, 1) == 2\n"}
+    root = _workspace(tmp_path, coverage_venv, extra)
+    _whole(root)
+    _change(root, "    return x * 2\n", "    from pkg.extra import add\n\n    return add(x, x)\n")
+    _git(root, "commit", "-qam", "double through add")
+    (root / "pkg" / "extra.py").write_text("def add(a, b):\n    return a + b + 1\n")
+    tests, result = _affected(root)
+    assert "tests/test_double.py" in tests and "tests/test_extra.py" in tests, result.notes
+    assert sorted(f.test for f in result.failures) == ["tests/test_double.py::test_double",
+                                                       "tests/test_extra.py::test_add"]

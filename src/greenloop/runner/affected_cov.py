@@ -22,7 +22,9 @@ answer keeps every test file the graph chose for all changed files (the note nam
 
 Always kept: a test file that changed, one the map has no record of (new since the map), and
 one that had a failing test when the map was recorded (its tests stopped early: their lines
-are not all there). A map older than the change is fine: the fingerprints are the map's own.
+are not all there). A map older than the change is fine: the fingerprints are the map's own,
+and every file that differs from what the map measured counts as changed (a commit since, an
+edit before the session's baseline), so a test whose recorded lines ran changed code is kept.
 What the map cannot see, like the graph: a test that depends on a file it reads or on state
 another file's test left behind (a cache filled by an earlier test).
 """
@@ -50,7 +52,7 @@ PLUGIN_NAME = "_greenloop_pytest_coverage"
 DATA_NAME = "covmap"  # the coverage data files' prefix in the run folder
 _DATA_VAR = "GREENLOOP_COVMAP"  # the plugin's variable: where it writes them
 _SHARED = ("", "greenloop:shared")  # contexts outside one test: they reach every test
-_VERSION = 1
+_VERSION = 2
 
 
 def map_path(root: str) -> Path:
@@ -112,15 +114,25 @@ def _hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def fingerprint(path: str) -> dict[str, Any] | None:
-    """A file's skeleton hash and function bodies; None when it does not parse."""
+def _digest(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), filename=path)
+            return hashlib.sha1(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def fingerprint(path: str) -> dict[str, Any] | None:
+    """A file's content hash, skeleton hash and function bodies; None when it does not parse."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        tree = ast.parse(data, filename=path)
     except (OSError, SyntaxError, ValueError):
         return None
     skeleton, bodies = _skeleton_and_bodies(tree)
-    return {"skeleton": skeleton, "bodies": {k: list(v) for k, v in bodies.items()}}
+    return {"sha": hashlib.sha1(data).hexdigest(), "skeleton": skeleton,
+            "bodies": {k: list(v) for k, v in bodies.items()}}
 
 
 def _lines(numbits: bytes) -> Iterable[int]:
@@ -255,7 +267,11 @@ def refine(root: str, framework: str, changed: Sequence[str],
 
     patterns = affected_py.test_patterns(root, framework)
     reached: set[str] = set()
-    for rel in changed:
+    # every file that differs from what the map measured, not only those git calls changed:
+    # a test whose recorded lines ran code that changed since (a commit after the map, an
+    # edit before the session's baseline) may run other code now, so it is kept
+    drifted = [rel for rel, fp in doc["files"].items() if _digest(os.path.join(root, rel)) != fp.get("sha")]
+    for rel in sorted({*changed, *drifted}):
         found = _reached(rel, root, doc, lambda r: affected_py.is_test_file(r, framework, patterns))
         if isinstance(found, str):
             return list(chosen), (f"affected: the coverage map cannot narrow this change ({found}); "
