@@ -167,6 +167,24 @@ def test_to_json_round_trip() -> None:
     assert Config.from_json(cfg.to_json()) == cfg
 
 
+# a value other than the default for every field: a field that validate() does not check must not
+# be dropped without a word (coverage_map = false once was)
+_OTHER = {"max_intercept_rounds": 5, "default_timeout_ms": 999, "summary_tail_chars": 10, "enabled": False,
+          "hint_language": "zh", "sandbox": "full-access", "write_unit_status": True, "flaky": "warn",
+          "state_url": "postgresql://127.0.0.1/x", "stale_green": "note", "require_run": False,
+          "records_dir": ".", "affected": True, "release": "full", "coverage_map": False}
+
+
+def test_every_field_set_in_a_file_is_kept(tmp_path: Path) -> None:
+    assert set(_OTHER) == set(Config._fields), "give the new field a non-default value here"
+    lines = [f"{key} = {json.dumps(value)}" for key, value in _OTHER.items()]
+    (tmp_path / "greenloop.toml").write_text("\n".join(lines) + "\n")
+    loaded = load(tmp_path, env=_env(tmp_path))
+    for key, value in _OTHER.items():
+        assert getattr(loaded, key) == value, key
+        assert getattr(Config(), key) != value, key
+
+
 def _cli(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import os
 

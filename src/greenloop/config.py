@@ -128,6 +128,8 @@ _ALIASES = {
 _CHOICES = {"flaky": FLAKY_POLICIES, "stale_green": STALE_GREEN, "release": RELEASE_NEEDS}
 # (minimum) for the integer fields
 _INT_MIN = {"max_intercept_rounds": 0, "default_timeout_ms": 1, "summary_tail_chars": 0}
+# the true-or-false fields: every field whose default is a boolean
+_BOOLS = frozenset(name for name, default in Config._field_defaults.items() if isinstance(default, bool))
 
 
 def _type_name(v: Any) -> str:
@@ -176,7 +178,7 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be {why}, an integer >= {low} (got {value!r})")
             else:
                 out[name] = int(value)
-        elif name in ("enabled", "write_unit_status", "require_run", "affected"):
+        elif name in _BOOLS:
             if not isinstance(value, bool):
                 problems.append(f"'{key}' must be true or false (got {_type_name(value)} {value!r})")
             else:
@@ -214,6 +216,8 @@ def validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
                 problems.append(f"'{key}' must be one of {', '.join(SANDBOX_MODES)} (got {value!r})")
             else:
                 out[name] = value
+        else:  # a field without a check here would be dropped without a word
+            raise AssertionError(f"config field {name!r} has no check in validate()")
     if problems:
         raise ConfigError(f"invalid config in {where}: " + "; ".join(problems) + ". Fix these fields.")
     return out
