@@ -221,7 +221,7 @@ def test_run(
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes,
-                   coverage_map=cfg.coverage_map),
+                   coverage_map=cfg.coverage_map and _map_wanted(detection.root, cfg.affected)),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -303,6 +303,13 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
+
+
+def _map_wanted(root: str, affected_default: bool) -> bool:
+    """Does this workspace run `--affected`, so that a whole run should record the coverage map?"""
+    from greenloop.runner.affected_cov import wanted
+
+    return wanted(root, affected_default)
 
 
 def _affected_changes(root: str, ws: Path, session_id: str | None) -> Any:

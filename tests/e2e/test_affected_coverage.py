@@ -97,6 +97,7 @@ def _workspace(tmp_path: Path, coverage_venv: Path, extra: dict[str, str] | None
 
 
 def _whole(root: Path) -> RunResult:
+    (root / ".greenloop" / "affected").mkdir(parents=True, exist_ok=True)  # as an --affected run leaves it
     result = api.test_run(root, framework="pytest")
     assert result.outcome in ("green", "red"), result
     return result
@@ -171,7 +172,7 @@ def test_no_coverage_in_the_workspace_records_no_map(tmp_path: Path) -> None:
     result = api.test_run(root, framework="pytest")
     assert result.outcome == "green"
     assert affected_cov.load(str(root)) is None
-    assert "_greenloop_pytest_coverage" not in " ".join(result.command or "")
+    assert "_greenloop_pytest_coverage" not in (result.command or "")
 
 
 def test_a_file_changed_since_the_map_but_committed_still_counts(tmp_path: Path, coverage_venv: Path) -> None:
@@ -189,3 +190,30 @@ def test_a_file_changed_since_the_map_but_committed_still_counts(tmp_path: Path,
     assert "tests/test_double.py" in tests and "tests/test_extra.py" in tests, result.notes
     assert sorted(f.test for f in result.failures) == ["tests/test_double.py::test_double",
                                                        "tests/test_extra.py::test_add"]
+
+
+def test_the_map_is_recorded_only_where_the_workspace_runs_affected(tmp_path: Path,
+                                                                   coverage_venv: Path) -> None:
+    # recording costs a whole run about 1.9x its time: a workspace that never narrows never pays
+    root = _workspace(tmp_path, coverage_venv)
+    result = api.test_run(root, framework="pytest")
+    assert result.outcome == "green"
+    assert affected_cov.load(str(root)) is None
+    assert "_greenloop_pytest_coverage" not in (result.command or "")
+    _affected(root)  # the first --affected run: the import graph alone (no map yet)
+    result = api.test_run(root, framework="pytest")  # from now on a whole run records it
+    assert "_greenloop_pytest_coverage" in (result.command or "")
+    doc = affected_cov.load(str(root))
+    assert doc is not None and sorted(doc["tests"]) == ALL
+
+
+def test_config_affected_makes_every_whole_run_record_the_map(tmp_path: Path, coverage_venv: Path) -> None:
+    root = _workspace(tmp_path, coverage_venv)
+    (root / "greenloop.toml").write_text("affected = true\n")
+    api.test_run(root, framework="pytest")
+    assert affected_cov.load(str(root)) is not None
+    (root / "greenloop.toml").write_text("affected = true\ncoverage_map = false\n")
+    affected_cov.map_path(str(root)).unlink()
+    result = api.test_run(root, framework="pytest")
+    assert "_greenloop_pytest_coverage" not in (result.command or "")
+    assert affected_cov.load(str(root)) is None
