@@ -218,10 +218,12 @@ def test_run(
     changes = None
     if affected:
         changes = _affected_changes(detection.root, ws, session_id)
+    from greenloop.runner.affected_cov import fold_run, wanted  # (the run folds its map below)
+
     the_plan = plan(
         detection,
         RunOptions(framework, target, last_failed, command, timeout_ms, the_shard, changes,
-                   coverage_map=cfg.coverage_map and _map_wanted(detection.root, cfg.affected)),
+                   coverage_map=cfg.coverage_map and wanted(detection.root, cfg.affected)),
         report_dir=str(run_dir),
         default_timeout_ms=cfg.default_timeout_ms,
         previous=previous,
@@ -280,8 +282,6 @@ def test_run(
         result = finalize(result, session_id=session_id, ref=unit_dir / RESULT_FILE if unit_dir else None,
                           root=detection.root)
         final = after_run(str(ws), result, fingerprint=fingerprint.result, session_resolved=True)
-        from greenloop.runner.affected_cov import fold_run
-
         final = fold_run(final, the_plan, detection.root, str(run_dir))  # a whole pytest run's map
         if final.ok and final.selection is None and final.shard is None and session_id and command is None:
             from greenloop.runner.affected import record_green
@@ -303,13 +303,6 @@ def test_run(
     if not preload.started:  # the runner never started (not installed, sandbox refused)
         prune_runs(detection.root, keep=KEEP_RUNS, protect=run_id)
     return final
-
-
-def _map_wanted(root: str, affected_default: bool) -> bool:
-    """Does this workspace run `--affected`, so that a whole run should record the coverage map?"""
-    from greenloop.runner.affected_cov import wanted
-
-    return wanted(root, affected_default)
 
 
 def _affected_changes(root: str, ws: Path, session_id: str | None) -> Any:

@@ -21,16 +21,21 @@ from collections.abc import Callable, Sequence
 
 from greenloop import layout
 
-__all__ = ["Baseline", "load", "path_of", "record", "since_baseline", "start"]
+__all__ = ["Baseline", "folder", "load", "path_of", "record", "since_baseline", "start"]
 
 Git = Callable[..., "str | None"]
 Baseline = dict[str, object]
 
 
+def folder(root: str) -> str:
+    """Where the sessions' baselines are kept: it exists once a session has run `--affected`."""
+    return os.path.join(str(layout.state_dir(root)), "affected")
+
+
 def path_of(root: str, session_id: str) -> str:
     """Where the session's baseline is kept (a digest of its id names the file)."""
     digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
-    return os.path.join(str(layout.state_dir(root)), "affected", f"{digest}.json")
+    return os.path.join(folder(root), f"{digest}.json")
 
 
 def _digest(root: str, rel: str) -> str | None:

@@ -2,11 +2,11 @@
 
 Recorded on whole-suite pytest runs where the workspace's Python has coverage.py, the
 config's `coverage_map` is on and the workspace runs `--affected` (`wanted`): greenloop's
-coverage plugin (frameworks/pytest_plugin/
-_greenloop_pytest_coverage.py) records the lines each test runs; `fold` keeps, per test file,
-the lines of each workspace file its tests ran, and, per workspace file, a fingerprint: the
-hash of its skeleton (the module with every function's body left out: imports, constants,
-classes, signatures, defaults, decorators) and of each function's body with the body's lines.
+coverage plugin (frameworks/pytest_plugin/_greenloop_pytest_coverage.py) records the lines
+each test file runs; `fold` keeps, per test file, the lines of each workspace file its tests
+ran, and, per workspace file, a fingerprint: the hash of its skeleton (the module with every
+function's body left out: imports, constants, classes, signatures, defaults, decorators) and
+of each function's body with the body's lines.
 It goes to `.greenloop/coverage-map.json`, replaced by each whole-suite run.
 
 `refine` narrows the static import graph's choice (affected_py.py) and never widens it. For a
@@ -73,8 +73,9 @@ def wanted(root: str, affected_default: bool) -> bool:
     tests: 18.9 s without, 35.1 s with), so a workspace that never narrows never pays it."""
     if affected_default:
         return True
-    state = layout.state_dir(root)
-    return (state / MAP_NAME).is_file() or (state / "affected").is_dir()
+    from greenloop.runner import affected_base
+
+    return map_path(root).is_file() or os.path.isdir(affected_base.folder(root))
 
 
 def recordable(python: str) -> bool:

@@ -10,9 +10,9 @@ plugin beside it, it imports nothing from greenloop and keeps to Python 3.8+ syn
 Coverage starts before the first conftest.py is imported. Every line run while a test
 runs (its setup, call and teardown) is recorded under that test's file (the node id up to
 `::`), as a coverage.py dynamic context: the map is kept per test file, and a context per
-test would cost a switch per test, each one a write of what coverage gathered.
-What runs outside any test, the imports and collection (a parametrize list
-built by calling the code), is recorded under the empty context; what a session- or
+test would cost a switch per test, each one a write of what coverage gathered. What runs
+outside any test, the imports and collection (a parametrize list built by calling the
+code), is recorded under the empty context; what a session- or
 package-scoped fixture runs, which other files' tests then share, under `greenloop:shared`:
 greenloop treats both as reaching every test.
 
