@@ -123,7 +123,12 @@ def _pytest_workspace(root: Path, *, red: bool, verbose: bool = False) -> Path:
 
 
 def _fix(root: Path) -> None:
-    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    path = root / "calc.py"
+    before = path.stat().st_mtime_ns
+    path.write_text("def add(a, b):\n    return a + b\n")
+    # the fix has the red file's size; written in the second the red run compiled it, Python
+    # would take the cached bytecode (mtime in seconds and size) for current and run the bug
+    os.utime(path, ns=(before + 2 * 10**9, before + 2 * 10**9))
 
 
 # --------------------------------------------------------------------------- tools and schemas
